@@ -1,0 +1,218 @@
+"""Recurrent DQN in the manner of R2D2 (Kapturowski et al., 2019), on TorchRL pieces.
+
+Read top to bottom: settings, the Q-network, the acting policy built around it,
+then one ``update(batch)`` on a ``[B, T]`` batch of slices (or whole episodes).
+
+Why a loss of our own rather than ``torchrl.objectives.DQNLoss``: in recurrent
+mode that loss starts the next-step (target) sequence from a zero state while
+the online pass starts from the stored one, so its targets are inconsistent.
+Here the online and target networks run over the same sequence of T + 1
+observations from the same initial state, and the target is read one step on.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import torch
+from tensordict import TensorDictBase
+from tensordict.nn import TensorDictModule, TensorDictSequential
+from torch import nn
+from torchrl.modules import EGreedyModule, GRUModule, LSTMModule, MLP, QValueModule
+
+
+# ---------------------------------------------------------------- settings
+@dataclass
+class R2D2Settings:
+    gamma: float = 0.99            # discount
+    n_step: int = 3                # rewards summed before bootstrapping
+    burn_in: int = 10              # first steps of a mid-episode slice only warm the state
+    initial_state: str = "stored"  # "stored": state the policy used at the first step; "zero"
+    double_q: bool = True          # online network picks the next action, target network scores it
+    value_rescaling: bool = False  # h(x) = sign(x)(sqrt(|x|+1)-1) + eps x on targets
+    lr: float = 1e-3
+    max_grad_norm: float = 10.0
+    target_tau: float = 0.01       # soft update of the target network per gradient step
+    priority_eta: float = 0.9      # sequence priority: eta * max|td| + (1 - eta) * mean|td|
+
+
+# ---------------------------------------------------------------- network
+class RecurrentQNet(nn.Module):
+    """observation -> MLP encoder -> LSTM/GRU -> one Q-value per action."""
+
+    def __init__(self, obs_dim: int, num_actions: int, encoder_sizes: list[int], hidden_size: int, rnn: str = "lstm"):
+        super().__init__()
+        self.encoder = MLP(
+            in_features=obs_dim, out_features=encoder_sizes[-1], num_cells=list(encoder_sizes[:-1]),
+            activation_class=nn.ReLU, activate_last_layer=True,
+        )
+        rnn_class = {"lstm": nn.LSTM, "gru": nn.GRU}[rnn]
+        self.rnn = rnn_class(encoder_sizes[-1], hidden_size, batch_first=True)
+        self.head = nn.Linear(hidden_size, num_actions)
+        self.kind = rnn
+
+    def sequence_q(self, obs: torch.Tensor, state: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        """Q-values ``[B, T, A]`` for observations ``[B, T, obs]`` from ``state`` (each ``[layers, B, H]``)."""
+        features, _ = self.rnn(self.encoder(obs), state if self.kind == "lstm" else state[0])
+        return self.head(features)
+
+    def run(self, obs: torch.Tensor, state: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+        """Like ``sequence_q`` but also returns the final state."""
+        features, final = self.rnn(self.encoder(obs), state if self.kind == "lstm" else state[0])
+        return self.head(features), (final if self.kind == "lstm" else (final,))
+
+    @property
+    def state_keys(self) -> list[str]:
+        """Keys under which the acting policy stores the recurrent state with each step."""
+        return ["recurrent_state_h", "recurrent_state_c"] if self.kind == "lstm" else ["recurrent_state"]
+
+
+def make_policies(qnet: RecurrentQNet, action_spec, eps_start: float, eps_end: float, eps_decay_frames: int):
+    """The acting policies around ``qnet``: (greedy, epsilon-greedy, the EGreedyModule).
+
+    They share ``qnet``'s parameters; the recurrent module stores its state with
+    every step and restarts from zero where ``is_init`` is set.
+    """
+    if qnet.kind == "lstm":
+        core = LSTMModule(lstm=qnet.rnn, in_key="embed", out_key="features")
+    else:
+        core = GRUModule(gru=qnet.rnn, in_key="embed", out_key="features")
+    greedy = TensorDictSequential(
+        TensorDictModule(qnet.encoder, ["observation"], ["embed"]),
+        core,
+        TensorDictModule(qnet.head, ["features"], ["action_value"]),
+        QValueModule(spec=action_spec, action_value_key="action_value"),
+    )
+    egreedy = EGreedyModule(
+        spec=action_spec, eps_init=eps_start, eps_end=eps_end, annealing_num_steps=max(1, eps_decay_frames)
+    )
+    return greedy, TensorDictSequential(greedy, egreedy), egreedy, core
+
+
+def signed_hyperbolic(x: torch.Tensor, eps: float = 1e-3) -> torch.Tensor:
+    return x.sign() * ((x.abs() + 1).sqrt() - 1) + eps * x
+
+
+def signed_parabolic(x: torch.Tensor, eps: float = 1e-3) -> torch.Tensor:
+    """Inverse of ``signed_hyperbolic``."""
+    z = ((1 + 4 * eps * (eps + 1 + x.abs())).sqrt() - 1) / (2 * eps)
+    return x.sign() * (z.square() - 1)
+
+
+# ---------------------------------------------------------------- algorithm
+class R2D2:
+    """Online and target recurrent Q-networks, an optimiser, and one update per batch."""
+
+    def __init__(self, qnet: RecurrentQNet, settings: R2D2Settings):
+        self.qnet = qnet
+        self.target = copy.deepcopy(qnet).requires_grad_(False)
+        self.settings = settings
+        self.optimizer = torch.optim.Adam(qnet.parameters(), lr=settings.lr)
+        self.updates = 0
+
+    def initial_state(self, batch: TensorDictBase) -> tuple[torch.Tensor, ...]:
+        """State at each sequence's first step, as ``[layers, B, H]`` tensors."""
+        states = [batch.get(key)[:, 0].transpose(0, 1).contiguous() for key in self.qnet.state_keys]
+        if self.settings.initial_state == "zero":
+            states = [torch.zeros_like(s) for s in states]
+        return tuple(states)
+
+    def update(self, batch: TensorDictBase) -> dict[str, float]:
+        """One gradient step on ``batch`` of shape ``[B, T]`` with ``("collector", "mask")``.
+
+        ``step_count == 0`` at a sequence's first step means it starts its episode.
+
+        Returns training statistics; writes each sequence's priority into ``batch["td_priority"]``.
+        """
+        s = self.settings
+        mask = batch.get(("collector", "mask"))
+        n_seq, horizon = mask.shape
+        lengths = mask.sum(-1)
+        rows = torch.arange(n_seq)
+        obs, next_obs = batch.get("observation"), batch.get(("next", "observation"))
+        # T + 1 observations: the slice, then the next observation of its last valid step.
+        sequence = torch.cat([obs, next_obs[:, -1:]], 1)
+        sequence[rows, lengths] = next_obs[rows, lengths - 1]
+        state = self.initial_state(batch)
+        starts_episode = batch.get("step_count")[:, 0].reshape(n_seq) == 0
+
+        # Online pass: burn-in first; its gradient only flows for slices that start their episode.
+        burn_in = min(s.burn_in, horizon - 1)
+        if burn_in > 0:
+            q_burn, burned = self.qnet.run(sequence[:, :burn_in], state)
+            keep = starts_episode.view(1, n_seq, 1)
+            burned = tuple(torch.where(keep, h, h.detach()) for h in burned)
+            q_rest = self.qnet.sequence_q(sequence[:, burn_in:], burned)
+            q_all = torch.cat([q_burn, q_rest], 1)
+        else:
+            q_all = self.qnet.sequence_q(sequence, state)
+        with torch.no_grad():
+            q_target_all = self.target.sequence_q(sequence, state)
+
+        action = batch.get("action").reshape(n_seq, horizon, -1).long()
+        if action.shape[-1] > 1:  # one-hot actions
+            action = action.argmax(-1, keepdim=True)
+        q_taken = q_all[:, :-1].gather(-1, action).squeeze(-1)
+
+        with torch.no_grad():
+            next_q_online, next_q_target = q_all[:, 1:], q_target_all[:, 1:]
+            chooser = next_q_online if s.double_q else next_q_target
+            bootstrap = next_q_target.gather(-1, chooser.argmax(-1, keepdim=True)).squeeze(-1)
+            if s.value_rescaling:
+                bootstrap = signed_parabolic(bootstrap)
+            target = self.n_step_target(batch, bootstrap, lengths, horizon)
+            if s.value_rescaling:
+                target = signed_hyperbolic(target)
+
+        steps = torch.arange(horizon).expand(n_seq, horizon)
+        learn = mask & ((steps >= burn_in) | starts_episode.unsqueeze(-1))
+        td = (q_taken - target) * learn
+        weight = batch.get("priority_weight", None)
+        weight = weight.reshape(n_seq, horizon)[:, 0] if weight is not None else torch.ones(n_seq)
+        per_seq = (nn.functional.smooth_l1_loss(q_taken, target, reduction="none") * learn).sum(-1)
+        loss = (weight * per_seq).sum() / learn.sum().clamp_min(1)
+
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = nn.utils.clip_grad_norm_(self.qnet.parameters(), s.max_grad_norm)
+        self.optimizer.step()
+        self.soft_update_target()
+        self.updates += 1
+
+        abs_td = td.detach().abs()
+        n_learn = learn.sum(-1).clamp_min(1)
+        priority = s.priority_eta * abs_td.max(-1).values + (1 - s.priority_eta) * abs_td.sum(-1) / n_learn
+        batch.set("td_priority", priority.unsqueeze(-1).expand(n_seq, horizon))
+        return {
+            "loss": loss.item(),
+            "q_mean": (q_taken.detach() * learn).sum().item() / max(1, int(learn.sum())),
+            "td_abs_mean": abs_td.sum().item() / max(1, int(learn.sum())),
+            "grad_norm": float(grad_norm),
+            "learn_frac": learn.float().mean().item(),
+        }
+
+    def n_step_target(self, batch: TensorDictBase, bootstrap: torch.Tensor, lengths: torch.Tensor, horizon: int) -> torch.Tensor:
+        """sum_{k<m} gamma^k r[t+k] + gamma^m (1 - terminated[t+m-1]) Q'[t+m-1], m = min(n, steps left)."""
+        s = self.settings
+        reward = batch.get(("next", "reward")).reshape(bootstrap.shape).float()
+        terminated = batch.get(("next", "terminated")).reshape(bootstrap.shape).float()
+        steps = torch.arange(horizon).unsqueeze(0)
+        left = (lengths.unsqueeze(-1) - steps).clamp_min(1)  # valid steps from t to the sequence's end
+        m = left.clamp_max(s.n_step)
+        padded_reward = nn.functional.pad(reward, (0, s.n_step))
+        ret = torch.zeros_like(reward)
+        for k in range(s.n_step):
+            ret += (s.gamma ** k) * padded_reward[:, k:k + horizon] * (k < m)
+        last = (steps + m - 1).clamp_max(horizon - 1)
+        alive = 1.0 - terminated.gather(-1, last)
+        return ret + (s.gamma ** m) * alive * bootstrap.gather(-1, last)
+
+    @torch.no_grad()
+    def soft_update_target(self) -> None:
+        tau = self.settings.target_tau
+        for p_target, p in zip(self.target.parameters(), self.qnet.parameters()):
+            p_target.lerp_(p, tau)
+
+    def state_dict(self) -> dict:
+        return {"qnet": self.qnet.state_dict(), "target": self.target.state_dict(),
+                "optimizer": self.optimizer.state_dict(), "updates": self.updates}

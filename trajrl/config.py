@@ -1,0 +1,150 @@
+"""Compose the run configuration and check it before anything is built."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from hydra import compose as hydra_compose
+from hydra import initialize_config_dir
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import MissingMandatoryValue
+
+CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+
+COLLECTORS = ("sync", "async", "multi_sync", "multi_async", "async_batched")
+MULTI_PROCESS = ("async", "multi_sync", "multi_async")
+TRAJECTORY_SAMPLERS = ("slice", "slice_without_replacement", "prioritized_slice", "episode")
+SAMPLERS = TRAJECTORY_SAMPLERS + ("random",)
+STORAGES = ("lazy_tensor", "lazy_memmap")
+ALGOS = ("r2d2",)
+
+
+class ConfigError(ValueError):
+    """A setting that cannot work: names the setting, the value and what would."""
+
+    def __init__(self, setting: str, value: Any, fix: str):
+        self.setting, self.value, self.fix = setting, value, fix
+        super().__init__(f"{setting}={value!r}: {fix}")
+
+
+def compose(overrides: list[str] | None = None) -> DictConfig:
+    """The configuration the CLI would run with these overrides (Hydra's compose API)."""
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        return hydra_compose(config_name="config", overrides=list(overrides or []))
+
+
+def _get(cfg: DictConfig, key: str) -> Any:
+    try:
+        return OmegaConf.select(cfg, key, throw_on_missing=True)
+    except MissingMandatoryValue:
+        raise ConfigError(key, "???", f"{key} is required (for example {key}=CartPole-v1)") from None
+
+
+def _one_of(cfg: DictConfig, key: str, allowed: tuple[str, ...]) -> str:
+    value = _get(cfg, key)
+    if value not in allowed:
+        raise ConfigError(key, value, f"use one of {', '.join(allowed)}")
+    return value
+
+
+def _positive(cfg: DictConfig, key: str, minimum: float = 1) -> Any:
+    value = _get(cfg, key)
+    if value is None or not isinstance(value, (int, float)) or value < minimum:
+        raise ConfigError(key, value, f"must be a number >= {minimum}")
+    return value
+
+
+def validate(cfg: DictConfig) -> DictConfig:
+    """Check every setting and the ones that depend on each other; raise ConfigError.
+
+    Returns the same config with ``storage.ndim`` resolved from ``auto``.
+    """
+    collector = _one_of(cfg, "collector.kind", COLLECTORS)
+    sampler = _one_of(cfg, "sampler.kind", SAMPLERS)
+    _one_of(cfg, "storage.kind", STORAGES)
+    _one_of(cfg, "algo.name", ALGOS)
+    _one_of(cfg, "algo.rnn", ("lstm", "gru"))
+    _one_of(cfg, "algo.initial_state", ("stored", "zero"))
+    _get(cfg, "env.id")
+    _positive(cfg, "total_frames")
+    _positive(cfg, "storage.capacity")
+    _positive(cfg, "collector.frames_per_batch")
+    workers = _positive(cfg, "collector.num_workers")
+    if collector in ("sync", "async") and workers != 1:
+        raise ConfigError(
+            "collector.num_workers", workers,
+            f"collector={collector} runs one environment; use collector=multi_sync or multi_async for {workers} workers",
+        )
+    cores = os.cpu_count() or 1
+    if workers > 4 * cores:
+        raise ConfigError("collector.num_workers", workers, f"this machine has {cores} cores; use at most {4 * cores}")
+    if collector == "async_batched":
+        _one_of(cfg, "collector.env_backend", ("threading", "multiprocessing"))
+
+    trajs = cfg.trajs_per_batch
+    if trajs is not None and (not isinstance(trajs, int) or trajs < 1):
+        raise ConfigError("trajs_per_batch", trajs, "must be an integer >= 1 (or null for fixed-frame batches)")
+    if trajs is None and sampler in TRAJECTORY_SAMPLERS:
+        raise ConfigError(
+            "trajs_per_batch", None,
+            f"sampler={sampler} needs complete episodes in the buffer; set trajs_per_batch=4 (or use sampler=random)",
+        )
+    if collector == "async_batched" and trajs != 1:
+        raise ConfigError(
+            "trajs_per_batch", trajs,
+            "collector=async_batched writes each episode as it completes; use trajs_per_batch=1, "
+            "or collector=multi_async to batch episodes",
+        )
+
+    ndim = cfg.storage.ndim
+    if ndim != "auto" and ndim != 1:
+        raise ConfigError(
+            "storage.ndim", ndim,
+            f"collector={collector} with one environment per worker writes flat [T] batches"
+            + (" of complete episodes" if trajs else "") + "; use storage.ndim=auto or 1",
+        )
+
+    if sampler in ("slice", "slice_without_replacement", "prioritized_slice"):
+        slice_len = _positive(cfg, "sampler.slice_len")
+        _positive(cfg, "sampler.slices_per_batch")
+        sequence_len = slice_len
+    elif sampler == "episode":
+        _positive(cfg, "sampler.episodes_per_batch")
+        sequence_len = None
+    else:
+        _positive(cfg, "sampler.transitions_per_batch")
+        sequence_len = 1
+    burn_in = _get(cfg, "algo.burn_in")
+    if not isinstance(burn_in, int) or burn_in < 0:
+        raise ConfigError("algo.burn_in", burn_in, "must be an integer >= 0")
+    if sequence_len is not None and burn_in >= sequence_len:
+        raise ConfigError(
+            "algo.burn_in", burn_in,
+            f"leaves no step to learn from in sequences of {sequence_len} (sampler={sampler}); "
+            f"use algo.burn_in<={sequence_len - 1}" + (" or a longer sampler.slice_len" if sequence_len > 1 else ""),
+        )
+    _positive(cfg, "algo.n_step")
+
+    loop = cfg.loop
+    if loop.updates_per_frame is None or loop.updates_per_frame <= 0:
+        raise ConfigError("loop.updates_per_frame", loop.updates_per_frame, "must be > 0")
+    if loop.warmup_frames >= cfg.total_frames:
+        raise ConfigError(
+            "loop.warmup_frames", loop.warmup_frames,
+            f"must be below total_frames={cfg.total_frames}, or no update ever runs",
+        )
+    _positive(cfg, "loop.log_every_frames")
+    for backend in cfg.logger.backends:
+        if backend not in ("csv", "tensorboard", "wandb"):
+            raise ConfigError("logger.backends", backend, "use csv, tensorboard or wandb")
+    _one_of(cfg, "logger.wandb_mode", ("offline", "online"))
+    if cfg.device != "cpu" and not cfg.device.startswith("cuda"):
+        raise ConfigError("device", cfg.device, "use cpu or cuda[:N]")
+
+    cfg = cfg.copy()
+    with_flag = OmegaConf.is_struct(cfg)
+    OmegaConf.set_struct(cfg, False)
+    cfg.storage.ndim = 1
+    OmegaConf.set_struct(cfg, with_flag)
+    return cfg

@@ -1,0 +1,100 @@
+"""Episodes in a flat (1-D) replay storage, and a sampler that returns them whole."""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from tensordict import TensorDictBase
+from torchrl.data.replay_buffers.samplers import Sampler
+from torchrl.data.replay_buffers.storages import Storage
+
+TRAJ_KEY = ("collector", "traj_ids")
+MASK_KEY = ("collector", "mask")
+
+
+
+def find_episodes(
+    traj_ids: torch.Tensor, is_init: torch.Tensor, done: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Complete episodes in a flat storage: ``(starts, lengths)``.
+
+    An episode is a run of equal trajectory ids that begins with ``is_init`` and
+    ends with ``done``. Writes are whole episodes with unique ids, so a run at the
+    storage's end that carries the id of the run at its start is one episode that
+    wrapped around; a run whose head was overwritten has no ``is_init`` start and
+    is left out. Indices of a wrapped episode are ``(start + t) % len(storage)``.
+    """
+    traj_ids, is_init, done = traj_ids.reshape(-1), is_init.reshape(-1), done.reshape(-1)
+    size = traj_ids.numel()
+    if size == 0:
+        empty = torch.zeros(0, dtype=torch.long)
+        return empty, empty
+    change = torch.ones(size, dtype=torch.bool)
+    change[1:] = traj_ids[1:] != traj_ids[:-1]
+    starts = change.nonzero().squeeze(-1)
+    lengths = torch.diff(starts, append=torch.tensor([size]))
+    if starts.numel() > 1 and traj_ids[0] == traj_ids[-1]:
+        # The first run continues the last one across the storage's end.
+        lengths[-1] += lengths[0]
+        starts, lengths = starts[1:], lengths[1:]
+    last = (starts + lengths - 1) % size
+    complete = is_init[starts] & done[last]
+    return starts[complete], lengths[complete]
+
+
+class EpisodeSampler(Sampler):
+    """Samples ``batch_size`` whole stored episodes, one after the other in a flat index.
+
+    Each returned episode starts with ``is_init``, so ``as_sequences`` lays the
+    sample out as ``[N, T]`` with an exact mask.
+    """
+
+    def __init__(self, traj_key: Any = TRAJ_KEY):
+        self.traj_key = traj_key
+
+    def sample(self, storage: Storage, batch_size: int) -> tuple[torch.Tensor, dict]:
+        stored = storage[:]
+        starts, lengths = find_episodes(
+            stored.get(self.traj_key), stored.get("is_init"), stored.get(("next", "done"))
+        )
+        if starts.numel() == 0:
+            raise RuntimeError("EpisodeSampler: the buffer holds no complete episode yet.")
+        pick = torch.randint(starts.numel(), (batch_size,), generator=self._rng)
+        starts, lengths = starts[pick], lengths[pick]
+        offsets = torch.arange(int(lengths.sum())) - torch.repeat_interleave(lengths.cumsum(0) - lengths, lengths)
+        index = (torch.repeat_interleave(starts, lengths) + offsets) % len(storage)
+        return index, {}
+
+    def _empty(self) -> None:
+        pass
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        pass
+
+    def dumps(self, path) -> None:
+        pass
+
+    def loads(self, path) -> None:
+        pass
+
+
+def as_sequences(sample: TensorDictBase, starts: torch.Tensor) -> TensorDictBase:
+    """Lay a flat sample of consecutive sequences out as ``[N, T]`` with an exact mask.
+
+    ``starts`` marks the first step of each sequence. Valid steps form a prefix of
+    each row, ``("collector", "mask").sum(-1)`` is each sequence's length, and
+    padding repeats the last valid step (so it holds real values, never used).
+    """
+    starts = starts.reshape(-1).bool().clone()
+    starts[0] = True
+    first = starts.nonzero().squeeze(-1)
+    lengths = torch.diff(first, append=torch.tensor([starts.numel()]))
+    horizon = int(lengths.max())
+    steps = torch.arange(horizon).unsqueeze(0)
+    index = first.unsqueeze(-1) + torch.minimum(steps, lengths.unsqueeze(-1) - 1)
+    batch = sample[index]
+    batch.set(MASK_KEY, steps < lengths.unsqueeze(-1))
+    return batch

@@ -1,0 +1,47 @@
+"""Deterministic evaluation over a batch of environments (one policy call per step for all)."""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+from torchrl.envs import EnvBase, SerialEnv
+from torchrl.envs.utils import ExplorationType, set_exploration_type
+
+
+class Evaluator:
+    """Runs ``episodes`` environments side by side with the greedy policy; returns mean return."""
+
+    def __init__(self, env_fn: Callable[[], EnvBase], policy, episodes: int, seed: int, max_steps: int):
+        self.env = SerialEnv(episodes, env_fn)
+        self.env.set_seed(seed)
+        self.policy = policy
+        self.episodes = episodes
+        self.max_steps = max_steps
+
+    @torch.no_grad()
+    def __call__(self) -> dict[str, float]:
+        returns = torch.zeros(self.episodes)
+        lengths = torch.zeros(self.episodes, dtype=torch.long)
+        finished = torch.zeros(self.episodes, dtype=torch.bool)
+        with set_exploration_type(ExplorationType.DETERMINISTIC):
+            td = self.env.reset()
+            for _ in range(self.max_steps):
+                td = self.policy(td)
+                td, next_td = self.env.step_and_maybe_reset(td)
+                running = ~finished
+                returns += td.get(("next", "reward")).reshape(-1) * running
+                lengths += running.long()
+                finished |= td.get(("next", "done")).reshape(-1)
+                if finished.all():
+                    break
+                td = next_td
+        return {
+            "return": returns.mean().item(),
+            "return_std": returns.std().item() if self.episodes > 1 else 0.0,
+            "length": lengths.float().mean().item(),
+            "unfinished": int((~finished).sum()),
+        }
+
+    def close(self) -> None:
+        if not self.env.is_closed:
+            self.env.close()

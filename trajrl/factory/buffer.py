@@ -1,0 +1,80 @@
+"""Replay buffer factory: storage + sampler, and how a sample becomes a [N, T] batch."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from tensordict import TensorDictBase
+from torchrl.data import LazyMemmapStorage, LazyTensorStorage, TensorDictReplayBuffer
+from torchrl.data.replay_buffers.samplers import (
+    PrioritizedSliceSampler,
+    RandomSampler,
+    SliceSampler,
+    SliceSamplerWithoutReplacement,
+)
+
+from trajrl.data import EpisodeSampler, as_sequences
+from trajrl.data.episodes import TRAJ_KEY
+
+
+@dataclass
+class SequenceSampler:
+    """Draws ``[N, T]`` batches (with ``("collector", "mask")``) from a replay buffer."""
+
+    buffer: TensorDictReplayBuffer
+    transitions: bool  # each sample is N single transitions (random sampler)
+    prioritized: bool
+
+    def sample(self) -> TensorDictBase:
+        flat = self.buffer.sample()
+        starts = torch.ones(flat.shape, dtype=torch.bool) if self.transitions else flat.get("is_init")
+        return as_sequences(flat, starts)
+
+    def update_priority(self, batch: TensorDictBase) -> None:
+        """Give every step of each sampled sequence its sequence's priority (R2D2)."""
+        if not self.prioritized:
+            return
+        mask = batch.get(("collector", "mask"))
+        priority = batch.get("td_priority")
+        self.buffer.update_priority(batch.get("index")[mask], priority[mask])
+
+
+def build_storage(storage_cfg, run_dir: Path | None):
+    if storage_cfg.kind == "lazy_tensor":
+        return LazyTensorStorage(int(storage_cfg.capacity), ndim=int(storage_cfg.ndim))
+    scratch = storage_cfg.get("scratch_dir") or (str(Path(run_dir) / "buffer") if run_dir else None)
+    return LazyMemmapStorage(int(storage_cfg.capacity), scratch_dir=scratch, ndim=int(storage_cfg.ndim))
+
+
+def build_sampler(sampler_cfg, capacity: int):
+    """The TorchRL sampler and the buffer batch size (in stored steps or episodes)."""
+    kind = sampler_cfg.kind
+    if kind == "random":
+        return RandomSampler(), int(sampler_cfg.transitions_per_batch)
+    if kind == "episode":
+        return EpisodeSampler(), int(sampler_cfg.episodes_per_batch)
+    slice_len = int(sampler_cfg.slice_len)
+    # Slices never cross an episode: boundaries come from the trajectory ids.
+    # Episodes shorter than slice_len come back whole (strict_length=False).
+    common = dict(slice_len=slice_len, traj_key=TRAJ_KEY, strict_length=False)
+    if kind == "slice":
+        sampler = SliceSampler(**common)
+    elif kind == "slice_without_replacement":
+        sampler = SliceSamplerWithoutReplacement(**common)
+    else:
+        sampler = PrioritizedSliceSampler(
+            max_capacity=capacity, alpha=float(sampler_cfg.alpha), beta=float(sampler_cfg.beta), **common
+        )
+    return sampler, int(sampler_cfg.slices_per_batch) * slice_len
+
+
+def build_buffer(storage_cfg, sampler_cfg, shared: bool, run_dir: Path | None = None) -> SequenceSampler:
+    """A TensorDictReplayBuffer (shared with worker processes when they write into it)."""
+    sampler, batch_size = build_sampler(sampler_cfg, int(storage_cfg.capacity))
+    buffer = TensorDictReplayBuffer(
+        storage=build_storage(storage_cfg, run_dir), sampler=sampler, batch_size=batch_size, shared=shared
+    )
+    return SequenceSampler(
+        buffer, transitions=sampler_cfg.kind == "random", prioritized=sampler_cfg.kind == "prioritized_slice"
+    )

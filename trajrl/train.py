@@ -1,0 +1,82 @@
+"""``train(cfg)``: build the pipeline, run the loop, leave a run directory."""
+from __future__ import annotations
+
+import datetime
+import logging
+from pathlib import Path
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from trajrl.config import validate
+from trajrl.evaluate import Evaluator
+from trajrl.factory import build
+from trajrl.loops import OffPolicyLoop, OffPolicySettings
+from trajrl.metrics import MetricsLog
+
+log = logging.getLogger("trajrl")
+
+
+def new_run_dir() -> Path:
+    """``outputs/<date>/<time>`` like the CLI's, for runs started from Python."""
+    now = datetime.datetime.now()
+    run_dir = Path("outputs") / now.strftime("%Y-%m-%d") / now.strftime("%H-%M-%S-%f")
+    run_dir.mkdir(parents=True, exist_ok=False)
+    return run_dir
+
+
+def train(cfg: DictConfig, run_dir: str | Path | None = None, echo=print) -> dict[str, float]:
+    """Run the training the CLI would run for ``cfg``; return the final metrics.
+
+    The run directory gets the resolved config (``config.yaml``) and ``metrics.csv``.
+    """
+    cfg = validate(cfg)
+    run_dir = Path(run_dir) if run_dir is not None else new_run_dir()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    OmegaConf.save(cfg, run_dir / "config.yaml", resolve=True)
+    torch.set_num_threads(1)
+    with build(cfg, run_dir) as pipe:
+        for logger in pipe.loggers:
+            logger.log_hparams(OmegaConf.to_container(cfg, resolve=True))
+        loop_cfg = cfg.loop
+        evaluator = None
+        if loop_cfg.eval_episodes > 0:
+            evaluator = Evaluator(pipe.env_fn, pipe.greedy_policy, int(loop_cfg.eval_episodes),
+                                  seed=int(cfg.seed) + 10_000, max_steps=pipe.eval_max_steps)
+        try:
+            loop = OffPolicyLoop(
+                pipe.collector, pipe.sequences, pipe.algo, pipe.policy, pipe.exploration, evaluator,
+                MetricsLog(run_dir, pipe.loggers),
+                OffPolicySettings(
+                    total_frames=int(cfg.total_frames), warmup_frames=int(loop_cfg.warmup_frames),
+                    updates_per_frame=float(loop_cfg.updates_per_frame),
+                    weight_sync_every=int(loop_cfg.weight_sync_every),
+                    eval_every_frames=int(loop_cfg.eval_every_frames),
+                    log_every_frames=int(loop_cfg.log_every_frames),
+                    stall_timeout_s=float(loop_cfg.stall_timeout_s),
+                ),
+                echo=echo,
+            )
+            final = loop.run()
+        finally:
+            if evaluator is not None:
+                evaluator.close()
+    final["run_dir"] = str(run_dir)
+    return final
+
+
+def summary(final: dict) -> str:
+    """The lines printed at the end of a run."""
+    def fmt(key, spec=".1f"):
+        value = final.get(key)
+        return "n/a" if value is None else format(value, spec)
+
+    return "\n".join([
+        "== trajrl run finished ==",
+        f"frames          {int(final['frames']):,}",
+        f"wall-clock      {fmt('time/elapsed_s')} s ({fmt('time/frames_per_s', '.0f')} frames/s)",
+        f"updates         {int(final['train/updates']):,}",
+        f"eval return     {fmt('eval/return')} (best {fmt('eval/best_return')})",
+        f"train return    {fmt('episode/return')} (last episodes)",
+        f"run directory   {final['run_dir']}",
+    ])
