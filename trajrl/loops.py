@@ -19,6 +19,7 @@ class OffPolicySettings:
     eval_every_frames: int     # 0: only at the end
     log_every_frames: int
     stall_timeout_s: float     # no new frame for this long is an error
+    max_update_lag: int | None = None  # pause collection when the learner is this far behind (None: never)
 
 
 class CollectorStalled(RuntimeError):
@@ -55,6 +56,8 @@ class OffPolicyLoop:
         self.log, self.settings, self.echo = log, settings, echo
         self.buffer = sequences.buffer
         self.episodes = StoredEpisodeStats(self.buffer)
+        # TorchRL's single-process Collector cannot pause; the others can.
+        self.can_pause = type(collector).pause is not BaseCollector.pause
 
     def run(self) -> dict[str, float]:
         s = self.settings
@@ -65,7 +68,7 @@ class OffPolicyLoop:
         train_stats: dict[str, float] = {}
         best_eval = float("-inf")
         last_eval: dict[str, float] = {}
-        timings = {"sample": 0.0, "update": 0.0, "eval": 0.0}
+        timings = {"sample": 0.0, "update": 0.0, "eval": 0.0, "paused": 0.0}
         self.collector.start()
         try:
             while True:
@@ -86,16 +89,22 @@ class OffPolicyLoop:
 
                 due = (frames - s.warmup_frames) * s.updates_per_frame
                 if frames >= s.warmup_frames and updates < due:
-                    t0 = time.monotonic()
-                    batch = self.sequences.sample()
-                    t1 = time.monotonic()
-                    train_stats = self.algo.update(batch)
-                    self.sequences.update_priority(batch)
-                    timings["sample"] += t1 - t0
-                    timings["update"] += time.monotonic() - t1
-                    updates += 1
-                    if updates % s.weight_sync_every == 0:
-                        self.collector.update_policy_weights_(self.behaviour_policy)
+                    if self.can_pause and s.max_update_lag is not None and due - updates > s.max_update_lag:
+                        # Hold the ratio: collection waits while the learner catches up.
+                        t0 = time.monotonic()
+                        with self.collector.pause():
+                            timings["paused"] += time.monotonic() - t0
+                            while updates < (self.buffer.write_count - s.warmup_frames) * s.updates_per_frame:
+                                train_stats = self._update(timings)
+                                updates += 1
+                                if updates % s.weight_sync_every == 0:
+                                    self.collector.update_policy_weights_(self.behaviour_policy)
+                        last_write = time.monotonic()
+                    else:
+                        train_stats = self._update(timings)
+                        updates += 1
+                        if updates % s.weight_sync_every == 0:
+                            self.collector.update_policy_weights_(self.behaviour_policy)
                 else:
                     time.sleep(0.005)
 
@@ -119,6 +128,16 @@ class OffPolicyLoop:
         final = self._log(frames, updates, start, train_stats, last_eval, timings)
         final["eval/best_return"] = best_eval if last_eval else float("nan")
         return final
+
+    def _update(self, timings: dict[str, float]) -> dict[str, float]:
+        t0 = time.monotonic()
+        batch = self.sequences.sample()
+        t1 = time.monotonic()
+        stats = self.algo.update(batch)
+        self.sequences.update_priority(batch)
+        timings["sample"] += t1 - t0
+        timings["update"] += time.monotonic() - t1
+        return stats
 
     def _log(self, frames, updates, start, train_stats, eval_stats, timings) -> dict[str, float]:
         elapsed = time.monotonic() - start

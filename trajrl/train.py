@@ -54,6 +54,7 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None, echo=print) -> dic
                     eval_every_frames=int(loop_cfg.eval_every_frames),
                     log_every_frames=int(loop_cfg.log_every_frames),
                     stall_timeout_s=float(loop_cfg.stall_timeout_s),
+                    max_update_lag=loop_cfg.max_update_lag,
                 ),
                 echo=echo,
             )

@@ -1,0 +1,86 @@
+"""Recurrent DQN: targets, burn-in, and the state the policy used (invariant 5)."""
+import pytest
+import torch
+from tensordict import TensorDict
+
+import trajrl
+from trajrl.algos.r2d2 import R2D2, R2D2Settings, RecurrentQNet, signed_hyperbolic, signed_parabolic
+
+
+def brute_force_target(reward, terminated, bootstrap, length, gamma, n):
+    """Per sequence, per step: the n-step return written out with loops."""
+    horizon = reward.shape[-1]
+    out = torch.zeros(horizon)
+    for t in range(length):
+        g, k = 0.0, 0
+        while k < n and t + k < length:
+            g += gamma ** k * reward[t + k]
+            k += 1
+        j = t + k - 1
+        out[t] = g + gamma ** k * (1 - terminated[j]) * bootstrap[j]
+    return out
+
+
+def test_n_step_target_matches_the_loops():
+    torch.manual_seed(0)
+    n_seq, horizon, gamma = 6, 9, 0.9
+    lengths = torch.tensor([9, 1, 4, 9, 2, 7])
+    terminated = torch.zeros(n_seq, horizon)
+    terminated[2, 3] = 1  # an episode ending inside the sequence's last valid step
+    terminated[3, 8] = 1
+    batch = TensorDict({("next", "reward"): torch.randn(n_seq, horizon, 1),
+                        ("next", "terminated"): terminated.bool().unsqueeze(-1)}, [n_seq, horizon])
+    bootstrap = torch.randn(n_seq, horizon)
+    for n in (1, 3, 5):
+        algo = R2D2(RecurrentQNet(2, 2, [8], 8), R2D2Settings(gamma=gamma, n_step=n))
+        got = algo.n_step_target(batch, bootstrap, lengths, horizon)
+        for row in range(n_seq):
+            want = brute_force_target(batch["next", "reward"][row, :, 0], terminated[row], bootstrap[row],
+                                      int(lengths[row]), gamma, n)
+            valid = slice(0, int(lengths[row]))
+            torch.testing.assert_close(got[row, valid], want[valid])
+
+
+def test_value_rescaling_inverts():
+    x = torch.linspace(-500, 500, 101)
+    torch.testing.assert_close(signed_parabolic(signed_hyperbolic(x)), x, rtol=1e-4, atol=1e-3)
+
+
+def test_learning_pass_reproduces_the_acting_policy_q_values():
+    """From the stored state at any step, the sequence pass gives the Q-values the
+    policy acted on: the stored state is the one the policy used, zero at is_init."""
+    cfg = trajrl.compose(["collector=sync", "debug=smoke", "algo.eps_start=0.3"])
+    with trajrl.build(cfg) as pipe:
+        env = pipe.env_fn()
+        with torch.no_grad():
+            steps = env.rollout(300, pipe.policy, break_when_any_done=False)
+        env.close()
+        qnet = pipe.algo.qnet
+        is_init = steps["is_init"].reshape(-1)
+        assert steps["recurrent_state_h"][is_init].abs().sum() == 0
+        assert steps["recurrent_state_h"][~is_init].abs().sum() > 0
+        ends = steps["next", "done"].reshape(-1).nonzero().reshape(-1).tolist()
+        assert len(ends) >= 3
+        for start in (0, 3, ends[0] + 1, ends[1] + 4):
+            stop = next(e for e in ends if e >= start) + 1
+            state = tuple(steps[k][start:start + 1].transpose(0, 1) for k in ("recurrent_state_h", "recurrent_state_c"))
+            with torch.no_grad():
+                q = qnet.sequence_q(steps["observation"][start:stop].unsqueeze(0), state)[0]
+            torch.testing.assert_close(q, steps["action_value"][start:stop], rtol=1e-5, atol=1e-5)
+
+
+def test_burn_in_steps_are_not_learned_unless_the_slice_starts_its_episode():
+    torch.manual_seed(0)
+    algo = R2D2(RecurrentQNet(2, 2, [8], 8), R2D2Settings(burn_in=3))
+    n_seq, horizon = 2, 6
+    batch = TensorDict({
+        "observation": torch.randn(n_seq, horizon, 2), ("next", "observation"): torch.randn(n_seq, horizon, 2),
+        "action": torch.zeros(n_seq, horizon, dtype=torch.long),
+        ("next", "reward"): torch.ones(n_seq, horizon, 1), ("next", "terminated"): torch.zeros(n_seq, horizon, 1, dtype=torch.bool),
+        "recurrent_state_h": torch.zeros(n_seq, horizon, 1, 8), "recurrent_state_c": torch.zeros(n_seq, horizon, 1, 8),
+        "step_count": torch.tensor([[0, 1, 2, 3, 4, 5], [7, 8, 9, 10, 11, 12]]).unsqueeze(-1),
+        ("collector", "mask"): torch.tensor([[1, 1, 1, 1, 1, 0], [1, 1, 1, 1, 1, 1]]).bool(),
+    }, [n_seq, horizon])
+    stats = algo.update(batch)
+    # row 0 starts its episode: 5 valid steps learned; row 1: 6 - 3 burn-in steps.
+    assert stats["learn_frac"] == pytest.approx((5 + 3) / 12)

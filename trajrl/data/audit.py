@@ -1,0 +1,69 @@
+"""Checks of the trajectory invariants on a stored buffer or a sampled batch.
+
+Each check returns violation counts by name; every count is 0 when the data is right.
+"""
+from __future__ import annotations
+
+import torch
+from tensordict import TensorDictBase
+
+from trajrl.data.episodes import MASK_KEY, TRAJ_KEY
+
+
+def _runs(traj_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(starts, lengths) of runs of equal ids; a run continuing across the storage's end is merged."""
+    size = traj_ids.numel()
+    change = torch.ones(size, dtype=torch.bool)
+    change[1:] = traj_ids[1:] != traj_ids[:-1]
+    starts = change.nonzero().squeeze(-1)
+    lengths = torch.diff(starts, append=torch.tensor([size]))
+    if starts.numel() > 1 and traj_ids[0] == traj_ids[-1]:
+        lengths[-1] += lengths[0]
+        starts, lengths = starts[1:], lengths[1:]
+    return starts, lengths
+
+
+def audit_storage(stored: TensorDictBase, full: bool) -> dict[str, int]:
+    """Invariants of a flat storage of episodes (``stored = buffer[:]``).
+
+    Every episode is complete (first step ``step_count == 0``, last step done, no
+    done before), its steps are consecutive, and its id is used by no other run.
+    When the storage is full, one episode whose head was overwritten is expected.
+    """
+    traj_ids = stored.get(TRAJ_KEY).reshape(-1)
+    counts = {"episode_without_start": 0, "episode_without_end": 0, "done_inside_episode": 0,
+              "steps_not_consecutive": 0, "id_in_two_places": 0}
+    size = traj_ids.numel()
+    if size == 0:
+        return counts
+    step = stored.get("step_count").reshape(-1)
+    done = stored.get(("next", "done")).reshape(-1)
+    starts, lengths = _runs(traj_ids)
+    last = (starts + lengths - 1) % size
+    headless = int((step[starts] != 0).sum())
+    counts["episode_without_start"] = max(0, headless - (1 if full else 0))
+    counts["episode_without_end"] = int((~done[last]).sum())
+    counts["done_inside_episode"] = int(done.sum()) - int(done[last].sum())
+    run_of = torch.repeat_interleave(torch.arange(starts.numel()), lengths)
+    position = (torch.repeat_interleave(starts, lengths) + torch.arange(size)
+                - torch.repeat_interleave(lengths.cumsum(0) - lengths, lengths)) % size
+    nxt = (position + 1) % size
+    same_run = torch.cat([run_of[1:] == run_of[:-1], torch.tensor([False])])
+    counts["steps_not_consecutive"] = int(((step[nxt] != step[position] + 1) & same_run).sum())
+    counts["id_in_two_places"] = starts.numel() - int(traj_ids[starts].unique().numel())
+    return counts
+
+
+def audit_batch(batch: TensorDictBase) -> dict[str, int]:
+    """Invariants of a ``[N, T]`` batch: masks are non-empty prefixes, and the valid
+    steps of each row are consecutive steps of one episode."""
+    mask = batch.get(MASK_KEY)
+    ids = batch.get(TRAJ_KEY).reshape(mask.shape)
+    step = batch.get("step_count").reshape(mask.shape)
+    both_valid = mask[:, 1:] & mask[:, :-1]
+    return {
+        "mask_not_prefix": int((mask[:, 1:] & ~mask[:, :-1]).any(-1).sum()),
+        "empty_sequence": int((mask.sum(-1) == 0).sum()),
+        "slice_across_episodes": int(((ids[:, 1:] != ids[:, :-1]) & both_valid).any(-1).sum()),
+        "steps_not_consecutive": int(((step[:, 1:] != step[:, :-1] + 1) & both_valid).any(-1).sum()),
+    }
