@@ -7,20 +7,7 @@ from __future__ import annotations
 import torch
 from tensordict import TensorDictBase
 
-from trajrl.data.episodes import MASK_KEY, TRAJ_KEY
-
-
-def _runs(traj_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(starts, lengths) of runs of equal ids; a run continuing across the storage's end is merged."""
-    size = traj_ids.numel()
-    change = torch.ones(size, dtype=torch.bool)
-    change[1:] = traj_ids[1:] != traj_ids[:-1]
-    starts = change.nonzero().squeeze(-1)
-    lengths = torch.diff(starts, append=torch.tensor([size]))
-    if starts.numel() > 1 and traj_ids[0] == traj_ids[-1]:
-        lengths[-1] += lengths[0]
-        starts, lengths = starts[1:], lengths[1:]
-    return starts, lengths
+from trajrl.data.episodes import MASK_KEY, TRAJ_KEY, find_runs
 
 
 def audit_storage(stored: TensorDictBase, full: bool) -> dict[str, int]:
@@ -38,7 +25,7 @@ def audit_storage(stored: TensorDictBase, full: bool) -> dict[str, int]:
         return counts
     step = stored.get("step_count").reshape(-1)
     done = stored.get(("next", "done")).reshape(-1)
-    starts, lengths = _runs(traj_ids)
+    starts, lengths = find_runs(traj_ids)
     last = (starts + lengths - 1) % size
     headless = int((step[starts] != 0).sum())
     counts["episode_without_start"] = max(0, headless - (1 if full else 0))

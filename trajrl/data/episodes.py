@@ -12,19 +12,14 @@ TRAJ_KEY = ("collector", "traj_ids")
 MASK_KEY = ("collector", "mask")
 
 
+def find_runs(traj_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(starts, lengths)`` of runs of equal trajectory ids in a flat storage.
 
-def find_episodes(
-    traj_ids: torch.Tensor, is_init: torch.Tensor, done: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Complete episodes in a flat storage: ``(starts, lengths)``.
-
-    An episode is a run of equal trajectory ids that begins with ``is_init`` and
-    ends with ``done``. Writes are whole episodes with unique ids, so a run at the
-    storage's end that carries the id of the run at its start is one episode that
-    wrapped around; a run whose head was overwritten has no ``is_init`` start and
-    is left out. Indices of a wrapped episode are ``(start + t) % len(storage)``.
+    Writes are whole episodes with unique ids, so a run at the storage's end that
+    carries the id of the run at its start is one episode that wrapped around: the
+    two are merged, and its steps are ``(start + t) % len(storage)``.
     """
-    traj_ids, is_init, done = traj_ids.reshape(-1), is_init.reshape(-1), done.reshape(-1)
+    traj_ids = traj_ids.reshape(-1)
     size = traj_ids.numel()
     if size == 0:
         empty = torch.zeros(0, dtype=torch.long)
@@ -34,9 +29,22 @@ def find_episodes(
     starts = change.nonzero().squeeze(-1)
     lengths = torch.diff(starts, append=torch.tensor([size]))
     if starts.numel() > 1 and traj_ids[0] == traj_ids[-1]:
-        # The first run continues the last one across the storage's end.
         lengths[-1] += lengths[0]
         starts, lengths = starts[1:], lengths[1:]
+    return starts, lengths
+
+
+def find_episodes(
+    traj_ids: torch.Tensor, is_init: torch.Tensor, done: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Complete episodes in a flat storage: ``(starts, lengths)``.
+
+    An episode is a run (``find_runs``) that begins with ``is_init`` and ends with
+    ``done``; a run whose head was overwritten has no ``is_init`` and is left out.
+    """
+    is_init, done = is_init.reshape(-1), done.reshape(-1)
+    starts, lengths = find_runs(traj_ids)
+    size = done.numel()
     last = (starts + lengths - 1) % size
     complete = is_init[starts] & done[last]
     return starts[complete], lengths[complete]

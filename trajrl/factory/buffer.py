@@ -8,7 +8,6 @@ import torch
 from tensordict import TensorDictBase
 from torchrl.data import LazyMemmapStorage, LazyTensorStorage, TensorDictReplayBuffer
 from torchrl.data.replay_buffers.samplers import (
-    PrioritizedSliceSampler,
     RandomSampler,
     SliceSampler,
     SliceSamplerWithoutReplacement,
@@ -16,6 +15,7 @@ from torchrl.data.replay_buffers.samplers import (
 
 from trajrl.data import EpisodeSampler, as_sequences
 from trajrl.data.episodes import TRAJ_KEY
+from trajrl.data.prioritized import PrioritizedSliceSampler
 
 
 @dataclass
@@ -55,17 +55,13 @@ def build_sampler(sampler_cfg, capacity: int):
     if kind == "episode":
         return EpisodeSampler(), int(sampler_cfg.episodes_per_batch)
     slice_len = int(sampler_cfg.slice_len)
-    # Slices never cross an episode: boundaries come from the trajectory ids.
-    # Episodes shorter than slice_len come back whole (strict_length=False).
-    common = dict(slice_len=slice_len, traj_key=TRAJ_KEY, strict_length=False)
-    if kind == "slice":
-        sampler = SliceSampler(**common)
-    elif kind == "slice_without_replacement":
-        sampler = SliceSamplerWithoutReplacement(**common)
+    if kind == "prioritized_slice":
+        sampler = PrioritizedSliceSampler(capacity, slice_len, float(sampler_cfg.alpha), float(sampler_cfg.beta))
     else:
-        sampler = PrioritizedSliceSampler(
-            max_capacity=capacity, alpha=float(sampler_cfg.alpha), beta=float(sampler_cfg.beta), **common
-        )
+        # Slices never cross an episode: boundaries come from the trajectory ids.
+        # Episodes shorter than slice_len come back whole (strict_length=False).
+        cls = SliceSampler if kind == "slice" else SliceSamplerWithoutReplacement
+        sampler = cls(slice_len=slice_len, traj_key=TRAJ_KEY, strict_length=False)
     return sampler, int(sampler_cfg.slices_per_batch) * slice_len
 
 

@@ -1,0 +1,136 @@
+"""Trajectory layouts on real TorchRL buffers: flat episodes, [N, T] sequences, audits."""
+import pytest
+import torch
+from tensordict import TensorDict
+from torchrl.data import LazyTensorStorage, TensorDictReplayBuffer
+from torchrl.data.replay_buffers.samplers import SliceSampler
+
+from trajrl.data import EpisodeSampler, as_sequences, find_episodes
+from trajrl.data.audit import audit_batch, audit_storage
+from trajrl.data.episodes import MASK_KEY, TRAJ_KEY
+
+
+def episodes(lengths, first_id=0, terminal=True):
+    """Flat episodes as a collector with trajs_per_batch writes them."""
+    parts = []
+    for i, length in enumerate(lengths):
+        steps = torch.arange(length)
+        done = steps == length - 1
+        parts.append(TensorDict({
+            TRAJ_KEY: torch.full((length,), first_id + i),
+            "step_count": steps.unsqueeze(-1),
+            "is_init": (steps == 0).unsqueeze(-1),
+            "observation": torch.randn(length, 3),
+            ("next", "done"): done.unsqueeze(-1),
+            ("next", "terminated"): (done & terminal).unsqueeze(-1),
+        }, [length]))
+    return torch.cat(parts)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_as_sequences_keeps_every_valid_step_and_an_exact_mask(seed):
+    gen = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(1, 30, (int(torch.randint(1, 12, (1,), generator=gen)),), generator=gen)
+    lengths[0] = 1  # length-1 sequences are the edge case
+    flat = episodes(lengths.tolist())
+    batch = as_sequences(flat, flat["is_init"])
+    mask = batch[MASK_KEY]
+    assert batch.shape == (len(lengths), int(lengths.max()))
+    assert torch.equal(mask.sum(-1), lengths)
+    assert audit_batch(batch) == {k: 0 for k in audit_batch(batch)}
+    assert torch.equal(batch[mask]["observation"], flat["observation"])  # valid steps, in order, exactly
+
+
+def test_find_episodes_merges_an_episode_wrapped_across_the_storage_end():
+    flat = episodes([4, 3, 5])  # 12 steps; rotate so episode 0 wraps around the end
+    stored = torch.cat([flat[10:], flat[:10]])  # [ep2 tail (2)], ep0 (4), ep1 (3), ep2 head (3)
+    stored = torch.cat([stored[2:], stored[:2]])
+    starts, lengths = find_episodes(stored[TRAJ_KEY], stored["is_init"], stored["next", "done"])
+    assert sorted(lengths.tolist()) == [3, 4, 5]
+
+
+def test_find_episodes_leaves_out_an_episode_whose_head_was_overwritten():
+    flat = episodes([6, 3, 4])
+    stored = flat[2:]  # the first episode lost its first two steps
+    starts, lengths = find_episodes(stored[TRAJ_KEY], stored["is_init"], stored["next", "done"])
+    assert lengths.tolist() == [3, 4]
+
+
+def fill_with_wraparound(capacity=64, rounds=30, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(capacity), sampler=EpisodeSampler(), batch_size=8)
+    next_id = 0
+    for _ in range(rounds):
+        lengths = torch.randint(1, 20, (3,), generator=gen).tolist()
+        buffer.extend(episodes(lengths, first_id=next_id))
+        next_id += len(lengths)
+    assert buffer.write_count > 3 * capacity
+    return buffer
+
+
+def test_episode_sampler_returns_whole_stored_episodes_after_wraparound():
+    buffer = fill_with_wraparound()
+    for _ in range(50):
+        flat = buffer.sample()
+        batch = as_sequences(flat, flat["is_init"])
+        assert audit_batch(batch) == {k: 0 for k in audit_batch(batch)}
+        mask = batch[MASK_KEY]
+        rows = torch.arange(batch.shape[0])
+        assert (batch["step_count"][:, 0] == 0).all()                     # each starts its episode
+        assert batch["next", "done"][rows, mask.sum(-1) - 1].all()          # and ends it
+
+
+def test_slice_sampler_slices_stay_inside_episodes_after_wraparound():
+    buffer = fill_with_wraparound()
+    buffer._sampler = SliceSampler(slice_len=7, traj_key=TRAJ_KEY, strict_length=False)
+    buffer._batch_size = 7 * 16
+    for _ in range(50):
+        flat = buffer.sample()
+        assert audit_batch(as_sequences(flat, flat["is_init"]))["slice_across_episodes"] == 0
+
+
+def test_storage_audit_finds_nothing_wrong_in_a_wrapped_buffer_but_finds_broken_episodes():
+    buffer = fill_with_wraparound()
+    assert audit_storage(buffer[:], full=True) == {k: 0 for k in audit_storage(buffer[:], full=True)}
+    broken = episodes([5, 4, 6, 3])
+    broken["next", "done"][2] = True                   # an episode ending twice
+    broken[TRAJ_KEY][9:15] = 0                         # an id reused by a later episode
+    broken = torch.cat([broken[:7], broken[8:]])       # a missing step
+    counts = audit_storage(broken, full=False)
+    assert counts["done_inside_episode"] == 1
+    assert counts["id_in_two_places"] == 1
+    assert counts["steps_not_consecutive"] == 1
+
+
+def test_batch_audit_catches_a_slice_across_episodes_and_a_bad_mask():
+    flat = episodes([3, 3])
+    batch = flat.reshape(1, 6)
+    batch.set(MASK_KEY, torch.tensor([[True, True, True, True, False, True]]))
+    counts = audit_batch(batch)
+    assert counts["slice_across_episodes"] == 1
+    assert counts["mask_not_prefix"] == 1
+
+
+def test_prioritized_slices_follow_priorities_and_stay_inside_episodes():
+    from trajrl.data.prioritized import PrioritizedSliceSampler
+
+    capacity = 64
+    buffer = fill_with_wraparound(capacity)
+    sampler = PrioritizedSliceSampler(capacity, slice_len=5, alpha=1.0, beta=0.4)
+    sampler._rng = torch.Generator().manual_seed(0)
+    buffer._sampler, buffer._batch_size = sampler, 5 * 32
+    flat = buffer.sample()  # every step new: equal priorities
+    assert audit_batch(as_sequences(flat, flat["is_init"])) == {k: 0 for k in audit_batch(as_sequences(flat, flat["is_init"]))}
+    # one step gets almost all the priority: nearly every slice must contain it
+    hot = int(flat["index"][0])
+    buffer.update_priority(torch.arange(capacity), torch.full((capacity,), 1e-4))
+    buffer.update_priority(torch.tensor([hot]), torch.tensor([100.0]))
+    batch = as_sequences(*(lambda f: (f, f["is_init"]))(buffer.sample()))
+    assert audit_batch(batch)["slice_across_episodes"] == 0
+    holds_hot = (batch["index"] == hot).any(-1).float().mean()
+    assert holds_hot > 0.9
+    assert batch["priority_weight"][batch[MASK_KEY]].max() == pytest.approx(1.0)
+    # a new write takes the highest priority seen
+    buffer.extend(episodes([capacity], first_id=10_000))
+    buffer.sample()
+    assert torch.all(sampler.priority == 100.0)

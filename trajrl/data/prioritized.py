@@ -1,0 +1,94 @@
+"""Prioritised slices (R2D2's replay) in plain torch.
+
+TorchRL's ``PrioritizedSliceSampler`` needs its C++ segment trees, and the
+extension in the torchrl 0.14.1 wheel does not load against torch 2.13
+(undefined symbol). Its sampler would also miss writes made by worker
+processes into a shared buffer, since they never reach the learner's sampler.
+This one keeps a priority per storage position and notices new episodes by
+their trajectory ids, whoever wrote them.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torchrl.data.replay_buffers.samplers import Sampler
+from torchrl.data.replay_buffers.storages import Storage
+
+from trajrl.data.episodes import TRAJ_KEY, find_runs
+
+
+class PrioritizedSliceSampler(Sampler):
+    """Slices of ``slice_len`` steps inside one episode, started at a step drawn with
+    probability ``p_i^alpha / sum_j p_j^alpha``; importance weights
+    ``(N P(i))^-beta`` (normalised by their max) in ``priority_weight``.
+
+    A slice starts at the drawn step, moved back if the episode ends sooner, and is
+    shorter only when the whole episode is. ``is_init`` marks each slice's first step.
+    New steps get the largest priority seen so far.
+    """
+
+    def __init__(self, capacity: int, slice_len: int, alpha: float = 0.6, beta: float = 0.4,
+                 eps: float = 1e-6, traj_key: Any = TRAJ_KEY):
+        self.capacity, self.slice_len = capacity, slice_len
+        self.alpha, self.beta, self.eps, self.traj_key = alpha, beta, eps, traj_key
+        self.priority = torch.zeros(capacity)
+        self.ids_seen = torch.full((capacity,), -1, dtype=torch.long)
+        self.max_priority = 1.0
+
+    def sample(self, storage: Storage, batch_size: int) -> tuple[torch.Tensor, dict]:
+        size = len(storage)
+        traj_ids = storage[:].get(self.traj_key).reshape(-1)
+        new = traj_ids != self.ids_seen[:size]
+        self.priority[:size][new] = self.max_priority
+        self.ids_seen[:size] = traj_ids
+
+        num_slices = max(1, batch_size // self.slice_len)
+        weights = (self.priority[:size] + self.eps) ** self.alpha
+        probability = weights / weights.sum()
+        picked = torch.multinomial(probability, num_slices, replacement=True, generator=self._rng)
+
+        # For every storage position: its run (episode) and its offset in the run.
+        starts, lengths = find_runs(traj_ids)
+        run_of = torch.repeat_interleave(torch.arange(starts.numel()), lengths)
+        offset_of = torch.arange(size) - torch.repeat_interleave(lengths.cumsum(0) - lengths, lengths)
+        position = (torch.repeat_interleave(starts, lengths) + offset_of) % size
+        run_at, offset_at = torch.empty_like(run_of), torch.empty_like(offset_of)
+        run_at[position], offset_at[position] = run_of, offset_of
+
+        run, offset = run_at[picked], offset_at[picked]
+        run_len = lengths[run]
+        slice_len = run_len.clamp_max(self.slice_len)
+        first = torch.minimum(offset, run_len - slice_len)
+        steps = torch.arange(int(slice_len.sum())) - torch.repeat_interleave(slice_len.cumsum(0) - slice_len, slice_len)
+        index = (torch.repeat_interleave(starts[run] + first, slice_len) + steps) % size
+        is_init = steps == 0
+
+        importance = (size * probability[picked]) ** (-self.beta)
+        importance = importance / importance.max()
+        return index, {"is_init": is_init.unsqueeze(-1),
+                       "priority_weight": torch.repeat_interleave(importance, slice_len)}
+
+    def update_priority(self, index: torch.Tensor, priority: torch.Tensor, *, storage=None) -> None:
+        index, priority = torch.as_tensor(index).reshape(-1), torch.as_tensor(priority, dtype=torch.float).reshape(-1)
+        self.priority[index] = priority
+        self.max_priority = max(self.max_priority, float(priority.max()))
+
+    def _empty(self) -> None:
+        self.priority.zero_()
+        self.ids_seen.fill_(-1)
+        self.max_priority = 1.0
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"priority": self.priority, "ids_seen": self.ids_seen, "max_priority": self.max_priority}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.priority.copy_(state_dict["priority"])
+        self.ids_seen.copy_(state_dict["ids_seen"])
+        self.max_priority = float(state_dict["max_priority"])
+
+    def dumps(self, path) -> None:
+        torch.save(self.state_dict(), f"{path}/prioritized_slice_sampler.pt")
+
+    def loads(self, path) -> None:
+        self.load_state_dict(torch.load(f"{path}/prioritized_slice_sampler.pt", weights_only=True))
