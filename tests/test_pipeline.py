@@ -48,3 +48,28 @@ def test_collector_writes_complete_episodes_and_samples_stay_inside_them(collect
         stats = pipe.algo.update(batch)
         pipe.sequences.update_priority(batch)
         assert math.isfinite(stats["loss"]) and stats["learn_frac"] > 0
+
+
+@pytest.mark.parametrize("collector", COLLECTORS)
+def test_weights_and_epsilon_pushed_by_the_loop_reach_the_collector(collector):
+    """After a push, new steps are acted by the learner's network with its epsilon."""
+    import torch
+    from tensordict import TensorDict
+
+    cfg = trajrl.compose([f"collector={collector}", "debug=smoke", "storage.capacity=4000"])
+    with trajrl.build(cfg) as pipe:
+        pipe.collector.start()
+        try:
+            wait_for_frames(pipe, 300)
+            with torch.no_grad():  # a network that always prefers action 1, acting greedily
+                pipe.algo.qnet.head.weight.zero_()
+                pipe.algo.qnet.head.bias.copy_(torch.tensor([0.0, 1.0]))
+                pipe.exploration.eps.fill_(0.0)
+            pipe.collector.update_policy_weights_(TensorDict.from_module(pipe.policy))
+            pushed_at = pipe.buffer.write_count
+            wait_for_frames(pipe, pushed_at + 1500)
+        finally:
+            pipe.collector.async_shutdown()
+        written = pipe.buffer.write_count
+        recent = pipe.buffer.storage[torch.arange(written - 500, written) % 4000]
+        assert (recent["action"] == 1).float().mean() == 1.0

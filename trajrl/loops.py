@@ -5,6 +5,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+from tensordict import TensorDict
 from torchrl.collectors import BaseCollector
 
 from trajrl.metrics import MetricsLog, StoredEpisodeStats
@@ -56,6 +57,8 @@ class OffPolicyLoop:
         self.log, self.settings, self.echo = log, settings, echo
         self.buffer = sequences.buffer
         self.episodes = StoredEpisodeStats(self.buffer)
+        # The live parameters and buffers (epsilon included) of the behaviour policy.
+        self.weights = TensorDict.from_module(behaviour_policy)
         # TorchRL's single-process Collector cannot pause; the others can.
         self.can_pause = type(collector).pause is not BaseCollector.pause
 
@@ -98,13 +101,13 @@ class OffPolicyLoop:
                                 train_stats = self._update(timings)
                                 updates += 1
                                 if updates % s.weight_sync_every == 0:
-                                    self.collector.update_policy_weights_(self.behaviour_policy)
+                                    self.collector.update_policy_weights_(self.weights)
                         last_write = time.monotonic()
                     else:
                         train_stats = self._update(timings)
                         updates += 1
                         if updates % s.weight_sync_every == 0:
-                            self.collector.update_policy_weights_(self.behaviour_policy)
+                            self.collector.update_policy_weights_(self.weights)
                 else:
                     time.sleep(0.005)
 

@@ -37,14 +37,34 @@ class R2D2Settings:
 
 
 # ---------------------------------------------------------------- network
-class RecurrentQNet(nn.Module):
-    """observation -> MLP encoder -> LSTM/GRU -> one Q-value per action."""
+class Standardize(nn.Module):
+    """(x - loc) / scale with fixed statistics (buffers: saved and synced with the weights)."""
 
-    def __init__(self, obs_dim: int, num_actions: int, encoder_sizes: list[int], hidden_size: int, rnn: str = "lstm"):
+    def __init__(self, size: int, loc: torch.Tensor | None = None, scale: torch.Tensor | None = None):
         super().__init__()
-        self.encoder = MLP(
-            in_features=obs_dim, out_features=encoder_sizes[-1], num_cells=list(encoder_sizes[:-1]),
-            activation_class=nn.ReLU, activate_last_layer=True,
+        self.register_buffer("loc", torch.zeros(size) if loc is None else torch.as_tensor(loc, dtype=torch.float))
+        self.register_buffer("scale", torch.ones(size) if scale is None else torch.as_tensor(scale, dtype=torch.float))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (x - self.loc) / self.scale
+
+
+class RecurrentQNet(nn.Module):
+    """observation -> (fixed) standardisation -> MLP encoder -> LSTM/GRU -> one Q-value per action.
+
+    ``obs_loc``/``obs_scale`` standardise observations inside the network, so the
+    buffer keeps raw observations; partial observations such as positions without
+    velocities carry their signal in small step-to-step differences, which the
+    recurrent core picks up far more easily at unit scale.
+    """
+
+    def __init__(self, obs_dim: int, num_actions: int, encoder_sizes: list[int], hidden_size: int, rnn: str = "lstm",
+                 obs_loc: torch.Tensor | None = None, obs_scale: torch.Tensor | None = None):
+        super().__init__()
+        self.encoder = nn.Sequential(
+            Standardize(obs_dim, obs_loc, obs_scale),
+            MLP(in_features=obs_dim, out_features=encoder_sizes[-1], num_cells=list(encoder_sizes[:-1]),
+                activation_class=nn.ReLU, activate_last_layer=True),
         )
         rnn_class = {"lstm": nn.LSTM, "gru": nn.GRU}[rnn]
         self.rnn = rnn_class(encoder_sizes[-1], hidden_size, batch_first=True)

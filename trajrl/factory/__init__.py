@@ -72,6 +72,21 @@ def _spaces(env_cfg) -> tuple[int, int, int]:
         env.close()
 
 
+def observation_stats(env_cfg, steps: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean and std of observations under a uniformly random policy (fixed for the run)."""
+    import numpy as np
+
+    env = gym.make(env_cfg.id, **dict(env_cfg.kwargs or {}))
+    env.action_space.seed(seed)
+    observations = [env.reset(seed=seed)[0]]
+    for _ in range(steps):
+        obs, _, terminated, truncated, _ = env.step(env.action_space.sample())
+        observations.append(env.reset()[0] if terminated or truncated else obs)
+    env.close()
+    stacked = torch.as_tensor(np.stack(observations), dtype=torch.float)
+    return stacked.mean(0), stacked.std(0).clamp_min(1e-3)
+
+
 def build(cfg: DictConfig, run_dir: str | Path | None = None) -> Pipeline:
     """Build the pipeline for ``cfg`` (validated here). Loggers are made when ``run_dir`` is given."""
     cfg = validate(cfg)
@@ -80,7 +95,8 @@ def build(cfg: DictConfig, run_dir: str | Path | None = None) -> Pipeline:
     obs_dim, num_actions, limit = _spaces(cfg.env)
 
     a = cfg.algo
-    qnet = RecurrentQNet(obs_dim, num_actions, list(a.encoder_sizes), int(a.hidden_size), a.rnn)
+    loc, scale = observation_stats(cfg.env, 2_000, int(cfg.seed)) if a.normalize_observations else (None, None)
+    qnet = RecurrentQNet(obs_dim, num_actions, list(a.encoder_sizes), int(a.hidden_size), a.rnn, loc, scale)
     probe_env = make_env(cfg.env.id, dict(cfg.env.kwargs or {}), cfg.env.import_module)
     action_spec = probe_env.action_spec
     probe_env.close()

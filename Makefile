@@ -1,0 +1,38 @@
+# Two commands set everything up on a fresh machine (Python 3.10+ with venv):
+#   make run    install, then train the default agent
+#   make test   install with the test extras, then run the test suite
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+# torch first and pinned: an unpinned torch pulls a multi-GB CUDA build.
+TORCH  ?= torch==2.13.0
+
+.PHONY: run test test-slow install install-test clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet $(TORCH)
+	$(PY) -m pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed
+	$(PY) -m pip install --quiet -e ".[test]"
+	touch $@
+
+install: $(VENV)/.installed
+install-test: $(VENV)/.installed-test
+
+run: install
+	$(PY) -m trajrl $(ARGS)
+
+test: install-test
+	$(PY) -m pytest $(ARGS)
+
+test-slow: install-test
+	$(PY) -m pytest -m slow $(ARGS)
+
+clean:
+	rm -rf $(VENV)

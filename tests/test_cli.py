@@ -1,0 +1,84 @@
+"""The real CLI in a subprocess: every collector x sampler smoke run, sweeps, help, refusals."""
+import csv
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from trajrl.config import COLLECTORS
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def trajrl(*args, cwd, timeout=120):
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env.pop("HYDRA_FULL_ERROR", None)
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "trajrl", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env=env, stdin=subprocess.DEVNULL)
+    proc.elapsed = time.monotonic() - start
+    return proc
+
+
+def read_metrics(run_dir: Path) -> list[dict]:
+    with open(run_dir / "metrics.csv") as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.mark.parametrize("sampler", ["slice", "slice_without_replacement", "prioritized_slice", "episode", "random"])
+@pytest.mark.parametrize("collector", COLLECTORS)
+def test_smoke_run_of_every_collector_and_sampler_writes_metrics(collector, sampler, tmp_path):
+    run_dir = tmp_path / "run"
+    proc = trajrl(f"collector={collector}", f"sampler={sampler}", "debug=smoke", f"hydra.run.dir={run_dir}", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = read_metrics(run_dir)
+    assert rows and int(rows[-1]["frames"]) >= 2000
+    assert float(rows[-1]["train/updates"]) > 0
+    assert "eval/return" in rows[-1] and float(rows[-1]["eval/return"]) > 0
+    assert (run_dir / "config.yaml").exists()
+    assert "== trajrl run finished ==" in proc.stdout
+
+
+def test_multirun_makes_one_run_directory_per_job(tmp_path):
+    sweep = tmp_path / "sweep"
+    proc = trajrl("--multirun", "seed=0,1", "debug=smoke", "collector=multi_async", f"hydra.sweep.dir={sweep}",
+                  cwd=tmp_path, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = sorted(p for p in sweep.iterdir() if p.is_dir() and (p / "metrics.csv").exists())
+    assert [p.name for p in runs] == ["0", "1"]
+    assert [read_metrics(p)[-1]["frames"] != "" for p in runs] == [True, True]
+
+
+def test_help_lists_every_group_and_option(tmp_path):
+    proc = trajrl("--help", cwd=tmp_path)
+    assert proc.returncode == 0
+    for group in ("collector", "sampler", "storage", "env", "algo", "logger", "experiment", "debug"):
+        options = sorted(p.stem for p in (REPO / "configs" / group).glob("*.yaml"))
+        assert f"{group}: {', '.join(options)}" in proc.stdout
+
+
+@pytest.mark.parametrize("overrides, words", [
+    (["collector=nope"], ["collector/nope", "Available options", "multi_async"]),
+    (["sampler=slice", "trajs_per_batch=null"], ["trajs_per_batch", "complete episodes", "trajs_per_batch=4"]),
+    (["collector=async_batched", "trajs_per_batch=4"], ["trajs_per_batch=4", "async_batched", "trajs_per_batch=1"]),
+    (["algo.burn_in=40"], ["algo.burn_in=40", "slice_len", "algo.burn_in<=39"]),
+    (["sampler=random", "algo.burn_in=3"], ["algo.burn_in=3", "sampler=random", "algo.burn_in<=0"]),
+    (["storage.ndim=2"], ["storage.ndim=2", "storage.ndim=auto or 1"]),
+    (["env=gym"], ["env.id", "required"]),
+    (["env=gym", "env.id=NoSuchEnv-v0"], ["env.id='NoSuchEnv-v0'", "not a registered gymnasium id"]),
+    (["env=gym", "env.id=Pendulum-v1"], ["algo=r2d2 needs discrete actions"]),
+    (["collector=sync", "collector.num_workers=2"], ["collector.num_workers=2", "multi_sync or multi_async"]),
+    (["loop.warmup_frames=5000", "total_frames=1000"], ["loop.warmup_frames=5000", "below total_frames=1000"]),
+])
+def test_a_setting_that_cannot_work_is_refused_with_a_clear_message(overrides, words, tmp_path):
+    proc = trajrl(*overrides, "debug=smoke", f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path, timeout=60)
+    assert proc.returncode != 0
+    message = proc.stdout + proc.stderr
+    for word in words:
+        assert word in message, message[-2000:]
+    assert "Traceback" not in message
+    assert proc.elapsed < 10
+    assert not (tmp_path / "run" / "metrics.csv").exists()
