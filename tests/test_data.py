@@ -112,11 +112,11 @@ def test_batch_audit_catches_a_slice_across_episodes_and_a_bad_mask():
 
 
 def test_prioritized_slices_follow_priorities_and_stay_inside_episodes():
-    from trajrl.data.prioritized import PrioritizedSliceSampler
+    from trajrl.data.slices import StepSliceSampler
 
     capacity = 64
     buffer = fill_with_wraparound(capacity)
-    sampler = PrioritizedSliceSampler(capacity, slice_len=5, alpha=1.0, beta=0.4)
+    sampler = StepSliceSampler(capacity, slice_len=5, alpha=1.0, beta=0.4)
     sampler._rng = torch.Generator().manual_seed(0)
     buffer._sampler, buffer._batch_size = sampler, 5 * 32
     flat = buffer.sample()  # every step new: equal priorities

@@ -9,7 +9,14 @@ import trajrl
 from trajrl.config import COLLECTORS
 from trajrl.data.audit import audit_batch, audit_storage
 
-SAMPLERS = ("slice", "slice_without_replacement", "prioritized_slice", "episode", "random")
+SAMPLERS = {  # name -> overrides
+    "slice": ["sampler=slice", "sampler.slice_len=12"],
+    "slice_by_episode": ["sampler=slice", "sampler.slice_len=12", "sampler.weighting=episode"],
+    "slice_without_replacement": ["sampler=slice_without_replacement", "sampler.slice_len=12"],
+    "prioritized_slice": ["sampler=prioritized_slice", "sampler.slice_len=12"],
+    "episode": ["sampler=episode"],
+    "random": ["sampler=random"],
+}
 CAPACITY = 600
 FRAMES = 3 * CAPACITY  # the storage wraps around
 
@@ -28,8 +35,7 @@ def no_violations(counts):
 @pytest.mark.parametrize("sampler", SAMPLERS)
 @pytest.mark.parametrize("collector", COLLECTORS)
 def test_collector_writes_complete_episodes_and_samples_stay_inside_them(collector, sampler):
-    cfg = trajrl.compose([f"collector={collector}", f"sampler={sampler}", "debug=smoke",
-                          f"storage.capacity={CAPACITY}", "sampler.slice_len=12" if "slice" in sampler else "seed=1"])
+    cfg = trajrl.compose([f"collector={collector}", "debug=smoke", f"storage.capacity={CAPACITY}", *SAMPLERS[sampler]])
     with trajrl.build(cfg) as pipe:
         assert pipe.buffer is pipe.sequences.buffer
         pipe.collector.start()

@@ -105,6 +105,8 @@ def validate(cfg: DictConfig) -> DictConfig:
             + (" of complete episodes" if trajs else "") + "; use storage.ndim=auto or 1",
         )
 
+    if sampler == "slice":
+        _one_of(cfg, "sampler.weighting", ("step", "episode"))
     if sampler in ("slice", "slice_without_replacement", "prioritized_slice"):
         slice_len = _positive(cfg, "sampler.slice_len")
         _positive(cfg, "sampler.slices_per_batch")

@@ -16,7 +16,7 @@ from torchrl.envs import EnvBase
 from trajrl.algos.r2d2 import R2D2, R2D2Settings, RecurrentQNet, make_policies
 from trajrl.config import ConfigError, validate
 from trajrl.factory.buffer import SequenceSampler, build_buffer
-from trajrl.factory.collector import PROCESS_COLLECTORS, build_collector
+from trajrl.factory.collector import PROCESS_COLLECTORS, build_collector, close_collector
 from trajrl.factory.env import check_env_id, env_factory, make_env
 from trajrl.factory.logger import build_loggers
 
@@ -39,10 +39,7 @@ class Pipeline:
     eval_max_steps: int = 1000
 
     def close(self) -> None:
-        try:
-            self.collector.shutdown()
-        except Exception as err:  # already shut down, or a worker died: nothing left to release
-            log.debug("collector shutdown: %s", err)
+        close_collector(self.collector)
         for logger in self.loggers:
             experiment = getattr(logger, "experiment", None)
             if hasattr(experiment, "finish"):

@@ -15,7 +15,7 @@ from torchrl.data.replay_buffers.samplers import (
 
 from trajrl.data import EpisodeSampler, as_sequences
 from trajrl.data.episodes import TRAJ_KEY
-from trajrl.data.prioritized import PrioritizedSliceSampler
+from trajrl.data.slices import StepSliceSampler
 
 
 @dataclass
@@ -55,11 +55,13 @@ def build_sampler(sampler_cfg, capacity: int):
     if kind == "episode":
         return EpisodeSampler(), int(sampler_cfg.episodes_per_batch)
     slice_len = int(sampler_cfg.slice_len)
+    # Slices never cross an episode: boundaries come from the trajectory ids.
+    # Episodes shorter than slice_len come back whole.
     if kind == "prioritized_slice":
-        sampler = PrioritizedSliceSampler(capacity, slice_len, float(sampler_cfg.alpha), float(sampler_cfg.beta))
-    else:
-        # Slices never cross an episode: boundaries come from the trajectory ids.
-        # Episodes shorter than slice_len come back whole (strict_length=False).
+        sampler = StepSliceSampler(capacity, slice_len, float(sampler_cfg.alpha), float(sampler_cfg.beta))
+    elif kind == "slice" and sampler_cfg.weighting == "step":
+        sampler = StepSliceSampler(capacity, slice_len)
+    else:  # TorchRL's: each stored episode equally likely
         cls = SliceSampler if kind == "slice" else SliceSamplerWithoutReplacement
         sampler = cls(slice_len=slice_len, traj_key=TRAJ_KEY, strict_length=False)
     return sampler, int(sampler_cfg.slices_per_batch) * slice_len

@@ -1,6 +1,7 @@
 """Collector factory: the five TorchRL collectors, each writing complete episodes into the buffer."""
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Callable
 
@@ -74,3 +75,18 @@ def build_collector(
         raise ValueError(f"collector kind {kind!r}")
     collector.set_seed(seed)
     return collector
+
+
+def close_collector(collector: BaseCollector) -> None:
+    """Shut a collector down, its weight-sync schemes included.
+
+    TorchRL leaves multi-process collectors' ``SharedMemWeightSyncScheme`` to its
+    ``__del__``, which puts to a multiprocessing queue; run at interpreter exit,
+    that put can wait forever on its feeder thread (a process that never exits).
+    """
+    try:
+        collector.shutdown()
+    except Exception as err:  # already shut down, or a worker died: nothing left to release
+        logging.getLogger("trajrl").debug("collector shutdown: %s", err)
+    for scheme in (getattr(collector, "_weight_sync_schemes", None) or {}).values():
+        scheme.shutdown()

@@ -1,11 +1,16 @@
-"""Prioritised slices (R2D2's replay) in plain torch.
+"""Slices inside episodes whose starts are drawn per stored step: uniformly, or by
+priority (R2D2's prioritised replay), in plain torch.
 
-TorchRL's ``PrioritizedSliceSampler`` needs its C++ segment trees, and the
+Why not TorchRL's samplers: its ``SliceSampler`` draws an episode uniformly and
+then a slice in it, so a buffer of many short early episodes hands the learner
+mostly those, and the long episodes of a good policy are rarely replayed (on
+CartPole without velocities that bias held recurrent DQN near a return of 100).
+Its ``PrioritizedSliceSampler`` needs TorchRL's C++ segment trees, whose
 extension in the torchrl 0.14.1 wheel does not load against torch 2.13
-(undefined symbol). Its sampler would also miss writes made by worker
-processes into a shared buffer, since they never reach the learner's sampler.
-This one keeps a priority per storage position and notices new episodes by
-their trajectory ids, whoever wrote them.
+(undefined symbol), and it would miss episodes written by worker processes into
+a shared buffer, since those writes never reach the learner's sampler. This one
+keeps a priority per storage position and notices new episodes by their
+trajectory ids, whoever wrote them.
 """
 from __future__ import annotations
 
@@ -18,17 +23,17 @@ from torchrl.data.replay_buffers.storages import Storage
 from trajrl.data.episodes import TRAJ_KEY, find_runs
 
 
-class PrioritizedSliceSampler(Sampler):
+class StepSliceSampler(Sampler):
     """Slices of ``slice_len`` steps inside one episode, started at a step drawn with
-    probability ``p_i^alpha / sum_j p_j^alpha``; importance weights
-    ``(N P(i))^-beta`` (normalised by their max) in ``priority_weight``.
+    probability ``p_i^alpha / sum_j p_j^alpha`` (``alpha=0``: uniformly over steps);
+    importance weights ``(N P(i))^-beta`` (normalised by their max) in ``priority_weight``.
 
     A slice starts at the drawn step, moved back if the episode ends sooner, and is
     shorter only when the whole episode is. ``is_init`` marks each slice's first step.
     New steps get the largest priority seen so far.
     """
 
-    def __init__(self, capacity: int, slice_len: int, alpha: float = 0.6, beta: float = 0.4,
+    def __init__(self, capacity: int, slice_len: int, alpha: float = 0.0, beta: float = 0.0,
                  eps: float = 1e-6, traj_key: Any = TRAJ_KEY):
         self.capacity, self.slice_len = capacity, slice_len
         self.alpha, self.beta, self.eps, self.traj_key = alpha, beta, eps, traj_key
