@@ -1,12 +1,12 @@
 """The training loops. They run objects built by the factory and never read the config."""
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass
 from typing import Callable
 
 from tensordict import TensorDict
-from torchrl.collectors import BaseCollector
 
 from trajrl.metrics import MetricsLog, StoredEpisodeStats
 
@@ -27,7 +27,7 @@ class CollectorStalled(RuntimeError):
     """The collector wrote nothing for too long, or its background work died."""
 
 
-def collector_error(collector: BaseCollector) -> BaseException | None:
+def collector_error(collector) -> BaseException | None:
     """The error a background collector hit, if TorchRL kept one (it does not re-raise it)."""
     for attribute in ("_replay_error",):
         error = getattr(collector, attribute, None)
@@ -60,93 +60,108 @@ class OffPolicyLoop:
         # The live parameters and buffers (epsilon included) of the behaviour policy.
         self.weights = TensorDict.from_module(behaviour_policy)
         # TorchRL's single-process Collector cannot pause; the others can.
-        self.can_pause = type(collector).pause is not BaseCollector.pause
+        self.can_pause = type(collector).pause.__qualname__ != "BaseCollector.pause"
 
     def run(self) -> dict[str, float]:
         s = self.settings
-        start = time.monotonic()
-        updates, frames_seen = 0, 0
+        self.start, self.updates, self.train_stats = time.monotonic(), 0, {}
+        self.timings = {"sample": 0.0, "update": 0.0, "eval": 0.0, "paused": 0.0}
+        self.best_eval = float("-inf")
+        frames_seen, last_eval = 0, {}
         next_log, next_eval = s.log_every_frames, (s.eval_every_frames or None)
-        last_write, last_frames = time.monotonic(), 0
-        train_stats: dict[str, float] = {}
-        best_eval = float("-inf")
-        last_eval: dict[str, float] = {}
-        timings = {"sample": 0.0, "update": 0.0, "eval": 0.0, "paused": 0.0}
+        self.last_write, last_frames = time.monotonic(), 0
         self.collector.start()
         try:
             while True:
                 frames = self.buffer.write_count
-                now = time.monotonic()
                 if frames != last_frames:
-                    last_write, last_frames = now, frames
-                elif now - last_write > s.stall_timeout_s:
-                    raise CollectorStalled(f"no frame stored for {s.stall_timeout_s:.0f} s (loop.stall_timeout_s)")
-                error = collector_error(self.collector)
-                if error is not None:
-                    raise CollectorStalled(f"collection failed: {error}") from error
+                    self.last_write, last_frames = time.monotonic(), frames
+                self._check_collector()
                 if frames > frames_seen:
                     self.exploration.step(frames - frames_seen)
                     frames_seen = frames
                 if frames >= s.total_frames:
                     break
-
-                due = (frames - s.warmup_frames) * s.updates_per_frame
-                if frames >= s.warmup_frames and updates < due:
-                    if self.can_pause and s.max_update_lag is not None and due - updates > s.max_update_lag:
-                        # Hold the ratio: collection waits while the learner catches up.
-                        t0 = time.monotonic()
-                        with self.collector.pause():
-                            timings["paused"] += time.monotonic() - t0
-                            while updates < (self.buffer.write_count - s.warmup_frames) * s.updates_per_frame:
-                                train_stats = self._update(timings)
-                                updates += 1
-                                if updates % s.weight_sync_every == 0:
-                                    self.collector.update_policy_weights_(self.weights)
-                        last_write = time.monotonic()
-                    else:
-                        train_stats = self._update(timings)
-                        updates += 1
-                        if updates % s.weight_sync_every == 0:
-                            self.collector.update_policy_weights_(self.weights)
-                else:
-                    time.sleep(0.005)
-
+                self._learn(frames)
                 if next_eval is not None and frames >= next_eval and self.evaluate is not None:
                     next_eval += s.eval_every_frames
-                    t0 = time.monotonic()
-                    last_eval = {f"eval/{k}": v for k, v in self.evaluate().items()}
-                    timings["eval"] += time.monotonic() - t0
-                    best_eval = max(best_eval, last_eval["eval/return"])
+                    last_eval = self._evaluate()
                 if frames >= next_log:
                     next_log = (frames // s.log_every_frames + 1) * s.log_every_frames
-                    self._log(frames, updates, start, train_stats, last_eval, timings)
+                    self._log(frames, last_eval)
                     last_eval = {}
         finally:
             self.collector.async_shutdown()
 
-        frames = self.buffer.write_count
-        if self.evaluate is not None:
-            last_eval = {f"eval/{k}": v for k, v in self.evaluate().items()}
-            best_eval = max(best_eval, last_eval["eval/return"])
-        final = self._log(frames, updates, start, train_stats, last_eval, timings)
-        final["eval/best_return"] = best_eval if last_eval else float("nan")
+        last_eval = self._evaluate(collecting=False) if self.evaluate is not None else {}
+        final = self._log(self.buffer.write_count, last_eval)
+        final["eval/best_return"] = self.best_eval if last_eval else float("nan")
         return final
 
-    def _update(self, timings: dict[str, float]) -> dict[str, float]:
+    def _check_collector(self) -> None:
+        error = collector_error(self.collector)
+        if error is not None:
+            raise CollectorStalled(f"collection failed: {error}") from error
+        timeout = self.settings.stall_timeout_s
+        if time.monotonic() - self.last_write > timeout:
+            raise CollectorStalled(f"no frame stored for {timeout:.0f} s (loop.stall_timeout_s)")
+
+    def _learn(self, frames: int) -> None:
+        """Run the updates the ratio asks for; pause collection while far behind."""
+        s = self.settings
+
+        def due() -> float:
+            return (self.buffer.write_count - s.warmup_frames) * s.updates_per_frame
+
+        if frames < s.warmup_frames or self.updates >= due():
+            time.sleep(0.005)
+            return
+        if self.can_pause and s.max_update_lag is not None and due() - self.updates > s.max_update_lag:
+            with self._paused():
+                while self.updates < due():
+                    self._update()
+        else:
+            self._update()
+
+    @contextlib.contextmanager
+    def _paused(self):
+        """Collection waits (where the collector can pause) for the learner."""
+        if not self.can_pause:
+            yield
+            return
+        t0 = time.monotonic()
+        with self.collector.pause():
+            yield
+        self.timings["paused"] += time.monotonic() - t0
+        self.last_write = time.monotonic()
+
+    def _update(self) -> None:
         t0 = time.monotonic()
         batch = self.sequences.sample()
         t1 = time.monotonic()
-        stats = self.algo.update(batch)
+        self.train_stats = self.algo.update(batch)
         self.sequences.update_priority(batch)
-        timings["sample"] += t1 - t0
-        timings["update"] += time.monotonic() - t1
+        self.timings["sample"] += t1 - t0
+        self.timings["update"] += time.monotonic() - t1
+        self.updates += 1
+        if self.updates % self.settings.weight_sync_every == 0:
+            self.collector.update_policy_weights_(self.weights)
+
+    def _evaluate(self, collecting: bool = True) -> dict[str, float]:
+        """Deterministic evaluation; collection is paused meanwhile, so it does not
+        compete for the cores (it stalled learning in hand-wired TorchRL loops)."""
+        t0 = time.monotonic()
+        with self._paused() if collecting else contextlib.nullcontext():
+            stats = {f"eval/{k}": v for k, v in self.evaluate().items()}
+        self.timings["eval"] += time.monotonic() - t0
+        self.best_eval = max(self.best_eval, stats["eval/return"])
         return stats
 
-    def _log(self, frames, updates, start, train_stats, eval_stats, timings) -> dict[str, float]:
-        elapsed = time.monotonic() - start
+    def _log(self, frames: int, eval_stats: dict[str, float]) -> dict[str, float]:
+        elapsed, updates = time.monotonic() - self.start, self.updates
         row = {
             **self.episodes.update(),
-            **{f"train/{k}": v for k, v in train_stats.items()},
+            **{f"train/{k}": v for k, v in self.train_stats.items()},
             **eval_stats,
             "train/updates": float(updates),
             "train/updates_per_frame": updates / max(1, frames - self.settings.warmup_frames),
@@ -154,7 +169,7 @@ class OffPolicyLoop:
             "buffer/frames": float(len(self.buffer)),
             "time/elapsed_s": elapsed,
             "time/frames_per_s": frames / max(elapsed, 1e-9),
-            **{f"time/{k}_s": v for k, v in timings.items()},
+            **{f"time/{k}_s": v for k, v in self.timings.items()},
         }
         row = self.log.log(frames, row)
         parts = [f"frames {frames:>9,}", f"{row['time/frames_per_s']:7.0f} fps", f"updates {updates:>7,}"]
