@@ -71,6 +71,7 @@ def test_help_lists_every_group_and_option(tmp_path):
     (["env=gym", "env.id=NoSuchEnv-v0"], ["env.id='NoSuchEnv-v0'", "not a registered gymnasium id"]),
     (["env=gym", "env.id=Pendulum-v1"], ["algo=r2d2 needs discrete actions"]),
     (["collector=sync", "collector.num_workers=2"], ["collector.num_workers=2", "multi_sync or multi_async"]),
+    (["device=cuda"], ["device='cuda'", "device=cpu"]),
     (["loop.warmup_frames=5000", "total_frames=1000"], ["loop.warmup_frames=5000", "below total_frames=1000"]),
 ])
 def test_a_setting_that_cannot_work_is_refused_with_a_clear_message(overrides, words, tmp_path):

@@ -141,8 +141,8 @@ def validate(cfg: DictConfig) -> DictConfig:
         if backend not in ("csv", "tensorboard", "wandb"):
             raise ConfigError("logger.backends", backend, "use csv, tensorboard or wandb")
     _one_of(cfg, "logger.wandb_mode", ("offline", "online"))
-    if cfg.device != "cpu" and not cfg.device.startswith("cuda"):
-        raise ConfigError("device", cfg.device, "use cpu or cuda[:N]")
+    if cfg.device != "cpu":
+        raise ConfigError("device", cfg.device, "only device=cpu is supported so far (learner and collectors run on the CPU)")
 
     cfg = cfg.copy()
     with_flag = OmegaConf.is_struct(cfg)

@@ -32,7 +32,7 @@ class R2D2Settings:
     value_rescaling: bool = False  # h(x) = sign(x)(sqrt(|x|+1)-1) + eps x on targets
     lr: float = 1e-3
     max_grad_norm: float = 10.0
-    target_tau: float = 0.01       # soft update of the target network per gradient step
+    target_tau: float = 0.002      # soft update of the target network per gradient step
     priority_eta: float = 0.9      # sequence priority: eta * max|td| + (1 - eta) * mean|td|
 
 
