@@ -32,12 +32,15 @@ def read_metrics(run_dir: Path) -> list[dict]:
 @pytest.mark.parametrize("collector", COLLECTORS)
 def test_smoke_run_of_every_collector_and_sampler_writes_metrics(collector, sampler, tmp_path):
     run_dir = tmp_path / "run"
-    proc = trajrl(f"collector={collector}", f"sampler={sampler}", "debug=smoke", f"hydra.run.dir={run_dir}", cwd=tmp_path)
+    proc = trajrl(f"collector={collector}", f"sampler={sampler}", "debug=smoke", "audit=true", "audit_every=1",
+                  f"hydra.run.dir={run_dir}", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = read_metrics(run_dir)
     assert rows and int(rows[-1]["frames"]) >= 2000
     assert float(rows[-1]["train/updates"]) > 0
     assert "eval/return" in rows[-1] and float(rows[-1]["eval/return"]) > 0
+    assert float(rows[-1]["audit/batches_checked"]) == float(rows[-1]["train/updates"])
+    assert float(rows[-1]["audit/violations"]) == 0, {k: v for k, v in rows[-1].items() if k.startswith("audit")}
     assert (run_dir / "config.yaml").exists()
     assert "== trajrl run finished ==" in proc.stdout
 

@@ -137,6 +137,9 @@ def validate(cfg: DictConfig) -> DictConfig:
             f"must be below total_frames={cfg.total_frames}, or no update ever runs",
         )
     _positive(cfg, "loop.log_every_frames")
+    if not isinstance(cfg.audit, bool):
+        raise ConfigError("audit", cfg.audit, "use audit=true or audit=false")
+    _positive(cfg, "audit_every")
     for backend in cfg.logger.backends:
         if backend not in ("csv", "tensorboard", "wandb"):
             raise ConfigError("logger.backends", backend, "use csv, tensorboard or wandb")

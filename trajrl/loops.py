@@ -8,6 +8,7 @@ from typing import Callable
 
 from tensordict import TensorDict
 
+from trajrl.data.audit import LiveAudit
 from trajrl.metrics import MetricsLog, StoredEpisodeStats
 
 
@@ -51,10 +52,11 @@ class OffPolicyLoop:
     or on any error."""
 
     def __init__(self, collector, sequences, algo, behaviour_policy, exploration, evaluate: Callable[[], dict] | None,
-                 log: MetricsLog, settings: OffPolicySettings, echo: Callable[[str], None] = print):
+                 log: MetricsLog, settings: OffPolicySettings, echo: Callable[[str], None] = print,
+                 audit: LiveAudit | None = None):
         self.collector, self.sequences, self.algo = collector, sequences, algo
         self.behaviour_policy, self.exploration, self.evaluate = behaviour_policy, exploration, evaluate
-        self.log, self.settings, self.echo = log, settings, echo
+        self.log, self.settings, self.echo, self.audit = log, settings, echo, audit
         self.buffer = sequences.buffer
         self.episodes = StoredEpisodeStats(self.buffer)
         # The live parameters and buffers (epsilon included) of the behaviour policy.
@@ -93,6 +95,8 @@ class OffPolicyLoop:
         finally:
             self.collector.async_shutdown()
 
+        if self.audit is not None:
+            self.audit.check_buffer(self.buffer)
         last_eval = self._evaluate(collecting=False) if self.evaluate is not None else {}
         final = self._log(self.buffer.write_count, last_eval)
         final["eval/best_return"] = self.best_eval if last_eval else float("nan")
@@ -138,6 +142,8 @@ class OffPolicyLoop:
     def _update(self) -> None:
         t0 = time.monotonic()
         batch = self.sequences.sample()
+        if self.audit is not None:
+            self.audit.check_batch(batch)
         t1 = time.monotonic()
         self.train_stats = self.algo.update(batch)
         self.sequences.update_priority(batch)
@@ -170,6 +176,7 @@ class OffPolicyLoop:
             "time/elapsed_s": elapsed,
             "time/frames_per_s": frames / max(elapsed, 1e-9),
             **{f"time/{k}_s": v for k, v in self.timings.items()},
+            **(self.audit.metrics() if self.audit is not None else {}),
         }
         row = self.log.log(frames, row)
         parts = [f"frames {frames:>9,}", f"{row['time/frames_per_s']:7.0f} fps", f"updates {updates:>7,}"]

@@ -9,6 +9,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from trajrl.config import validate
+from trajrl.data.audit import LiveAudit
 from trajrl.evaluate import Evaluator
 from trajrl.factory import build
 from trajrl.loops import OffPolicyLoop, OffPolicySettings
@@ -57,6 +58,7 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None, echo=print) -> dic
                     max_update_lag=loop_cfg.max_update_lag,
                 ),
                 echo=echo,
+                audit=LiveAudit(int(cfg.audit_every)) if cfg.audit else None,
             )
             final = loop.run()
         finally:
@@ -79,5 +81,7 @@ def summary(final: dict) -> str:
         f"updates         {int(final['train/updates']):,}",
         f"eval return     {fmt('eval/return')} (best {fmt('eval/best_return')})",
         f"train return    {fmt('episode/return')} (last episodes)",
+        *([f"audit           {int(final['audit/violations'])} violations "
+           f"({int(final['audit/batches_checked'])} batches and the buffer checked)"] if "audit/violations" in final else []),
         f"run directory   {final['run_dir']}",
     ])

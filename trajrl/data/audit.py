@@ -54,3 +54,38 @@ def audit_batch(batch: TensorDictBase) -> dict[str, int]:
         "slice_across_episodes": int(((ids[:, 1:] != ids[:, :-1]) & both_valid).any(-1).sum()),
         "steps_not_consecutive": int(((step[:, 1:] != step[:, :-1] + 1) & both_valid).any(-1).sum()),
     }
+
+
+class LiveAudit:
+    """Audits every ``every``-th sampled batch and, at the end, the whole buffer;
+    keeps running violation counts (reported as ``audit/...`` metrics)."""
+
+    def __init__(self, every: int = 100):
+        self.every = every
+        self.samples_seen = 0
+        self.batches_checked = 0
+        self.buffer_checked = False
+        self.counts: dict[str, int] = {}
+
+    def _add(self, prefix: str, counts: dict[str, int]) -> None:
+        for name, count in counts.items():
+            key = f"{prefix}/{name}"
+            self.counts[key] = self.counts.get(key, 0) + count
+
+    def check_batch(self, batch: TensorDictBase) -> None:
+        self.samples_seen += 1
+        if (self.samples_seen - 1) % self.every == 0:
+            self._add("batch", audit_batch(batch))
+            self.batches_checked += 1
+
+    def check_buffer(self, buffer) -> None:
+        self._add("buffer", audit_storage(buffer[:], full=len(buffer) == buffer.storage.max_size))
+        self.buffer_checked = True
+
+    @property
+    def violations(self) -> int:
+        return sum(self.counts.values())
+
+    def metrics(self) -> dict[str, float]:
+        return {"audit/violations": float(self.violations), "audit/batches_checked": float(self.batches_checked),
+                **{f"audit/{k}": float(v) for k, v in self.counts.items()}}
