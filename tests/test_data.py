@@ -134,3 +134,106 @@ def test_prioritized_slices_follow_priorities_and_stay_inside_episodes():
     buffer.extend(episodes([capacity], first_id=10_000))
     buffer.sample()
     assert torch.all(sampler.priority == 100.0)
+
+
+def zero_padded(flat):
+    """Flat episodes as a [N, T] zero-padded batch with ("collector", "mask")."""
+    batch = as_sequences(flat, flat["is_init"])
+    mask = batch[MASK_KEY]
+    padded = batch.apply(lambda x: x * mask.reshape(*mask.shape, *([1] * (x.ndim - 2))).to(x.dtype))
+    padded.set(MASK_KEY, mask)
+    return padded
+
+
+def padded_buffer(capacity=10_000, sampler=None):
+    from trajrl.data.padded import PaddedToFlat
+
+    storage = LazyTensorStorage(capacity)
+    buffer = TensorDictReplayBuffer(storage=storage, sampler=sampler or EpisodeSampler(), batch_size=4)
+    buffer.append_transform(PaddedToFlat(storage))
+    return buffer
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_padded_to_flat_to_padded_round_trip_is_exact(seed):
+    gen = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(1, 40, (int(torch.randint(1, 10, (1,), generator=gen)),), generator=gen)
+    lengths[0] = 1
+    flat = episodes(lengths.tolist(), first_id=100)
+    padded = zero_padded(flat)
+    buffer = padded_buffer()
+    buffer.extend(padded)
+    stored = buffer[:]
+    assert len(buffer) == int(lengths.sum())                        # exactly the valid steps
+    assert torch.equal(stored["observation"], flat["observation"])  # flat, each episode contiguous
+    assert torch.equal(stored[TRAJ_KEY], flat[TRAJ_KEY])             # ids kept
+    starts, stored_lengths = find_episodes(stored[TRAJ_KEY], stored["is_init"], stored["next", "done"])
+    back = as_sequences(stored, stored["is_init"])                   # and back to [N, T]
+    assert torch.equal(back[MASK_KEY], padded[MASK_KEY])
+    assert torch.equal(back["observation"][back[MASK_KEY]], padded["observation"][padded[MASK_KEY]])
+
+
+def test_padded_write_with_ids_already_stored_gets_fresh_ids():
+    buffer = padded_buffer()
+    buffer.extend(zero_padded(episodes([3, 5], first_id=0)))
+    buffer.extend(zero_padded(episodes([4, 2], first_id=1)))   # ids 1 (clash) and 2
+    stored = buffer[:]
+    assert audit_storage(stored, full=False) == {k: 0 for k in audit_storage(stored, full=False)}
+    assert stored[TRAJ_KEY].unique().numel() == 4
+
+
+def with_mask(padded, mask):
+    padded = padded.clone()
+    padded.set(MASK_KEY, mask)
+    return padded
+
+
+@pytest.mark.parametrize("case, words", [
+    ("missing", "without ('collector', 'mask')"),
+    ("shape", "has shape (3, 5, 1), the batch (3, 5)"),
+    ("empty row", "rows [1] of the mask have no valid step"),
+    ("not a prefix", "rows [2] of the mask are not a prefix"),
+])
+def test_a_malformed_mask_is_refused_before_anything_is_written(case, words):
+    from trajrl.data.padded import MalformedMask
+
+    buffer = padded_buffer()
+    padded = zero_padded(episodes([5, 2, 3]))
+    mask = padded[MASK_KEY].clone()
+    if case == "missing":
+        bad = padded.exclude(MASK_KEY)
+    elif case == "shape":
+        bad = with_mask(padded, mask.unsqueeze(-1))
+    elif case == "empty row":
+        mask[1] = False
+        bad = with_mask(padded, mask)
+    else:
+        mask[2] = torch.tensor([True, False, True, False, False])
+        bad = with_mask(padded, mask)
+    with pytest.raises(MalformedMask, match=words.replace("[", r"\[").replace("(", r"\(").replace(")", r"\)")):
+        buffer.extend(bad)
+    assert len(buffer) == 0 and buffer.write_count == 0
+
+
+def test_padded_batches_from_a_real_collector_are_stored_as_complete_episodes():
+    """Collector(trajs_per_batch, traj_format="padded") batches, extended as they come."""
+    from torchrl.collectors import Collector
+    from torchrl.envs import GymEnv, InitTracker, StepCounter, TransformedEnv
+
+    env = TransformedEnv(GymEnv("CartPole-v1"), InitTracker())
+    env.append_transform(StepCounter())
+    collector = Collector(env, None, frames_per_batch=100, total_frames=3_000, trajs_per_batch=6,
+                          traj_format="padded")
+    buffer = padded_buffer(capacity=800, sampler=SliceSampler(slice_len=9, traj_key=TRAJ_KEY, strict_length=False))
+    buffer._batch_size = 9 * 32
+    valid = 0
+    for batch in collector:
+        assert batch.batch_dims == 2 and not batch[MASK_KEY].all()
+        valid += int(batch[MASK_KEY].sum())
+        buffer.extend(batch)
+    collector.shutdown()
+    assert buffer.write_count == valid > 3 * 800                         # valid steps only; wrapped 3 times
+    assert audit_storage(buffer[:], full=True) == {k: 0 for k in audit_storage(buffer[:], full=True)}
+    for _ in range(20):
+        flat = buffer.sample()
+        assert audit_batch(as_sequences(flat, flat["is_init"]))["slice_across_episodes"] == 0

@@ -15,6 +15,7 @@ from torchrl.data.replay_buffers.samplers import (
 
 from trajrl.data import EpisodeSampler, as_sequences
 from trajrl.data.episodes import TRAJ_KEY
+from trajrl.data.padded import PaddedToFlat
 from trajrl.data.slices import StepSliceSampler
 
 
@@ -68,11 +69,15 @@ def build_sampler(sampler_cfg, capacity: int):
 
 
 def build_buffer(storage_cfg, sampler_cfg, shared: bool, run_dir: Path | None = None) -> SequenceSampler:
-    """A TensorDictReplayBuffer (shared with worker processes when they write into it)."""
+    """A TensorDictReplayBuffer (shared with worker processes when they write into it).
+
+    Flat complete episodes are stored as written; padded ``[N, T]`` batches with
+    ``("collector", "mask")`` are stored as their valid steps (``PaddedToFlat``).
+    """
     sampler, batch_size = build_sampler(sampler_cfg, int(storage_cfg.capacity))
-    buffer = TensorDictReplayBuffer(
-        storage=build_storage(storage_cfg, run_dir), sampler=sampler, batch_size=batch_size, shared=shared
-    )
+    storage = build_storage(storage_cfg, run_dir)
+    buffer = TensorDictReplayBuffer(storage=storage, sampler=sampler, batch_size=batch_size, shared=shared)
+    buffer.append_transform(PaddedToFlat(storage))  # rb.extend(padded [N, T] + mask) stores the valid steps
     return SequenceSampler(
         buffer, transitions=sampler_cfg.kind == "random", prioritized=sampler_cfg.kind == "prioritized_slice"
     )
