@@ -105,3 +105,35 @@ def test_any_gymnasium_id_with_kwargs_and_a_module_that_registers_it(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     last = read_metrics(run_dir)[-1]
     assert float(last["episode/length"]) <= 25 and float(last["eval/length"]) <= 25
+
+
+EXPLODING_ENV = '''
+import gymnasium as gym
+from gymnasium.envs.classic_control import CartPoleEnv
+
+class Exploding(CartPoleEnv):
+    def step(self, action):
+        self.steps_taken = getattr(self, "steps_taken", 0) + 1
+        if self.steps_taken > 2500:
+            raise RuntimeError("boom: the environment failed after 2500 steps")
+        return super().step(action)
+
+gym.register("Exploding-v0", entry_point=Exploding, max_episode_steps=500)
+'''
+
+
+@pytest.mark.parametrize("collector", ["sync", "multi_async", "async_batched"])
+def test_an_environment_that_raises_while_collecting_ends_the_run_with_its_cause(collector, tmp_path):
+    """Also from the single-process collector's thread, whose exception TorchRL only prints."""
+    (tmp_path / "bad_envs.py").write_text(EXPLODING_ENV)
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    env.pop("HYDRA_FULL_ERROR", None)
+    start = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "trajrl", "env=gym", "env.id=Exploding-v0", "env.import_module=bad_envs",
+         f"collector={collector}", "debug=smoke", "total_frames=8000", f"hydra.run.dir={tmp_path / 'run'}"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 1
+    assert time.monotonic() - start < 60
+    assert "boom: the environment failed after 2500 steps" in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith("trajrl: run failed: collection failed")

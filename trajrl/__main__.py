@@ -10,6 +10,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from trajrl.config import CONFIG_DIR, ConfigError
+from trajrl.factory.collector import CollectorFailed
 
 log = logging.getLogger("trajrl")
 
@@ -22,11 +23,13 @@ def run(cfg: DictConfig) -> float:
     run_dir = HydraConfig.get().runtime.output_dir
     try:
         final = train(cfg, run_dir=run_dir, echo=lambda line: print(line, flush=True))
-    except ConfigError as err:
+    except (ConfigError, CollectorFailed) as err:
         if os.environ.get("HYDRA_FULL_ERROR") == "1":
             raise
-        print(f"trajrl: configuration error: {err}", file=sys.stderr)
-        sys.exit(2)
+        kind = "configuration error" if isinstance(err, ConfigError) else "run failed"
+        print(f"trajrl: {kind}: {err}" + ("" if isinstance(err, ConfigError) else
+              f" (run directory {run_dir}; HYDRA_FULL_ERROR=1 shows the traceback)"), file=sys.stderr)
+        sys.exit(2 if isinstance(err, ConfigError) else 1)
     print(summary(final), flush=True)
     return final.get("eval/return", float("nan"))
 

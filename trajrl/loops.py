@@ -9,6 +9,7 @@ from typing import Callable
 from tensordict import TensorDict
 
 from trajrl.data.audit import LiveAudit
+from trajrl.factory.collector import CollectorFailed, CollectorWatch
 from trajrl.metrics import MetricsLog, StoredEpisodeStats
 
 
@@ -22,27 +23,6 @@ class OffPolicySettings:
     log_every_frames: int
     stall_timeout_s: float     # no new frame for this long is an error
     max_update_lag: int | None = None  # pause collection when the learner is this far behind (None: never)
-
-
-class CollectorStalled(RuntimeError):
-    """The collector wrote nothing for too long, or its background work died."""
-
-
-def collector_error(collector) -> BaseException | None:
-    """The error a background collector hit, if TorchRL kept one (it does not re-raise it)."""
-    for attribute in ("_replay_error",):
-        error = getattr(collector, attribute, None)
-        if error is not None:
-            return error
-    thread = getattr(collector, "_thread", None)
-    if thread is not None and not thread.is_alive() and not getattr(collector, "_stop", False):
-        return CollectorStalled("the collector's background thread stopped on its own")
-    procs = getattr(collector, "procs", None)
-    if procs:
-        for index, proc in enumerate(procs):
-            if not proc.is_alive():
-                return CollectorStalled(f"collector worker {index} died (exit code {proc.exitcode})")
-    return None
 
 
 class OffPolicyLoop:
@@ -65,35 +45,23 @@ class OffPolicyLoop:
         self.can_pause = type(collector).pause.__qualname__ != "BaseCollector.pause"
 
     def run(self) -> dict[str, float]:
-        s = self.settings
+        """Train until ``total_frames`` are stored; return the final metrics."""
         self.start, self.updates, self.train_stats = time.monotonic(), 0, {}
         self.timings = {"sample": 0.0, "update": 0.0, "eval": 0.0, "paused": 0.0}
         self.best_eval = float("-inf")
-        frames_seen, last_eval = 0, {}
-        next_log, next_eval = s.log_every_frames, (s.eval_every_frames or None)
-        self.last_write, last_frames = time.monotonic(), 0
+        self.last_write = time.monotonic()
+        watch = CollectorWatch(self.collector)
         self.collector.start()
         try:
-            while True:
-                frames = self.buffer.write_count
-                if frames != last_frames:
-                    self.last_write, last_frames = time.monotonic(), frames
-                self._check_collector()
-                if frames > frames_seen:
-                    self.exploration.step(frames - frames_seen)
-                    frames_seen = frames
-                if frames >= s.total_frames:
-                    break
-                self._learn(frames)
-                if next_eval is not None and frames >= next_eval and self.evaluate is not None:
-                    next_eval += s.eval_every_frames
-                    last_eval = self._evaluate()
-                if frames >= next_log:
-                    next_log = (frames // s.log_every_frames + 1) * s.log_every_frames
-                    self._log(frames, last_eval)
-                    last_eval = {}
-        finally:
-            self.collector.async_shutdown()
+            self._collect_and_learn(watch)
+        except BaseException:
+            # Shut down, but let the error that stopped the run be the one reported.
+            watch.close()
+            with contextlib.suppress(Exception):
+                self.collector.async_shutdown()
+            raise
+        watch.close()
+        self.collector.async_shutdown()
 
         if self.audit is not None:
             self.audit.check_buffer(self.buffer)
@@ -102,13 +70,40 @@ class OffPolicyLoop:
         final["eval/best_return"] = self.best_eval if last_eval else float("nan")
         return final
 
-    def _check_collector(self) -> None:
-        error = collector_error(self.collector)
+    def _collect_and_learn(self, watch: CollectorWatch) -> None:
+        s = self.settings
+        frames_seen, last_eval, last_frames = 0, {}, 0
+        next_log, next_eval = s.log_every_frames, (s.eval_every_frames or None)
+        while True:
+            frames = self.buffer.write_count
+            if frames != last_frames:
+                self.last_write, last_frames = time.monotonic(), frames
+            self._check_collector(watch)
+            if frames > frames_seen:
+                self.exploration.step(frames - frames_seen)
+                frames_seen = frames
+            if frames >= s.total_frames:
+                break
+            self._learn(frames)
+            if next_eval is not None and frames >= next_eval and self.evaluate is not None:
+                next_eval += s.eval_every_frames
+                last_eval = self._evaluate()
+            if frames >= next_log:
+                next_log = (frames // s.log_every_frames + 1) * s.log_every_frames
+                self._log(frames, last_eval)
+                last_eval = {}
+
+    def _check_collector(self, watch: CollectorWatch) -> None:
+        error = watch.error()
         if error is not None:
-            raise CollectorStalled(f"collection failed: {error}") from error
+            root = error
+            while root.__cause__ is not None:  # TorchRL wraps the real cause
+                root = root.__cause__
+            cause = f"{type(error).__name__}: {error}" + (f" <- {type(root).__name__}: {root}" if root is not error else "")
+            raise CollectorFailed(f"collection failed: {cause}") from error
         timeout = self.settings.stall_timeout_s
         if time.monotonic() - self.last_write > timeout:
-            raise CollectorStalled(f"no frame stored for {timeout:.0f} s (loop.stall_timeout_s)")
+            raise CollectorFailed(f"no frame stored for {timeout:.0f} s (loop.stall_timeout_s)")
 
     def _learn(self, frames: int) -> None:
         """Run the updates the ratio asks for; pause collection while far behind."""

@@ -16,6 +16,7 @@ from torchrl.collectors import (
     MultiSyncCollector,
 )
 from torchrl.data import ReplayBuffer
+from torchrl.weight_update import SharedMemWeightSyncScheme
 
 from trajrl.data.episodes import TRAJ_KEY
 
@@ -60,12 +61,16 @@ def build_collector(
     common = dict(frames_per_batch=frames_per_batch, total_frames=-1, replay_buffer=buffer)
     if kind == "sync":
         collector = Collector(env_fn, policy, **common, **traj)
-    elif kind == "async":
-        collector = AsyncCollector(env_fn, policy, num_threads=1, **common, **traj)
-    elif kind in ("multi_sync", "multi_async"):
-        cls = MultiSyncCollector if kind == "multi_sync" else MultiAsyncCollector
-        # One torch thread per worker: on a 2-core machine more threads only contend.
-        collector = cls([env_fn] * num_workers, policy, num_threads=1, **common, **traj)
+    elif kind in PROCESS_COLLECTORS:
+        # Weights go through shared memory; not waiting for the workers' acks means a
+        # dead worker cannot hang the learner (TorchRL's default waits with no timeout).
+        workers = dict(num_threads=1, weight_sync_schemes={"policy": SharedMemWeightSyncScheme(sync=False)})
+        if kind == "async":
+            collector = AsyncCollector(env_fn, policy, **workers, **common, **traj)
+        else:
+            cls = MultiSyncCollector if kind == "multi_sync" else MultiAsyncCollector
+            # One torch thread per worker: on a 2-core machine more threads only contend.
+            collector = cls([env_fn] * num_workers, policy, **workers, **common, **traj)
     elif kind == "async_batched":
         collector = AsyncBatchedCollector(
             [env_fn] * num_workers, policy=policy, yield_completed_trajectories=True,
@@ -90,3 +95,46 @@ def close_collector(collector: BaseCollector) -> None:
         logging.getLogger("trajrl").debug("collector shutdown: %s", err)
     for scheme in (getattr(collector, "_weight_sync_schemes", None) or {}).values():
         scheme.shutdown()
+
+
+class CollectorFailed(RuntimeError):
+    """The collector's background work died, or wrote nothing for too long."""
+
+
+class CollectorWatch:
+    """Notices that a started collector failed, and why.
+
+    TorchRL's single-process collector runs in a thread whose exception is only
+    printed (``async_shutdown`` does not re-raise it); this catches it through
+    ``threading.excepthook`` while the watch is open. ``AsyncBatchedCollector``
+    keeps its writer's error; a dead worker process shows in its exit code.
+    """
+
+    def __init__(self, collector: BaseCollector):
+        self.collector = collector
+        self.thread_error: BaseException | None = None
+        self._previous_hook = threading.excepthook
+        threading.excepthook = self._hook
+
+    def _hook(self, args) -> None:
+        if args.thread is getattr(self.collector, "_thread", None):
+            self.thread_error = args.exc_value
+        self._previous_hook(args)
+
+    def error(self) -> BaseException | None:
+        if self.thread_error is not None:
+            return self.thread_error
+        replay_error = getattr(self.collector, "_replay_error", None)
+        if replay_error is not None:
+            return replay_error
+        thread = getattr(self.collector, "_thread", None)
+        if thread is not None and not thread.is_alive() and not getattr(self.collector, "_stop", False):
+            return CollectorFailed("the collector's background thread stopped on its own")
+        for index, proc in enumerate(getattr(self.collector, "procs", None) or []):
+            if not proc.is_alive():
+                return CollectorFailed(f"collector worker {index} died (exit code {proc.exitcode})")
+        return None
+
+    def close(self) -> None:
+        if threading.excepthook == self._hook:
+            threading.excepthook = self._previous_hook
