@@ -1,0 +1,1 @@
+"""Algorithms, one module each, readable top to bottom."""
