@@ -6,6 +6,8 @@ import importlib
 from typing import Any, Callable
 
 import gymnasium as gym
+import numpy as np
+import torch
 from torchrl.envs import Compose, EnvBase, GymEnv, InitTracker, RewardSum, StepCounter, TransformedEnv
 
 from trajrl.config import ConfigError
@@ -57,3 +59,31 @@ def env_factory(env_cfg, primer=None) -> Callable[[], EnvBase]:
     return functools.partial(
         make_env, str(env_cfg.id), dict(env_cfg.kwargs or {}), env_cfg.import_module, primer
     )
+
+
+def env_spaces(env_cfg, needs_discrete_actions: bool) -> tuple[int, int, int]:
+    """(observation size, number of actions, episode step limit) from gymnasium's spec."""
+    env = gym.make(env_cfg.id, **dict(env_cfg.kwargs or {}))
+    try:
+        obs_space, act_space = env.observation_space, env.action_space
+        if needs_discrete_actions and not isinstance(act_space, gym.spaces.Discrete):
+            raise ConfigError("env.id", env_cfg.id, f"algo=r2d2 needs discrete actions; this one has {act_space}")
+        if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
+            raise ConfigError("env.id", env_cfg.id, f"needs a flat Box observation; this one has {obs_space}")
+        limit = env.spec.max_episode_steps if env.spec and env.spec.max_episode_steps else 1000
+        return obs_space.shape[0], int(getattr(act_space, "n", 0)), int(limit)
+    finally:
+        env.close()
+
+
+def observation_stats(env_cfg, steps: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean and std of observations under a uniformly random policy (fixed for the run)."""
+    env = gym.make(env_cfg.id, **dict(env_cfg.kwargs or {}))
+    env.action_space.seed(seed)
+    observations = [env.reset(seed=seed)[0]]
+    for _ in range(steps):
+        obs, _, terminated, truncated, _ = env.step(env.action_space.sample())
+        observations.append(env.reset()[0] if terminated or truncated else obs)
+    env.close()
+    stacked = torch.as_tensor(np.stack(observations), dtype=torch.float)
+    return stacked.mean(0), stacked.std(0).clamp_min(1e-3)
