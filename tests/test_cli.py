@@ -40,6 +40,8 @@ def test_smoke_run_of_every_collector_and_sampler_writes_metrics(collector, samp
     assert float(rows[-1]["train/updates"]) > 0
     assert "eval/return" in rows[-1] and float(rows[-1]["eval/return"]) > 0
     assert float(rows[-1]["audit/batches_checked"]) == float(rows[-1]["train/updates"])
+    in_flight = float(rows[-1]["buffer/frames_in_flight_dropped"])
+    assert 0 <= in_flight == float(rows[-1]["collect/frames_stepped"]) - float(rows[-1]["frames"])
     assert float(rows[-1]["audit/violations"]) == 0, {k: v for k, v in rows[-1].items() if k.startswith("audit")}
     assert (run_dir / "config.yaml").exists()
     assert "== trajrl run finished ==" in proc.stdout

@@ -33,10 +33,11 @@ class OffPolicyLoop:
 
     def __init__(self, collector, sequences, algo, behaviour_policy, exploration, evaluate: Callable[[], dict] | None,
                  log: MetricsLog, settings: OffPolicySettings, echo: Callable[[str], None] = print,
-                 audit: LiveAudit | None = None):
+                 audit: LiveAudit | None = None, frames_stepped: Callable[[], int] | None = None):
         self.collector, self.sequences, self.algo = collector, sequences, algo
         self.behaviour_policy, self.exploration, self.evaluate = behaviour_policy, exploration, evaluate
         self.log, self.settings, self.echo, self.audit = log, settings, echo, audit
+        self.frames_stepped = frames_stepped
         self.buffer = sequences.buffer
         self.episodes = StoredEpisodeStats(self.buffer)
         # The live parameters and buffers (epsilon included) of the behaviour policy.
@@ -66,7 +67,7 @@ class OffPolicyLoop:
         if self.audit is not None:
             self.audit.check_buffer(self.buffer)
         last_eval = self._evaluate(collecting=False) if self.evaluate is not None else {}
-        final = self._log(self.buffer.write_count, last_eval)
+        final = self._log(self.buffer.write_count, last_eval, closing=True)
         final["eval/best_return"] = self.best_eval if last_eval else float("nan")
         return final
 
@@ -158,7 +159,18 @@ class OffPolicyLoop:
         self.best_eval = max(self.best_eval, stats["eval/return"])
         return stats
 
-    def _log(self, frames: int, eval_stats: dict[str, float]) -> dict[str, float]:
+    def _accounting(self, frames: int, closing: bool) -> dict[str, float]:
+        """Frames stepped against frames stored; once collection has stopped, the
+        difference is the frames of episodes still in flight, which are not stored."""
+        if self.frames_stepped is None:
+            return {}
+        stepped = self.frames_stepped()
+        stats = {"collect/frames_stepped": float(stepped)}
+        if closing:
+            stats["buffer/frames_in_flight_dropped"] = float(stepped - frames)
+        return stats
+
+    def _log(self, frames: int, eval_stats: dict[str, float], closing: bool = False) -> dict[str, float]:
         elapsed, updates = time.monotonic() - self.start, self.updates
         row = {
             **self.episodes.update(),
@@ -172,6 +184,7 @@ class OffPolicyLoop:
             "time/frames_per_s": frames / max(elapsed, 1e-9),
             **{f"time/{k}_s": v for k, v in self.timings.items()},
             **(self.audit.metrics() if self.audit is not None else {}),
+            **self._accounting(frames, closing),
         }
         row = self.log.log(frames, row)
         parts = [f"frames {frames:>9,}", f"{row['time/frames_per_s']:7.0f} fps", f"updates {updates:>7,}"]

@@ -42,7 +42,7 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None, echo=print) -> dic
         loop_cfg = cfg.loop
         evaluator = None
         if loop_cfg.eval_episodes > 0:
-            evaluator = Evaluator(pipe.env_fn, pipe.greedy_policy, int(loop_cfg.eval_episodes),
+            evaluator = Evaluator(pipe.eval_env_fn, pipe.greedy_policy, int(loop_cfg.eval_episodes),
                                   seed=int(cfg.seed) + 10_000, max_steps=pipe.eval_max_steps)
         try:
             loop = OffPolicyLoop(
@@ -59,6 +59,7 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None, echo=print) -> dic
                 ),
                 echo=echo,
                 audit=LiveAudit(int(cfg.audit_every)) if cfg.audit else None,
+                frames_stepped=lambda: pipe.frame_count.value,
             )
             final = loop.run()
         finally:
@@ -76,7 +77,10 @@ def summary(final: dict) -> str:
 
     return "\n".join([
         "== trajrl run finished ==",
-        f"frames          {int(final['frames']):,}",
+        f"frames stored   {int(final['frames']):,}",
+        *([f"frames stepped  {int(final['collect/frames_stepped']):,} "
+           f"({int(final['buffer/frames_in_flight_dropped']):,} in episodes unfinished at the end: not stored)"]
+          if "collect/frames_stepped" in final else []),
         f"wall-clock      {fmt('time/elapsed_s')} s ({fmt('time/frames_per_s', '.0f')} frames/s)",
         f"updates         {int(final['train/updates']):,}",
         f"eval return     {fmt('eval/return')} (best {fmt('eval/best_return')})",

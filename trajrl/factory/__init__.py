@@ -17,7 +17,7 @@ from trajrl.config import validate
 from trajrl.factory.algo import build_r2d2
 from trajrl.factory.buffer import SequenceSampler, build_buffer
 from trajrl.factory.collector import PROCESS_COLLECTORS, build_collector, close_collector
-from trajrl.factory.env import check_env_id, env_factory, env_spaces
+from trajrl.factory.env import FrameCount, check_env_id, env_factory, env_spaces
 from trajrl.factory.logger import build_loggers
 
 log = logging.getLogger("trajrl")
@@ -27,7 +27,9 @@ log = logging.getLogger("trajrl")
 class Pipeline:
     """The objects of one run, built but not started. ``close()`` releases them."""
 
-    env_fn: Callable[[], EnvBase]
+    env_fn: Callable[..., EnvBase]     # the collector's environments (``slot=i`` counts their frames)
+    eval_env_fn: Callable[[], EnvBase]  # the same environment, uncounted, for evaluation
+    frame_count: FrameCount            # frames stepped by the collector's environments
     collector: BaseCollector
     buffer: TensorDictReplayBuffer
     sequences: SequenceSampler
@@ -64,7 +66,8 @@ def build(cfg: DictConfig, run_dir: str | Path | None = None) -> Pipeline:
     log.info("env %s: %d observations, %d actions, episodes up to %d steps", cfg.env.id, obs_dim, num_actions, limit)
     agent = build_r2d2(cfg.algo, cfg.env, obs_dim, num_actions, seed=int(cfg.seed),
                        priority_eta=cfg.sampler.get("eta", 0.9))
-    env_fn = env_factory(cfg.env, primer=agent.primer)
+    frame_count = FrameCount(slots=int(cfg.collector.num_workers))
+    env_fn = env_factory(cfg.env, primer=agent.primer, frame_count=frame_count)
 
     kind = cfg.collector.kind
     sequences = build_buffer(cfg.storage, cfg.sampler, shared=kind in PROCESS_COLLECTORS, run_dir=run_dir)
@@ -77,5 +80,5 @@ def build(cfg: DictConfig, run_dir: str | Path | None = None) -> Pipeline:
     log.info("collector %s (%s), storage %s x %d, sampler %s", kind, type(collector).__name__,
              cfg.storage.kind, cfg.storage.capacity, cfg.sampler.kind)
     loggers = build_loggers(list(cfg.logger.backends), Path(run_dir), "trajrl", cfg.logger.wandb_mode) if run_dir else []
-    return Pipeline(env_fn, collector, sequences.buffer, sequences, agent.explore, agent.greedy, agent.egreedy,
+    return Pipeline(env_fn, env_factory(cfg.env, primer=agent.primer), frame_count, collector, sequences.buffer, sequences, agent.explore, agent.greedy, agent.egreedy,
                     agent.algo, loggers, limit)

@@ -59,22 +59,23 @@ def build_collector(
     """
     traj = dict(trajs_per_batch=trajs_per_batch, traj_format="cat") if trajs_per_batch else {}
     common = dict(frames_per_batch=frames_per_batch, total_frames=-1, replay_buffer=buffer)
+    slots = [{"slot": index} for index in range(num_workers)]  # each environment's frame-count slot
     if kind == "sync":
-        collector = Collector(env_fn, policy, **common, **traj)
+        collector = Collector(env_fn, policy, create_env_kwargs=slots[0], **common, **traj)
     elif kind in PROCESS_COLLECTORS:
         # Weights go through shared memory; not waiting for the workers' acks means a
         # dead worker cannot hang the learner (TorchRL's default waits with no timeout).
         workers = dict(num_threads=1, weight_sync_schemes={"policy": SharedMemWeightSyncScheme(sync=False)})
         if kind == "async":
-            collector = AsyncCollector(env_fn, policy, **workers, **common, **traj)
+            collector = AsyncCollector(env_fn, policy, create_env_kwargs=slots[0], **workers, **common, **traj)
         else:
             cls = MultiSyncCollector if kind == "multi_sync" else MultiAsyncCollector
             # One torch thread per worker: on a 2-core machine more threads only contend.
-            collector = cls([env_fn] * num_workers, policy, **workers, **common, **traj)
+            collector = cls([env_fn] * num_workers, policy, create_env_kwargs=slots, **workers, **common, **traj)
     elif kind == "async_batched":
         collector = AsyncBatchedCollector(
             [env_fn] * num_workers, policy=policy, yield_completed_trajectories=True,
-            env_backend=env_backend, postproc=StampTrajectoryIds(), **common,
+            env_backend=env_backend, postproc=StampTrajectoryIds(), create_env_kwargs=slots, **common,
         )
     else:  # validated before; kept for direct callers
         raise ValueError(f"collector kind {kind!r}")

@@ -3,12 +3,15 @@ from __future__ import annotations
 
 import functools
 import importlib
+import tempfile
 from typing import Any, Callable
 
 import gymnasium as gym
 import numpy as np
 import torch
+from tensordict import MemoryMappedTensor, TensorDictBase
 from torchrl.envs import Compose, EnvBase, GymEnv, InitTracker, RewardSum, StepCounter, TransformedEnv
+from torchrl.envs.transforms import Transform
 
 from trajrl.config import ConfigError
 
@@ -38,7 +41,44 @@ def check_env_id(env_id: str, module: str | None) -> None:
         )
 
 
-def make_env(env_id: str, kwargs: dict[str, Any], import_module: str | None = None, primer=None) -> EnvBase:
+class FrameCount:
+    """Frames stepped by the collector's environments, wherever they run.
+
+    Each environment writes its own running total into its slot of one
+    memory-mapped tensor (a write, not an increment, so processes never race);
+    the sum is the frames stepped. Memory-mapped because it must stay shared
+    however the collector ships the environment factory to its workers (a
+    ``share_memory_()`` tensor arrived in them as a copy). Against the frames
+    stored it closes the accounting: the difference at the end is what was
+    still in flight.
+    """
+
+    def __init__(self, slots: int):
+        self._dir = tempfile.TemporaryDirectory(prefix="trajrl-frames-")
+        self.counts = MemoryMappedTensor.from_tensor(
+            torch.zeros(slots, dtype=torch.int64), filename=f"{self._dir.name}/frames_stepped.memmap"
+        )
+
+    @property
+    def value(self) -> int:
+        return int(self.counts.sum())
+
+
+class CountFrames(Transform):
+    """Writes this environment's frames so far into ``counts[slot]``."""
+
+    def __init__(self, counts: torch.Tensor, slot: int):
+        super().__init__()
+        self.counts, self.slot, self.frames = counts, slot, 0
+
+    def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
+        self.frames += max(1, next_tensordict.numel())
+        self.counts[self.slot] = self.frames
+        return next_tensordict
+
+
+def make_env(env_id: str, kwargs: dict[str, Any], import_module: str | None = None, primer=None,
+             frame_counts: torch.Tensor | None = None, slot: int = 0) -> EnvBase:
     """One environment with episode bookkeeping (and the recurrent-state primer, if given).
 
     ``InitTracker`` marks each episode's first step (``is_init``), which resets
@@ -51,13 +91,19 @@ def make_env(env_id: str, kwargs: dict[str, Any], import_module: str | None = No
     transforms = [InitTracker(), StepCounter(), RewardSum()]
     if primer is not None:
         transforms.append(primer.clone())
+    if frame_counts is not None:
+        transforms.append(CountFrames(frame_counts, slot))
     return TransformedEnv(env, Compose(*transforms))
 
 
-def env_factory(env_cfg, primer=None) -> Callable[[], EnvBase]:
-    """A zero-argument, picklable environment factory (it crosses into worker processes)."""
+def env_factory(env_cfg, primer=None, frame_count: FrameCount | None = None) -> Callable[..., EnvBase]:
+    """A picklable environment factory (it crosses into worker processes).
+
+    With ``frame_count``, call it with ``slot=<index of the environment>``.
+    """
     return functools.partial(
-        make_env, str(env_cfg.id), dict(env_cfg.kwargs or {}), env_cfg.import_module, primer
+        make_env, str(env_cfg.id), dict(env_cfg.kwargs or {}), env_cfg.import_module, primer,
+        frame_count.counts if frame_count is not None else None,
     )
 
 
