@@ -13,7 +13,6 @@ from omegaconf.errors import MissingMandatoryValue
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 
 COLLECTORS = ("sync", "async", "multi_sync", "multi_async", "async_batched")
-MULTI_PROCESS = ("async", "multi_sync", "multi_async")
 TRAJECTORY_SAMPLERS = ("slice", "slice_without_replacement", "prioritized_slice", "episode")
 SAMPLERS = TRAJECTORY_SAMPLERS + ("random",)
 STORAGES = ("lazy_tensor", "lazy_memmap")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 from tensordict import TensorDictBase
 
-from trajrl.data.episodes import MASK_KEY, TRAJ_KEY, find_runs
+from trajrl.data.episodes import MASK_KEY, TRAJ_KEY, find_runs, run_steps
 
 
 def audit_storage(stored: TensorDictBase, full: bool) -> dict[str, int]:
@@ -31,9 +31,7 @@ def audit_storage(stored: TensorDictBase, full: bool) -> dict[str, int]:
     counts["episode_without_start"] = max(0, headless - (1 if full else 0))
     counts["episode_without_end"] = int((~done[last]).sum())
     counts["done_inside_episode"] = int(done.sum()) - int(done[last].sum())
-    run_of = torch.repeat_interleave(torch.arange(starts.numel()), lengths)
-    position = (torch.repeat_interleave(starts, lengths) + torch.arange(size)
-                - torch.repeat_interleave(lengths.cumsum(0) - lengths, lengths)) % size
+    run_of, _, position = run_steps(starts, lengths, size)
     nxt = (position + 1) % size
     same_run = torch.cat([run_of[1:] == run_of[:-1], torch.tensor([False])])
     counts["steps_not_consecutive"] = int(((step[nxt] != step[position] + 1) & same_run).sum())
@@ -64,7 +62,6 @@ class LiveAudit:
         self.every = every
         self.samples_seen = 0
         self.batches_checked = 0
-        self.buffer_checked = False
         self.counts: dict[str, int] = {}
 
     def _add(self, prefix: str, counts: dict[str, int]) -> None:
@@ -80,7 +77,6 @@ class LiveAudit:
 
     def check_buffer(self, buffer) -> None:
         self._add("buffer", audit_storage(buffer[:], full=len(buffer) == buffer.storage.max_size))
-        self.buffer_checked = True
 
     @property
     def violations(self) -> int:

@@ -34,6 +34,14 @@ def find_runs(traj_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return starts, lengths
 
 
+def run_steps(starts: torch.Tensor, lengths: torch.Tensor, size: int) -> tuple[torch.Tensor, ...]:
+    """Every step of runs laid out back to back: ``(run, offset, index)`` for run ``r``
+    and ``offset`` in ``[0, lengths[r])``, at storage ``index = (starts[r] + offset) % size``."""
+    run = torch.repeat_interleave(torch.arange(starts.numel()), lengths)
+    offset = torch.arange(int(lengths.sum())) - torch.repeat_interleave(lengths.cumsum(0) - lengths, lengths)
+    return run, offset, (starts[run] + offset) % size
+
+
 def find_episodes(
     traj_ids: torch.Tensor, is_init: torch.Tensor, done: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -68,9 +76,7 @@ class EpisodeSampler(Sampler):
         if starts.numel() == 0:
             raise RuntimeError("EpisodeSampler: the buffer holds no complete episode yet.")
         pick = torch.randint(starts.numel(), (batch_size,), generator=self._rng)
-        starts, lengths = starts[pick], lengths[pick]
-        offsets = torch.arange(int(lengths.sum())) - torch.repeat_interleave(lengths.cumsum(0) - lengths, lengths)
-        index = (torch.repeat_interleave(starts, lengths) + offsets) % len(storage)
+        _, _, index = run_steps(starts[pick], lengths[pick], len(storage))
         return index, {}
 
     def _empty(self) -> None:

@@ -20,7 +20,7 @@ import torch
 from torchrl.data.replay_buffers.samplers import Sampler
 from torchrl.data.replay_buffers.storages import Storage
 
-from trajrl.data.episodes import TRAJ_KEY, find_runs
+from trajrl.data.episodes import TRAJ_KEY, find_runs, run_steps
 
 
 class StepSliceSampler(Sampler):
@@ -55,9 +55,7 @@ class StepSliceSampler(Sampler):
 
         # For every storage position: its run (episode) and its offset in the run.
         starts, lengths = find_runs(traj_ids)
-        run_of = torch.repeat_interleave(torch.arange(starts.numel()), lengths)
-        offset_of = torch.arange(size) - torch.repeat_interleave(lengths.cumsum(0) - lengths, lengths)
-        position = (torch.repeat_interleave(starts, lengths) + offset_of) % size
+        run_of, offset_of, position = run_steps(starts, lengths, size)
         run_at, offset_at = torch.empty_like(run_of), torch.empty_like(offset_of)
         run_at[position], offset_at[position] = run_of, offset_of
 
@@ -65,8 +63,7 @@ class StepSliceSampler(Sampler):
         run_len = lengths[run]
         slice_len = run_len.clamp_max(self.slice_len)
         first = torch.minimum(offset, run_len - slice_len)
-        steps = torch.arange(int(slice_len.sum())) - torch.repeat_interleave(slice_len.cumsum(0) - slice_len, slice_len)
-        index = (torch.repeat_interleave(starts[run] + first, slice_len) + steps) % size
+        _, steps, index = run_steps(starts[run] + first, slice_len, size)
         is_init = steps == 0
 
         importance = (size * probability[picked]) ** (-self.beta)
