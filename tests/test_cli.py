@@ -23,6 +23,12 @@ def trajrl(*args, cwd, timeout=120):
     return proc
 
 
+def yaml_seed(run_dir: Path) -> int:
+    from omegaconf import OmegaConf
+
+    return int(OmegaConf.load(run_dir / "config.yaml").seed)
+
+
 def read_metrics(run_dir: Path) -> list[dict]:
     with open(run_dir / "metrics.csv") as f:
         return list(csv.DictReader(f))
@@ -54,7 +60,8 @@ def test_multirun_makes_one_run_directory_per_job(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     runs = sorted(p for p in sweep.iterdir() if p.is_dir() and (p / "metrics.csv").exists())
     assert [p.name for p in runs] == ["0", "1"]
-    assert [read_metrics(p)[-1]["frames"] != "" for p in runs] == [True, True]
+    assert all(int(read_metrics(p)[-1]["frames"]) >= 2000 for p in runs)
+    assert [yaml_seed(p) for p in runs] == [0, 1]
 
 
 def test_help_lists_every_group_and_option(tmp_path):

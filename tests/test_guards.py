@@ -12,6 +12,14 @@ from trajrl.factory.collector import CollectorWatch
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def first_error(watch: CollectorWatch, timeout: float):
+    """The watch's error, waiting up to ``timeout`` seconds for one."""
+    deadline = time.monotonic() + timeout
+    while watch.error() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return watch.error()
+
+
 def test_a_collector_thread_exception_is_swallowed_by_torchrl_but_caught_by_the_watch(monkeypatch):
     cfg = trajrl.compose(["collector=sync", "debug=smoke"])
     with trajrl.build(cfg) as pipe:
@@ -22,10 +30,7 @@ def test_a_collector_thread_exception_is_swallowed_by_torchrl_but_caught_by_the_
         watch = CollectorWatch(pipe.collector)
         try:
             pipe.collector.start()
-            deadline = time.monotonic() + 10
-            while watch.error() is None and time.monotonic() < deadline:
-                time.sleep(0.05)
-            error = watch.error()
+            error = first_error(watch, timeout=10)
         finally:
             watch.close()
         pipe.collector.async_shutdown()  # the trap: TorchRL itself raises nothing
@@ -42,10 +47,7 @@ def test_a_killed_worker_is_noticed_at_once():
                 time.sleep(0.05)
             assert watch.error() is None
             os.kill(pipe.collector.procs[1].pid, signal.SIGKILL)
-            deadline = time.monotonic() + 5
-            while watch.error() is None and time.monotonic() < deadline:
-                time.sleep(0.05)
-            error = watch.error()
+            error = first_error(watch, timeout=5)
         finally:
             watch.close()
         assert error is not None and "worker 1 died" in str(error) and "-9" in str(error)
