@@ -66,6 +66,13 @@ def test_collector_writes_complete_episodes_and_samples_stay_inside_them(collect
         for _ in range(150):
             batch = pipe.sequences.sample()
             assert no_violations(audit_batch(batch)) == {}
+            if "slice" in sampler:  # [slices_per_batch, slice_len], short episodes padded; without
+                # replacement, the last batch of a pass over the episodes may hold fewer slices
+                assert batch.shape[1] == cfg.sampler.slice_len
+                assert batch.shape[0] == 32 or (sampler == "slice_without_replacement" and batch.shape[0] < 32)
+            elif sampler == "episode":  # whole episodes: the last valid step of each row ends it
+                last = batch.get(("collector", "mask")).sum(-1) - 1
+                assert batch["next", "done"].squeeze(-1).gather(1, last.unsqueeze(-1)).all()
         stats = pipe.algo.update(batch)
         pipe.sequences.update_priority(batch)
         assert math.isfinite(stats["loss"]) and stats["learn_frac"] > 0

@@ -95,18 +95,22 @@ class EpisodeSampler(Sampler):
         pass
 
 
-def as_sequences(sample: TensorDictBase, starts: torch.Tensor) -> TensorDictBase:
+def as_sequences(sample: TensorDictBase, starts: torch.Tensor, horizon: int | None = None) -> TensorDictBase:
     """Lay a flat sample of consecutive sequences out as ``[N, T]`` with an exact mask.
 
     ``starts`` marks the first step of each sequence. Valid steps form a prefix of
     each row, ``("collector", "mask").sum(-1)`` is each sequence's length, and
     padding repeats the last valid step (so it holds real values, never used).
+    ``T`` is ``horizon`` when given (slices: always ``slice_len``), else the longest sequence.
     """
     starts = starts.reshape(-1).bool().clone()
     starts[0] = True
     first = starts.nonzero().squeeze(-1)
     lengths = torch.diff(first, append=torch.tensor([starts.numel()]))
-    horizon = int(lengths.max())
+    if horizon is None:
+        horizon = int(lengths.max())
+    elif int(lengths.max()) > horizon:
+        raise ValueError(f"a sequence of {int(lengths.max())} steps does not fit a horizon of {horizon}")
     steps = torch.arange(horizon).unsqueeze(0)
     index = first.unsqueeze(-1) + torch.minimum(steps, lengths.unsqueeze(-1) - 1)
     batch = sample[index]

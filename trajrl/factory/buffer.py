@@ -26,11 +26,12 @@ class SequenceSampler:
     buffer: TensorDictReplayBuffer
     transitions: bool  # each sample is N single transitions (random sampler)
     prioritized: bool
+    horizon: int | None = None  # T of every batch (slice samplers: slice_len); None: the longest sequence
 
     def sample(self) -> TensorDictBase:
         flat = self.buffer.sample()
         starts = torch.ones(flat.shape, dtype=torch.bool) if self.transitions else flat.get("is_init")
-        return as_sequences(flat, starts)
+        return as_sequences(flat, starts, self.horizon)
 
     def update_priority(self, batch: TensorDictBase) -> None:
         """Give every step of each sampled sequence its sequence's priority (R2D2)."""
@@ -78,6 +79,8 @@ def build_buffer(storage_cfg, sampler_cfg, shared: bool, run_dir: Path | None = 
     storage = build_storage(storage_cfg, run_dir)
     buffer = TensorDictReplayBuffer(storage=storage, sampler=sampler, batch_size=batch_size, shared=shared)
     buffer.append_transform(PaddedToFlat(storage))  # rb.extend(padded [N, T] + mask) stores the valid steps
+    kind = sampler_cfg.kind
     return SequenceSampler(
-        buffer, transitions=sampler_cfg.kind == "random", prioritized=sampler_cfg.kind == "prioritized_slice"
+        buffer, transitions=kind == "random", prioritized=kind == "prioritized_slice",
+        horizon=1 if kind == "random" else (None if kind == "episode" else int(sampler_cfg.slice_len)),
     )
