@@ -53,6 +53,22 @@ def test_smoke_run_of_every_collector_and_sampler_writes_metrics(collector, samp
     assert "== trajrl run finished ==" in proc.stdout
 
 
+@pytest.mark.parametrize("traj_format", ["padded", "cat"])
+@pytest.mark.parametrize("collector", ["sync", "multi_sync"])
+def test_smoke_run_of_ppo_learns_from_complete_episodes(collector, traj_format, tmp_path):
+    run_dir = tmp_path / "run"
+    proc = trajrl("algo=ppo", "algo.recurrent=true", f"collector={collector}", f"traj_format={traj_format}",
+                  "debug=smoke", "audit=true", "audit_every=1", f"hydra.run.dir={run_dir}", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = read_metrics(run_dir)
+    last = rows[-1]
+    assert int(last["frames"]) >= 2000 and float(last["train/updates"]) > 0
+    assert float(last["audit/violations"]) == 0 and float(last["audit/batches_checked"]) >= 1
+    assert 0 < float(last["batch/valid_frac"]) < 1 and "train/clip_fraction" in last
+    assert float(last["buffer/frames_in_flight_dropped"]) == float(last["collect/frames_stepped"]) - int(last["frames"])
+    assert "eval/return" in last
+
+
 def test_multirun_makes_one_run_directory_per_job(tmp_path):
     sweep = tmp_path / "sweep"
     proc = trajrl("--multirun", "seed=0,1", "debug=smoke", "collector=multi_async", f"hydra.sweep.dir={sweep}",
@@ -76,8 +92,16 @@ def test_help_lists_every_group_and_option(tmp_path):
     (["collector=nope"], ["collector/nope", "Available options", "multi_async"]),
     (["sampler=slice", "trajs_per_batch=null"], ["trajs_per_batch", "complete episodes", "trajs_per_batch=4"]),
     (["collector=async_batched", "trajs_per_batch=4"], ["trajs_per_batch=4", "async_batched", "trajs_per_batch=1"]),
-    (["algo.burn_in=40"], ["algo.burn_in=40", "slice_len", "algo.burn_in<=39"]),
-    (["sampler=random", "algo.burn_in=3"], ["algo.burn_in=3", "sampler=random", "algo.burn_in<=0"]),
+    (["sampler.burn_in=40"], ["sampler.burn_in=40", "slice_len", "sampler.burn_in<=39"]),
+    (["sampler=random", "sampler.burn_in=3"], ["sampler.burn_in", "Key 'burn_in' is not in struct"]),
+    (["algo=ppo", "collector=multi_async"], ["collector='multi_async'", "on-policy", "collector=sync or collector=multi_sync"]),
+    (["algo=ppo", "collector=async_batched"], ["collector='async_batched'", "collector=sync or collector=multi_sync"]),
+    (["algo=ppo", "storage=lazy_tensor"], ["storage='lazy_tensor'", "storage=none"]),
+    (["algo=ppo", "sampler=slice"], ["sampler='slice'", "sampler=episode"]),
+    (["algo=ppo", "trajs_per_batch=null"], ["trajs_per_batch=None", "complete-episode batches"]),
+    (["algo=ppo", "algo.clip_epsilon=1.5"], ["algo.clip_epsilon=1.5", "between 0 and 1"]),
+    (["storage=none"], ["storage='none'", "algo=r2d2 learns from a replay buffer", "storage=lazy_tensor"]),
+    (["traj_format=stacked"], ["traj_format='stacked'", "cat, padded"]),
     (["storage.ndim=2"], ["storage.ndim=2", "storage.ndim=auto or 1"]),
     (["env=gym"], ["env.id", "required"]),
     (["env=gym", "env.id=NoSuchEnv-v0"], ["env.id='NoSuchEnv-v0'", "not a registered gymnasium id"]),

@@ -15,8 +15,10 @@ CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 COLLECTORS = ("sync", "async", "multi_sync", "multi_async", "async_batched")
 TRAJECTORY_SAMPLERS = ("slice", "slice_without_replacement", "prioritized_slice", "episode")
 SAMPLERS = TRAJECTORY_SAMPLERS + ("random",)
-STORAGES = ("lazy_tensor", "lazy_memmap")
-ALGOS = ("r2d2",)
+STORAGES = ("lazy_tensor", "lazy_memmap", "none")
+ALGOS = ("r2d2", "ppo")
+#: Collectors that hand PPO episodes of the policy it is learning (the others run ahead with older weights).
+ON_POLICY_COLLECTORS = ("sync", "multi_sync")
 
 
 class ConfigError(ValueError):
@@ -61,14 +63,13 @@ def validate(cfg: DictConfig) -> DictConfig:
     """
     collector = _one_of(cfg, "collector.kind", COLLECTORS)
     sampler = _one_of(cfg, "sampler.kind", SAMPLERS)
-    _one_of(cfg, "storage.kind", STORAGES)
-    _one_of(cfg, "algo.name", ALGOS)
+    storage = _one_of(cfg, "storage.kind", STORAGES)
+    algo = _one_of(cfg, "algo.name", ALGOS)
     _one_of(cfg, "algo.rnn", ("lstm", "gru"))
-    _one_of(cfg, "algo.initial_state", ("stored", "zero"))
     _get(cfg, "env.id")
     _positive(cfg, "total_frames")
-    _positive(cfg, "storage.capacity")
     _positive(cfg, "collector.frames_per_batch")
+    _one_of(cfg, "traj_format", ("cat", "padded"))
     workers = _positive(cfg, "collector.num_workers")
     if collector in ("sync", "async") and workers != 1:
         raise ConfigError(
@@ -84,57 +85,11 @@ def validate(cfg: DictConfig) -> DictConfig:
     trajs = cfg.trajs_per_batch
     if trajs is not None and (not isinstance(trajs, int) or trajs < 1):
         raise ConfigError("trajs_per_batch", trajs, "must be an integer >= 1 (or null for fixed-frame batches)")
-    if trajs is None and sampler in TRAJECTORY_SAMPLERS:
-        raise ConfigError(
-            "trajs_per_batch", None,
-            f"sampler={sampler} needs complete episodes in the buffer; set trajs_per_batch=4 (or use sampler=random)",
-        )
-    if collector == "async_batched" and trajs != 1:
-        raise ConfigError(
-            "trajs_per_batch", trajs,
-            "collector=async_batched writes each episode as it completes; use trajs_per_batch=1, "
-            "or collector=multi_async to batch episodes",
-        )
-
-    ndim = cfg.storage.ndim
-    if ndim != "auto" and ndim != 1:
-        raise ConfigError(
-            "storage.ndim", ndim,
-            f"collector={collector} with one environment per worker writes flat [T] batches"
-            + (" of complete episodes" if trajs else "") + "; use storage.ndim=auto or 1",
-        )
-
-    if sampler == "slice":
-        _one_of(cfg, "sampler.weighting", ("step", "episode"))
-    if sampler in ("slice", "slice_without_replacement", "prioritized_slice"):
-        slice_len = _positive(cfg, "sampler.slice_len")
-        _positive(cfg, "sampler.slices_per_batch")
-        sequence_len = slice_len
-    elif sampler == "episode":
-        _positive(cfg, "sampler.episodes_per_batch")
-        sequence_len = None
+    if algo == "ppo":
+        _check_ppo(cfg, collector, storage, sampler, trajs)
     else:
-        _positive(cfg, "sampler.transitions_per_batch")
-        sequence_len = 1
-    burn_in = _get(cfg, "algo.burn_in")
-    if not isinstance(burn_in, int) or burn_in < 0:
-        raise ConfigError("algo.burn_in", burn_in, "must be an integer >= 0")
-    if sequence_len is not None and burn_in >= sequence_len:
-        raise ConfigError(
-            "algo.burn_in", burn_in,
-            f"leaves no step to learn from in sequences of {sequence_len} (sampler={sampler}); "
-            f"use algo.burn_in<={sequence_len - 1}" + (" or a longer sampler.slice_len" if sequence_len > 1 else ""),
-        )
-    _positive(cfg, "algo.n_step")
+        _check_off_policy(cfg, collector, storage, sampler, trajs)
 
-    loop = cfg.loop
-    if loop.updates_per_frame is None or loop.updates_per_frame <= 0:
-        raise ConfigError("loop.updates_per_frame", loop.updates_per_frame, "must be > 0")
-    if loop.warmup_frames >= cfg.total_frames:
-        raise ConfigError(
-            "loop.warmup_frames", loop.warmup_frames,
-            f"must be below total_frames={cfg.total_frames}, or no update ever runs",
-        )
     _positive(cfg, "loop.log_every_frames")
     if not isinstance(cfg.audit, bool):
         raise ConfigError("audit", cfg.audit, "use audit=true or audit=false")
@@ -147,8 +102,83 @@ def validate(cfg: DictConfig) -> DictConfig:
         raise ConfigError("device", cfg.device, "only device=cpu is supported so far (learner and collectors run on the CPU)")
 
     cfg = cfg.copy()
-    with_flag = OmegaConf.is_struct(cfg)
-    OmegaConf.set_struct(cfg, False)
-    cfg.storage.ndim = 1
-    OmegaConf.set_struct(cfg, with_flag)
+    if storage != "none":
+        with_flag = OmegaConf.is_struct(cfg)
+        OmegaConf.set_struct(cfg, False)
+        cfg.storage.ndim = 1
+        OmegaConf.set_struct(cfg, with_flag)
     return cfg
+
+
+def _check_ppo(cfg: DictConfig, collector: str, storage: str, sampler: str, trajs: int | None) -> None:
+    if collector not in ON_POLICY_COLLECTORS:
+        raise ConfigError(
+            "collector", collector,
+            "algo=ppo learns on-policy from complete episodes of its current policy, and this collector runs "
+            f"ahead with older weights; use collector={' or collector='.join(ON_POLICY_COLLECTORS)}",
+        )
+    if trajs is None:
+        raise ConfigError("trajs_per_batch", None, "algo=ppo needs complete-episode batches; set trajs_per_batch=8")
+    if storage != "none":
+        raise ConfigError("storage", storage, "algo=ppo keeps no replay storage (it learns from each batch, then "
+                          "drops it); use storage=none")
+    if sampler != "episode":
+        raise ConfigError("sampler", sampler, "algo=ppo learns from whole episodes; use sampler=episode "
+                          "(sampler.episodes_per_batch episodes per minibatch)")
+    _positive(cfg, "sampler.episodes_per_batch")
+    _positive(cfg, "algo.epochs")
+    if not 0 < cfg.algo.clip_epsilon < 1:
+        raise ConfigError("algo.clip_epsilon", cfg.algo.clip_epsilon, "must be between 0 and 1 (e.g. 0.2)")
+
+
+def _check_off_policy(cfg: DictConfig, collector: str, storage: str, sampler: str, trajs: int | None) -> None:
+    if storage == "none":
+        raise ConfigError("storage", "none", f"algo={cfg.algo.name} learns from a replay buffer; "
+                          "use storage=lazy_tensor or storage=lazy_memmap")
+    _positive(cfg, "storage.capacity")
+    _one_of(cfg, "algo.initial_state", ("stored", "zero"))
+    if trajs is None and sampler in TRAJECTORY_SAMPLERS:
+        raise ConfigError(
+            "trajs_per_batch", None,
+            f"sampler={sampler} needs complete episodes in the buffer; set trajs_per_batch=4 (or use sampler=random)",
+        )
+    if collector == "async_batched" and trajs != 1:
+        raise ConfigError(
+            "trajs_per_batch", trajs,
+            "collector=async_batched writes each episode as it completes; use trajs_per_batch=1, "
+            "or collector=multi_async to batch episodes",
+        )
+    ndim = cfg.storage.ndim
+    if ndim != "auto" and ndim != 1:
+        raise ConfigError(
+            "storage.ndim", ndim,
+            f"collector={collector} with one environment per worker writes flat [T] batches"
+            + (" of complete episodes" if trajs else "") + "; use storage.ndim=auto or 1",
+        )
+    if sampler == "slice":
+        _one_of(cfg, "sampler.weighting", ("step", "episode"))
+    if sampler in ("slice", "slice_without_replacement", "prioritized_slice"):
+        slice_len = _positive(cfg, "sampler.slice_len")
+        _positive(cfg, "sampler.slices_per_batch")
+        burn_in = _get(cfg, "sampler.burn_in")
+        if not isinstance(burn_in, int) or burn_in < 0:
+            raise ConfigError("sampler.burn_in", burn_in, "must be an integer >= 0")
+        if burn_in >= slice_len:
+            raise ConfigError(
+                "sampler.burn_in", burn_in,
+                f"leaves no step to learn from in slices of {slice_len}; "
+                f"use sampler.burn_in<={slice_len - 1} or a longer sampler.slice_len",
+            )
+    elif sampler == "episode":
+        _positive(cfg, "sampler.episodes_per_batch")
+    else:
+        _positive(cfg, "sampler.transitions_per_batch")
+    _positive(cfg, "algo.n_step")
+    loop = cfg.loop
+    if loop.updates_per_frame is None or loop.updates_per_frame <= 0:
+        raise ConfigError("loop.updates_per_frame", loop.updates_per_frame, "must be > 0")
+    if loop.warmup_frames >= cfg.total_frames:
+        raise ConfigError(
+            "loop.warmup_frames", loop.warmup_frames,
+            f"must be below total_frames={cfg.total_frames}, or no update ever runs",
+        )

@@ -9,7 +9,8 @@ from typing import Callable
 from tensordict import TensorDict
 
 from trajrl.data.audit import LiveAudit
-from trajrl.factory.collector import CollectorFailed, CollectorWatch
+from trajrl.data.episodes import MASK_KEY, as_sequences
+from trajrl.factory.collector import CollectorFailed, CollectorWatch, close_collector
 from trajrl.metrics import MetricsLog, StoredEpisodeStats
 
 
@@ -195,5 +196,112 @@ class OffPolicyLoop:
         if "train/loss" in row:
             parts.append(f"loss {row['train/loss']:.4f}")
         parts.append(f"eps {row['collect/epsilon']:.2f}")
+        self.echo(" | ".join(parts))
+        return row
+
+
+@dataclass
+class EpisodicSettings:
+    total_frames: int        # stop once the learner has seen this many frames
+    eval_every_frames: int   # 0: only at the end
+    log_every_frames: int
+
+
+def episode_stats(batch) -> dict[str, float]:
+    """Episode and mask statistics of a ``[N, T]`` batch of complete episodes."""
+    mask = batch.get(MASK_KEY)
+    lengths = mask.sum(-1)
+    returns = batch.get(("next", "episode_reward")).reshape(mask.shape).gather(1, (lengths - 1).unsqueeze(-1))
+    return {
+        "episode/return": returns.float().mean().item(), "episode/return_min": returns.min().item(),
+        "episode/return_max": returns.max().item(), "episode/length": lengths.float().mean().item(),
+        "batch/episodes": float(mask.shape[0]), "batch/max_length": float(lengths.max()),
+        "batch/valid_frac": mask.float().mean().item(), "batch/padding_frac": 1 - mask.float().mean().item(),
+    }
+
+
+class EpisodicLoop:
+    """On-policy, episodic: the collector yields ``trajs_per_batch`` complete episodes
+    of the current policy; each batch is learnt from at once (``algo.update``), and
+    the new weights reach the collector before the next one."""
+
+    def __init__(self, collector, algo, policy, evaluate: Callable[[], dict] | None, log: MetricsLog,
+                 settings: EpisodicSettings, echo: Callable[[str], None] = print, audit: LiveAudit | None = None,
+                 frames_stepped: Callable[[], int] | None = None):
+        self.collector, self.algo, self.evaluate, self.log = collector, algo, evaluate, log
+        self.settings, self.echo, self.audit, self.frames_stepped = settings, echo, audit, frames_stepped
+        self.weights = TensorDict.from_module(policy)
+
+    def run(self) -> dict[str, float]:
+        """Train until ``total_frames`` frames of complete episodes were learnt from."""
+        s = self.settings
+        self.start = time.monotonic()
+        self.timings = {"collect": 0.0, "update": 0.0, "eval": 0.0}
+        self.frames, self.episodes, self.best_eval = 0, 0, float("-inf")
+        next_log, next_eval = s.log_every_frames, (s.eval_every_frames or None)
+        stats: dict[str, float] = {}
+        last_eval: dict[str, float] = {}
+        try:
+            t0 = time.monotonic()
+            for batch in self.collector:
+                if batch.batch_dims == 1:  # traj_format="cat": episodes one after the other
+                    batch = as_sequences(batch, batch.get("is_init"))
+                self.timings["collect"] += time.monotonic() - t0
+                if self.audit is not None:
+                    self.audit.check_batch(batch, whole_episodes=True)
+                self.frames += int(batch.get(MASK_KEY).sum())
+                self.episodes += batch.shape[0]
+                t1 = time.monotonic()
+                stats = {**episode_stats(batch), **{f"train/{k}": v for k, v in self.algo.update(batch).items()}}
+                self.collector.update_policy_weights_(self.weights)
+                self.timings["update"] += time.monotonic() - t1
+                if self.frames >= s.total_frames:
+                    break
+                if next_eval is not None and self.frames >= next_eval and self.evaluate is not None:
+                    next_eval = (self.frames // s.eval_every_frames + 1) * s.eval_every_frames
+                    last_eval = self._evaluate()
+                if self.frames >= next_log:
+                    next_log = (self.frames // s.log_every_frames + 1) * s.log_every_frames
+                    self._log({**stats, **last_eval})
+                    last_eval = {}
+                t0 = time.monotonic()
+        finally:
+            close_collector(self.collector)
+        final_eval = self._evaluate() if self.evaluate is not None else {}
+        final = self._log({**stats, **final_eval}, closing=True)
+        final["eval/best_return"] = self.best_eval if final_eval else float("nan")
+        return final
+
+    def _evaluate(self) -> dict[str, float]:
+        t0 = time.monotonic()
+        stats = {f"eval/{k}": v for k, v in self.evaluate().items()}
+        self.timings["eval"] += time.monotonic() - t0
+        self.best_eval = max(self.best_eval, stats["eval/return"])
+        return stats
+
+    def _log(self, values: dict[str, float], closing: bool = False) -> dict[str, float]:
+        elapsed = time.monotonic() - self.start
+        row = {
+            **values,
+            "episode/completed": float(self.episodes),
+            "train/updates": float(self.algo.updates),
+            "time/elapsed_s": elapsed,
+            "time/frames_per_s": self.frames / max(elapsed, 1e-9),
+            **{f"time/{k}_s": v for k, v in self.timings.items()},
+            **(self.audit.metrics() if self.audit is not None else {}),
+        }
+        if self.frames_stepped is not None:
+            row["collect/frames_stepped"] = float(self.frames_stepped())
+            if closing:
+                row["buffer/frames_in_flight_dropped"] = row["collect/frames_stepped"] - self.frames
+        row = self.log.log(self.frames, row)
+        parts = [f"frames {self.frames:>9,}", f"{row['time/frames_per_s']:7.0f} fps",
+                 f"updates {int(row['train/updates']):>7,}"]
+        if "episode/return" in row:
+            parts.append(f"train return {row['episode/return']:7.1f}")
+        if "eval/return" in row:
+            parts.append(f"eval return {row['eval/return']:7.1f}")
+        if "train/kl" in row:
+            parts.append(f"kl {row['train/kl']:.4f}")
         self.echo(" | ".join(parts))
         return row

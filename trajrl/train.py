@@ -12,7 +12,7 @@ from trajrl.config import validate
 from trajrl.data.audit import LiveAudit
 from trajrl.evaluate import Evaluator
 from trajrl.factory import build
-from trajrl.loops import OffPolicyLoop, OffPolicySettings
+from trajrl.loops import EpisodicLoop, EpisodicSettings, OffPolicyLoop, OffPolicySettings
 from trajrl.metrics import MetricsLog
 
 log = logging.getLogger("trajrl")
@@ -44,23 +44,31 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None, echo=print) -> dic
         if loop_cfg.eval_episodes > 0:
             evaluator = Evaluator(pipe.eval_env_fn, pipe.greedy_policy, int(loop_cfg.eval_episodes),
                                   seed=int(cfg.seed) + 10_000, max_steps=pipe.eval_max_steps)
+        audit = LiveAudit(int(cfg.audit_every)) if cfg.audit else None
         try:
-            loop = OffPolicyLoop(
-                pipe.collector, pipe.sequences, pipe.algo, pipe.policy, pipe.exploration, evaluator,
-                MetricsLog(run_dir, pipe.loggers),
-                OffPolicySettings(
-                    total_frames=int(cfg.total_frames), warmup_frames=int(loop_cfg.warmup_frames),
-                    updates_per_frame=float(loop_cfg.updates_per_frame),
-                    weight_sync_every=int(loop_cfg.weight_sync_every),
-                    eval_every_frames=int(loop_cfg.eval_every_frames),
-                    log_every_frames=int(loop_cfg.log_every_frames),
-                    stall_timeout_s=float(loop_cfg.stall_timeout_s),
-                    max_update_lag=loop_cfg.max_update_lag,
-                ),
-                echo=echo,
-                audit=LiveAudit(int(cfg.audit_every)) if cfg.audit else None,
-                frames_stepped=lambda: pipe.frame_count.value,
-            )
+            if pipe.buffer is None:
+                loop = EpisodicLoop(
+                    pipe.collector, pipe.algo, pipe.policy, evaluator, MetricsLog(run_dir, pipe.loggers),
+                    EpisodicSettings(total_frames=int(cfg.total_frames),
+                                     eval_every_frames=int(loop_cfg.eval_every_frames),
+                                     log_every_frames=int(loop_cfg.log_every_frames)),
+                    echo=echo, audit=audit, frames_stepped=lambda: pipe.frame_count.value,
+                )
+            else:
+                loop = OffPolicyLoop(
+                    pipe.collector, pipe.sequences, pipe.algo, pipe.policy, pipe.exploration, evaluator,
+                    MetricsLog(run_dir, pipe.loggers),
+                    OffPolicySettings(
+                        total_frames=int(cfg.total_frames), warmup_frames=int(loop_cfg.warmup_frames),
+                        updates_per_frame=float(loop_cfg.updates_per_frame),
+                        weight_sync_every=int(loop_cfg.weight_sync_every),
+                        eval_every_frames=int(loop_cfg.eval_every_frames),
+                        log_every_frames=int(loop_cfg.log_every_frames),
+                        stall_timeout_s=float(loop_cfg.stall_timeout_s),
+                        max_update_lag=loop_cfg.max_update_lag,
+                    ),
+                    echo=echo, audit=audit, frames_stepped=lambda: pipe.frame_count.value,
+                )
             final = loop.run()
         finally:
             if evaluator is not None:
@@ -77,9 +85,9 @@ def summary(final: dict) -> str:
 
     return "\n".join([
         "== trajrl run finished ==",
-        f"frames stored   {int(final['frames']):,}",
+        f"frames {'stored ' if 'buffer/frames' in final else 'learnt '}  {int(final['frames']):,}",
         *([f"frames stepped  {int(final['collect/frames_stepped']):,} "
-           f"({int(final['buffer/frames_in_flight_dropped']):,} in episodes unfinished at the end: not stored)"]
+           f"({int(final['buffer/frames_in_flight_dropped']):,} in episodes unfinished at the end: not used)"]
           if "collect/frames_stepped" in final else []),
         f"wall-clock      {fmt('time/elapsed_s')} s ({fmt('time/frames_per_s', '.0f')} frames/s)",
         f"updates         {int(final['train/updates']):,}",

@@ -54,6 +54,20 @@ def audit_batch(batch: TensorDictBase) -> dict[str, int]:
     }
 
 
+def audit_episodes(batch: TensorDictBase) -> dict[str, int]:
+    """``audit_batch``, plus: every row is one complete episode (starts at ``is_init``,
+    ends done at its last valid step and not before)."""
+    mask = batch.get(MASK_KEY)
+    done = batch.get(("next", "done")).reshape(mask.shape) & mask
+    last = (mask.sum(-1) - 1).clamp_min(0).unsqueeze(-1)
+    return {
+        **audit_batch(batch),
+        "episode_without_start": int((~batch.get("is_init").reshape(mask.shape)[:, 0]).sum()),
+        "episode_without_end": int((~done.gather(1, last).squeeze(-1)).sum()),
+        "done_inside_episode": int(done.sum() - done.gather(1, last).sum()),
+    }
+
+
 class LiveAudit:
     """Audits every ``every``-th sampled batch and, at the end, the whole buffer;
     keeps running violation counts (reported as ``audit/...`` metrics)."""
@@ -69,10 +83,11 @@ class LiveAudit:
             key = f"{prefix}/{name}"
             self.counts[key] = self.counts.get(key, 0) + count
 
-    def check_batch(self, batch: TensorDictBase) -> None:
+    def check_batch(self, batch: TensorDictBase, whole_episodes: bool = False) -> None:
+        """Audit every ``every``-th batch (``whole_episodes``: each row must be a complete episode)."""
         self.samples_seen += 1
         if (self.samples_seen - 1) % self.every == 0:
-            self._add("batch", audit_batch(batch))
+            self._add("batch", audit_episodes(batch) if whole_episodes else audit_batch(batch))
             self.batches_checked += 1
 
     def check_buffer(self, buffer) -> None:

@@ -12,9 +12,10 @@ from torchrl.collectors import BaseCollector
 from torchrl.data import TensorDictReplayBuffer
 from torchrl.envs import EnvBase
 
+from trajrl.algos.ppo import PPO
 from trajrl.algos.r2d2 import R2D2
 from trajrl.config import validate
-from trajrl.factory.algo import build_r2d2
+from trajrl.factory.algo import build_ppo, build_r2d2
 from trajrl.factory.buffer import SequenceSampler, build_buffer
 from trajrl.factory.collector import PROCESS_COLLECTORS, build_collector, close_collector
 from trajrl.factory.env import FrameCount, check_env_id, env_factory, env_spaces
@@ -31,12 +32,12 @@ class Pipeline:
     eval_env_fn: Callable[[], EnvBase]  # the same environment, uncounted, for evaluation
     frame_count: FrameCount            # frames stepped by the collector's environments
     collector: BaseCollector
-    buffer: TensorDictReplayBuffer
-    sequences: SequenceSampler
-    policy: torch.nn.Module            # the behaviour policy the collector runs (epsilon-greedy)
-    greedy_policy: torch.nn.Module     # the same network, acting greedily (evaluation)
-    exploration: torch.nn.Module       # the EGreedyModule whose epsilon anneals with frames
-    algo: R2D2
+    buffer: TensorDictReplayBuffer | None     # None: on-policy, batches go straight to the learner
+    sequences: SequenceSampler | None
+    policy: torch.nn.Module            # the behaviour policy the collector runs
+    greedy_policy: torch.nn.Module     # the same network, acting deterministically (evaluation)
+    exploration: torch.nn.Module | None  # R2D2's EGreedyModule, whose epsilon anneals with frames
+    algo: R2D2 | PPO
     loggers: list = field(default_factory=list)
     eval_max_steps: int = 1000
 
@@ -61,24 +62,31 @@ def build(cfg: DictConfig, run_dir: str | Path | None = None) -> Pipeline:
     cfg = validate(cfg)
     torch.manual_seed(cfg.seed)
     check_env_id(cfg.env.id, cfg.env.import_module)
-    obs_dim, num_actions, limit = env_spaces(cfg.env, needs_discrete_actions=True)
+    obs_dim, num_actions, limit = env_spaces(cfg.env, discrete_actions_for=cfg.algo.name)
 
     log.info("env %s: %d observations, %d actions, episodes up to %d steps", cfg.env.id, obs_dim, num_actions, limit)
-    agent = build_r2d2(cfg.algo, cfg.env, obs_dim, num_actions, seed=int(cfg.seed),
-                       priority_eta=cfg.sampler.get("eta", 0.9))
+    if cfg.algo.name == "ppo":
+        agent = build_ppo(cfg.algo, cfg.env, obs_dim, num_actions, seed=int(cfg.seed),
+                          minibatch_episodes=int(cfg.sampler.episodes_per_batch), total_frames=int(cfg.total_frames))
+    else:
+        agent = build_r2d2(cfg.algo, cfg.env, obs_dim, num_actions, seed=int(cfg.seed),
+                           burn_in=int(cfg.sampler.get("burn_in", 0)), priority_eta=cfg.sampler.get("eta", 0.9))
     frame_count = FrameCount(slots=int(cfg.collector.num_workers))
     env_fn = env_factory(cfg.env, primer=agent.primer, frame_count=frame_count)
 
     kind = cfg.collector.kind
-    sequences = build_buffer(cfg.storage, cfg.sampler, shared=kind in PROCESS_COLLECTORS, run_dir=run_dir)
+    sequences = None
+    if cfg.storage.kind != "none":
+        sequences = build_buffer(cfg.storage, cfg.sampler, shared=kind in PROCESS_COLLECTORS, run_dir=run_dir)
     collector = build_collector(
-        kind, env_fn, agent.explore, sequences.buffer,
+        kind, env_fn, agent.explore, sequences.buffer if sequences else None,
         num_workers=int(cfg.collector.num_workers), frames_per_batch=int(cfg.collector.frames_per_batch),
-        trajs_per_batch=cfg.trajs_per_batch, seed=int(cfg.seed),
+        trajs_per_batch=cfg.trajs_per_batch, seed=int(cfg.seed), traj_format=cfg.traj_format,
         env_backend=cfg.collector.get("env_backend", "threading"),
     )
-    log.info("collector %s (%s), storage %s x %d, sampler %s", kind, type(collector).__name__,
-             cfg.storage.kind, cfg.storage.capacity, cfg.sampler.kind)
+    log.info("collector %s (%s), storage %s, sampler %s", kind, type(collector).__name__,
+             f"{cfg.storage.kind} x {cfg.storage.capacity}" if sequences else "none", cfg.sampler.kind)
     loggers = build_loggers(list(cfg.logger.backends), Path(run_dir), "trajrl", cfg.logger.wandb_mode) if run_dir else []
-    return Pipeline(env_fn, env_factory(cfg.env, primer=agent.primer), frame_count, collector, sequences.buffer, sequences, agent.explore, agent.greedy, agent.egreedy,
+    return Pipeline(env_fn, env_factory(cfg.env, primer=agent.primer), frame_count, collector,
+                    sequences.buffer if sequences else None, sequences, agent.explore, agent.greedy, agent.egreedy,
                     agent.algo, loggers, limit)

@@ -43,21 +43,25 @@ def build_collector(
     kind: str,
     env_fn: Callable,
     policy,
-    buffer: ReplayBuffer,
+    buffer: ReplayBuffer | None,
     *,
     num_workers: int,
     frames_per_batch: int,
     trajs_per_batch: int | None,
     seed: int,
+    traj_format: str = "cat",
     env_backend: str = "threading",
 ) -> BaseCollector:
-    """A collector that, once ``start()``-ed, writes into ``buffer`` until shut down.
+    """A collector that, once ``start()``-ed, writes into ``buffer`` until shut down;
+    without a buffer, iterating it yields the batches.
 
-    With ``trajs_per_batch`` only complete (done-terminated) episodes are written,
-    flat, each contiguous. ``total_frames`` is left open (-1): the training loop
-    decides when to stop, from what was stored.
+    With ``trajs_per_batch`` only complete (done-terminated) episodes leave it,
+    ``traj_format="cat"`` flat one after the other, ``"padded"`` as ``[N, T]`` with
+    ``("collector", "mask")`` (the buffer stores their valid steps, each episode
+    contiguous). ``total_frames`` is left open (-1): the training loop decides
+    when to stop.
     """
-    traj = dict(trajs_per_batch=trajs_per_batch, traj_format="cat") if trajs_per_batch else {}
+    traj = dict(trajs_per_batch=trajs_per_batch, traj_format=traj_format) if trajs_per_batch else {}
     common = dict(frames_per_batch=frames_per_batch, total_frames=-1, replay_buffer=buffer)
     slots = [{"slot": index} for index in range(num_workers)]  # each environment's frame-count slot
     if kind == "sync":

@@ -107,13 +107,14 @@ def env_factory(env_cfg, primer=None, frame_count: FrameCount | None = None) -> 
     )
 
 
-def env_spaces(env_cfg, needs_discrete_actions: bool) -> tuple[int, int, int]:
+def env_spaces(env_cfg, discrete_actions_for: str | None = None) -> tuple[int, int, int]:
     """(observation size, number of actions, episode step limit) from gymnasium's spec."""
     env = gym.make(env_cfg.id, **dict(env_cfg.kwargs or {}))
     try:
         obs_space, act_space = env.observation_space, env.action_space
-        if needs_discrete_actions and not isinstance(act_space, gym.spaces.Discrete):
-            raise ConfigError("env.id", env_cfg.id, f"algo=r2d2 needs discrete actions; this one has {act_space}")
+        if discrete_actions_for and not isinstance(act_space, gym.spaces.Discrete):
+            raise ConfigError("env.id", env_cfg.id,
+                              f"algo={discrete_actions_for} needs discrete actions; this one has {act_space}")
         if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
             raise ConfigError("env.id", env_cfg.id, f"needs a flat Box observation; this one has {obs_space}")
         limit = env.spec.max_episode_steps if env.spec and env.spec.max_episode_steps else 1000

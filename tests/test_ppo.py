@@ -1,0 +1,109 @@
+"""PPO on whole episodes: what is easy to get wrong with padding and recurrence."""
+import pytest
+import torch
+from tensordict import TensorDict
+
+import trajrl
+from trajrl.algos.ppo import LOG_PROB_KEY, PPO, ActorCritic, PPOSettings, masked_gae
+from trajrl.data.episodes import MASK_KEY
+
+
+def gae_of_one_episode(reward, value, next_value, terminated, gamma, lam):
+    """Textbook GAE on one unpadded episode, step by step."""
+    advantage, running = [0.0] * len(reward), 0.0
+    for t in reversed(range(len(reward))):
+        delta = reward[t] + gamma * (1 - terminated[t]) * next_value[t] - value[t]
+        running = delta + gamma * lam * running
+        advantage[t] = running
+    return torch.tensor(advantage)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_masked_gae_equals_gae_computed_on_each_unpadded_episode(seed):
+    gen = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(1, 30, (6,), generator=gen)
+    lengths[0] = 1
+    horizon = int(lengths.max()) + 3
+    mask = torch.arange(horizon) < lengths.unsqueeze(-1)
+    reward, value, next_value = (torch.randn(6, horizon, generator=gen) for _ in range(3))
+    terminated = torch.zeros(6, horizon, dtype=torch.bool)
+    ends_by_failure = torch.rand(6, generator=gen) < 0.5  # the others are cut by a time limit
+    terminated[torch.arange(6), lengths - 1] = ends_by_failure
+    advantage = masked_gae(reward, value, next_value, terminated, mask, 0.97, 0.9)
+    for row, length in enumerate(lengths.tolist()):
+        expected = gae_of_one_episode(reward[row, :length].tolist(), value[row, :length].tolist(),
+                                      next_value[row, :length].tolist(), terminated[row, :length].float().tolist(),
+                                      0.97, 0.9)
+        torch.testing.assert_close(advantage[row, :length], expected)
+        assert (advantage[row, length:] == 0).all()
+
+
+def random_episodes(lengths, obs_dim=3, seed=0):
+    """A padded [N, T] batch of episodes as the collector yields them."""
+    gen = torch.Generator().manual_seed(seed)
+    n, horizon = len(lengths), max(lengths)
+    mask = torch.arange(horizon) < torch.tensor(lengths).unsqueeze(-1)
+    terminated = torch.zeros(n, horizon, 1, dtype=torch.bool)
+    terminated[torch.arange(n), torch.tensor(lengths) - 1] = True
+    return TensorDict({
+        "observation": torch.randn(n, horizon, obs_dim, generator=gen),
+        "action": torch.randint(2, (n, horizon), generator=gen),
+        LOG_PROB_KEY: -torch.rand(n, horizon, generator=gen),
+        "is_init": (torch.arange(horizon) == 0).expand(n, horizon).unsqueeze(-1),
+        MASK_KEY: mask,
+        ("next", "observation"): torch.randn(n, horizon, obs_dim, generator=gen),
+        ("next", "reward"): torch.ones(n, horizon, 1),
+        ("next", "terminated"): terminated,
+        ("next", "done"): terminated.clone(),
+    }, [n, horizon])
+
+
+def perturb_padding(batch):
+    noisy = batch.clone()
+    pad = ~batch.get(MASK_KEY)
+    for key in ("observation", ("next", "observation")):
+        noisy.get(key)[pad] = 1e3 * torch.randn(int(pad.sum()), noisy.get(key).shape[-1])
+    noisy.get("action")[pad] = 1 - noisy.get("action")[pad]
+    noisy.get(LOG_PROB_KEY)[pad] = 5.0
+    noisy.get(("next", "reward"))[pad] = -1e3
+    noisy.get(("next", "terminated"))[pad] = True
+    return noisy
+
+
+@pytest.mark.parametrize("rnn", [None, "lstm", "gru"])
+def test_padded_steps_change_no_loss_no_advantage_and_no_statistic(rnn):
+    batch = random_episodes([1, 7, 3, 12])
+    results = []
+    for data in (batch, perturb_padding(batch)):
+        torch.manual_seed(0)
+        ppo = PPO(ActorCritic(3, 2, [16], rnn, 8), PPOSettings(epochs=2, minibatch_episodes=2, anneal_lr=False))
+        advantage, returns = ppo.advantages(data)
+        loss, stats = ppo.loss(data, advantage, returns)
+        results.append((advantage[data.get(MASK_KEY)], loss.detach(), stats, ppo.update(data)))
+    (adv_a, loss_a, stats_a, update_a), (adv_b, loss_b, stats_b, update_b) = results
+    torch.testing.assert_close(adv_a, adv_b)
+    torch.testing.assert_close(loss_a, loss_b)
+    for name in stats_a:
+        torch.testing.assert_close(stats_a[name], stats_b[name])
+    assert update_a == pytest.approx(update_b, rel=1e-5)
+
+
+@pytest.mark.parametrize("traj_format", ["padded", "cat"])
+@pytest.mark.parametrize("collector", ["sync", "multi_sync"])
+def test_the_learner_recomputes_the_log_probs_the_recurrent_policy_acted_with(collector, traj_format):
+    """Whole episodes from a zero state reproduce what the acting LSTM did step by step,
+    so the first PPO ratio on fresh episodes is exactly 1."""
+    from trajrl.data.episodes import as_sequences
+
+    cfg = trajrl.compose([f"collector={collector}", "algo=ppo", "algo.recurrent=true", "env=cartpole_novel",
+                          f"traj_format={traj_format}", "trajs_per_batch=6", "debug=smoke"])
+    with trajrl.build(cfg) as pipe:
+        batch = next(iter(pipe.collector))
+    if traj_format == "cat":
+        batch = as_sequences(batch, batch.get("is_init"))
+    mask = batch.get(MASK_KEY)
+    assert mask.shape[0] == 6 and not mask.all()
+    with torch.no_grad():
+        logits = pipe.algo.net.actor.sequence(batch.get("observation"))
+        log_prob = torch.distributions.Categorical(logits=logits).log_prob(batch.get("action").reshape(mask.shape))
+    torch.testing.assert_close(log_prob[mask], batch.get(LOG_PROB_KEY).reshape(mask.shape)[mask])
