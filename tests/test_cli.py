@@ -69,6 +69,18 @@ def test_smoke_run_of_ppo_learns_from_complete_episodes(collector, traj_format, 
     assert "eval/return" in last
 
 
+@pytest.mark.parametrize("collector", COLLECTORS)
+def test_smoke_run_of_recurrent_sac_on_every_collector(collector, tmp_path):
+    run_dir = tmp_path / "run"
+    proc = trajrl("experiment=rsac_pendulum_novel", f"collector={collector}", "debug=smoke", "audit=true",
+                  "audit_every=1", f"hydra.run.dir={run_dir}", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    last = read_metrics(run_dir)[-1]
+    assert int(last["frames"]) >= 2000 and float(last["train/updates"]) > 0
+    assert float(last["audit/violations"]) == 0 and float(last["audit/batches_checked"]) == float(last["train/updates"])
+    assert "train/alpha" in last and "eval/return" in last
+
+
 def test_multirun_makes_one_run_directory_per_job(tmp_path):
     sweep = tmp_path / "sweep"
     proc = trajrl("--multirun", "seed=0,1", "debug=smoke", "collector=multi_async", f"hydra.sweep.dir={sweep}",
@@ -105,7 +117,9 @@ def test_help_lists_every_group_and_option(tmp_path):
     (["storage.ndim=2"], ["storage.ndim=2", "storage.ndim=auto or 1"]),
     (["env=gym"], ["env.id", "required"]),
     (["env=gym", "env.id=NoSuchEnv-v0"], ["env.id='NoSuchEnv-v0'", "not a registered gymnasium id"]),
-    (["env=gym", "env.id=Pendulum-v1"], ["algo=r2d2 needs discrete actions"]),
+    (["env=gym", "env.id=Pendulum-v1"], ["algo=r2d2 needs discrete actions", "algo=rsac"]),
+    (["algo=ppo", "env=pendulum_novel"], ["algo=ppo needs discrete actions", "algo=rsac"]),
+    (["algo=rsac"], ["algo=rsac needs continuous actions", "Discrete(2)"]),
     (["env=gym", "env.id=CartPole-v1", "env.import_module=no_such_module"],
      ["env.import_module='no_such_module'", "cannot be imported"]),
     (["collector=sync", "collector.num_workers=2"], ["collector.num_workers=2", "multi_sync or multi_async"]),

@@ -16,7 +16,7 @@ COLLECTORS = ("sync", "async", "multi_sync", "multi_async", "async_batched")
 TRAJECTORY_SAMPLERS = ("slice", "slice_without_replacement", "prioritized_slice", "episode")
 SAMPLERS = TRAJECTORY_SAMPLERS + ("random",)
 STORAGES = ("lazy_tensor", "lazy_memmap", "none")
-ALGOS = ("r2d2", "ppo")
+ALGOS = ("r2d2", "rsac", "ppo")
 #: Collectors that hand PPO episodes of the policy it is learning (the others run ahead with older weights).
 ON_POLICY_COLLECTORS = ("sync", "multi_sync")
 
@@ -173,7 +173,8 @@ def _check_off_policy(cfg: DictConfig, collector: str, storage: str, sampler: st
         _positive(cfg, "sampler.episodes_per_batch")
     else:
         _positive(cfg, "sampler.transitions_per_batch")
-    _positive(cfg, "algo.n_step")
+    if cfg.algo.name == "r2d2":
+        _positive(cfg, "algo.n_step")
     loop = cfg.loop
     if loop.updates_per_frame is None or loop.updates_per_frame <= 0:
         raise ConfigError("loop.updates_per_frame", loop.updates_per_frame, "must be > 0")

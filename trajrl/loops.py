@@ -82,7 +82,8 @@ class OffPolicyLoop:
                 self.last_write, last_frames = time.monotonic(), frames
             self._check_collector(watch)
             if frames > frames_seen:
-                self.exploration.step(frames - frames_seen)
+                if self.exploration is not None:
+                    self.exploration.step(frames - frames_seen)
                 frames_seen = frames
             if frames >= s.total_frames:
                 break
@@ -179,7 +180,7 @@ class OffPolicyLoop:
             **eval_stats,
             "train/updates": float(updates),
             "train/updates_per_frame": updates / max(1, frames - self.settings.warmup_frames),
-            "collect/epsilon": float(self.exploration.eps),
+            **({"collect/epsilon": float(self.exploration.eps)} if self.exploration is not None else {}),
             "buffer/frames": float(len(self.buffer)),
             "time/elapsed_s": elapsed,
             "time/frames_per_s": frames / max(elapsed, 1e-9),
@@ -193,9 +194,11 @@ class OffPolicyLoop:
             parts.append(f"train return {row['episode/return']:7.1f}")
         if "eval/return" in row:
             parts.append(f"eval return {row['eval/return']:7.1f}")
-        if "train/loss" in row:
-            parts.append(f"loss {row['train/loss']:.4f}")
-        parts.append(f"eps {row['collect/epsilon']:.2f}")
+        for name in ("loss", "critic_loss", "alpha"):
+            if f"train/{name}" in row:
+                parts.append(f"{name} {row[f'train/{name}']:.4f}")
+        if "collect/epsilon" in row:
+            parts.append(f"eps {row['collect/epsilon']:.2f}")
         self.echo(" | ".join(parts))
         return row
 

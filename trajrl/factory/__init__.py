@@ -14,8 +14,9 @@ from torchrl.envs import EnvBase
 
 from trajrl.algos.ppo import PPO
 from trajrl.algos.r2d2 import R2D2
+from trajrl.algos.rsac import RSAC
 from trajrl.config import validate
-from trajrl.factory.algo import build_ppo, build_r2d2
+from trajrl.factory.algo import build_ppo, build_r2d2, build_rsac
 from trajrl.factory.buffer import SequenceSampler, build_buffer
 from trajrl.factory.collector import PROCESS_COLLECTORS, build_collector, close_collector
 from trajrl.factory.env import FrameCount, check_env_id, env_factory, env_spaces
@@ -37,7 +38,7 @@ class Pipeline:
     policy: torch.nn.Module            # the behaviour policy the collector runs
     greedy_policy: torch.nn.Module     # the same network, acting deterministically (evaluation)
     exploration: torch.nn.Module | None  # R2D2's EGreedyModule, whose epsilon anneals with frames
-    algo: R2D2 | PPO
+    algo: R2D2 | RSAC | PPO
     loggers: list = field(default_factory=list)
     eval_max_steps: int = 1000
 
@@ -62,12 +63,15 @@ def build(cfg: DictConfig, run_dir: str | Path | None = None) -> Pipeline:
     cfg = validate(cfg)
     torch.manual_seed(cfg.seed)
     check_env_id(cfg.env.id, cfg.env.import_module)
-    obs_dim, num_actions, limit = env_spaces(cfg.env, discrete_actions_for=cfg.algo.name)
+    obs_dim, num_actions, limit = env_spaces(cfg.env, cfg.algo.name)
 
     log.info("env %s: %d observations, %d actions, episodes up to %d steps", cfg.env.id, obs_dim, num_actions, limit)
     if cfg.algo.name == "ppo":
         agent = build_ppo(cfg.algo, cfg.env, obs_dim, num_actions, seed=int(cfg.seed),
                           minibatch_episodes=int(cfg.sampler.episodes_per_batch), total_frames=int(cfg.total_frames))
+    elif cfg.algo.name == "rsac":
+        agent = build_rsac(cfg.algo, cfg.env, obs_dim, num_actions, seed=int(cfg.seed),
+                           burn_in=int(cfg.sampler.get("burn_in", 0)))
     else:
         agent = build_r2d2(cfg.algo, cfg.env, obs_dim, num_actions, seed=int(cfg.seed),
                            burn_in=int(cfg.sampler.get("burn_in", 0)), priority_eta=cfg.sampler.get("eta", 0.9))

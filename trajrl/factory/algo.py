@@ -8,12 +8,13 @@ from torchrl.envs.transforms import TensorDictPrimer
 
 from trajrl.algos.ppo import PPO, ActorCritic, PPOSettings, make_actor
 from trajrl.algos.r2d2 import R2D2, R2D2Settings, RecurrentQNet, make_policies
+from trajrl.algos.rsac import RSAC, RecurrentActor, RecurrentCritic, RSACSettings, make_policy
 from trajrl.factory.env import make_env, observation_stats
 
 
 @dataclass
 class Agent:
-    algo: R2D2 | PPO
+    algo: R2D2 | RSAC | PPO
     greedy: nn.Module                 # acts deterministically (evaluation)
     explore: nn.Module                # acts during collection
     egreedy: nn.Module | None         # R2D2's EGreedyModule, annealed with frames (None: no epsilon)
@@ -58,3 +59,20 @@ def build_ppo(algo_cfg, env_cfg, obs_dim: int, num_actions: int, seed: int, mini
         normalize_advantage=a.normalize_advantage,
     ), seed=seed)
     return Agent(algo, policy, policy, None, core.make_tensordict_primer() if core is not None else None)
+
+
+def build_rsac(algo_cfg, env_cfg, obs_dim: int, action_dim: int, seed: int, burn_in: int) -> Agent:
+    """Recurrent actor, twin recurrent critics, the acting policy and the SAC learner."""
+    a = algo_cfg
+    loc, scale = observation_stats(env_cfg, 2_000, seed) if a.normalize_observations else (None, None)
+    spec = action_spec(env_cfg)
+    low, high = spec.space.low.float().reshape(-1), spec.space.high.float().reshape(-1)
+    sizes, hidden = list(a.encoder_sizes), int(a.hidden_size)
+    actor = RecurrentActor(obs_dim, action_dim, sizes, hidden, a.rnn, low, high, loc, scale)
+    critics = nn.ModuleList(RecurrentCritic(obs_dim, action_dim, sizes, hidden, a.rnn, loc, scale) for _ in range(2))
+    policy, core = make_policy(actor)
+    algo = RSAC(actor, critics, RSACSettings(
+        gamma=a.gamma, burn_in=burn_in, initial_state=a.initial_state, lr=a.lr, tau=a.tau, init_alpha=a.init_alpha,
+        target_entropy=a.target_entropy, max_grad_norm=a.max_grad_norm,
+    ))
+    return Agent(algo, policy, policy, None, core.make_tensordict_primer())

@@ -107,18 +107,27 @@ def env_factory(env_cfg, primer=None, frame_count: FrameCount | None = None) -> 
     )
 
 
-def env_spaces(env_cfg, discrete_actions_for: str | None = None) -> tuple[int, int, int]:
-    """(observation size, number of actions, episode step limit) from gymnasium's spec."""
+#: What each algorithm acts with.
+ACTIONS = {"r2d2": "discrete", "ppo": "discrete", "rsac": "continuous"}
+
+
+def env_spaces(env_cfg, algo: str | None = None) -> tuple[int, int, int]:
+    """(observation size, number of actions or action size, episode step limit) from
+    gymnasium's spec; refuses actions ``algo`` cannot take."""
     env = gym.make(env_cfg.id, **dict(env_cfg.kwargs or {}))
     try:
         obs_space, act_space = env.observation_space, env.action_space
-        if discrete_actions_for and not isinstance(act_space, gym.spaces.Discrete):
+        discrete = isinstance(act_space, gym.spaces.Discrete)
+        continuous = isinstance(act_space, gym.spaces.Box) and len(act_space.shape) == 1
+        needs = ACTIONS.get(algo)
+        if (needs == "discrete" and not discrete) or (needs == "continuous" and not continuous):
+            other = "algo=rsac" if needs == "discrete" else "algo=r2d2 or algo=ppo"
             raise ConfigError("env.id", env_cfg.id,
-                              f"algo={discrete_actions_for} needs discrete actions; this one has {act_space}")
+                              f"algo={algo} needs {needs} actions; this one has {act_space} (try {other})")
         if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
             raise ConfigError("env.id", env_cfg.id, f"needs a flat Box observation; this one has {obs_space}")
         limit = env.spec.max_episode_steps if env.spec and env.spec.max_episode_steps else 1000
-        return obs_space.shape[0], int(getattr(act_space, "n", 0)), int(limit)
+        return obs_space.shape[0], int(act_space.n) if discrete else int(act_space.shape[0]), int(limit)
     finally:
         env.close()
 

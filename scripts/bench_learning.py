@@ -1,0 +1,162 @@
+"""Learning benchmark: each preset over several seeds, through the real CLI.
+
+For every preset it reports the frames and the wall-clock at which the
+deterministic evaluation first reached the preset's threshold, and the final
+evaluation return (mean +- std over seeds), against a uniformly random policy
+measured in the same run; it writes a markdown table and a learning-curve PNG.
+
+    python scripts/bench_learning.py                       # every preset, seeds 0 1 2
+    python scripts/bench_learning.py --presets ppo_cartpole --seeds 0 1
+
+Runs one training at a time (a 2-core machine has no room for two).
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+
+import trajrl.envs  # noqa: F401  (registers trajrl's environment ids)
+
+
+@dataclass
+class Target:
+    env_id: str
+    threshold: float
+    within_frames: int
+
+
+TARGETS = {  # the issue's targets: evaluation return >= threshold within this many frames
+    "r2d2_cartpole_novel": Target("trajrl/CartPoleNoVel-v1", 475.0, 50_000),
+    "rppo_cartpole_novel": Target("trajrl/CartPoleNoVel-v1", 475.0, 50_000),
+    "ppo_cartpole": Target("CartPole-v1", 475.0, 50_000),
+}
+
+
+def random_policy_return(env_id: str, episodes: int = 20, seed: int = 0) -> float:
+    env = gym.make(env_id)
+    env.action_space.seed(seed)
+    returns = []
+    for episode in range(episodes):
+        env.reset(seed=seed + episode)
+        total, done = 0.0, False
+        while not done:
+            _, reward, terminated, truncated, _ = env.step(env.action_space.sample())
+            total, done = total + float(reward), terminated or truncated
+        returns.append(total)
+    env.close()
+    return float(np.mean(returns))
+
+
+def run(preset: str, seed: int, run_dir: Path, extra: list[str]) -> list[dict]:
+    """Train ``preset`` with ``seed`` through the CLI; the rows of its metrics.csv."""
+    command = [sys.executable, "-m", "trajrl", f"experiment={preset}", f"seed={seed}",
+               f"hydra.run.dir={run_dir}", *extra]
+    start = time.monotonic()
+    proc = subprocess.run(command, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed:\n{proc.stderr[-3000:]}")
+    print(f"  seed {seed}: {time.monotonic() - start:.0f} s ({run_dir})", flush=True)
+    with open(run_dir / "metrics.csv") as f:
+        return [{k: float(v) for k, v in row.items() if v != ""} for row in csv.DictReader(f)]
+
+
+def evaluations(rows: list[dict]) -> list[tuple[float, float, float]]:
+    """(frames, eval return, wall-clock s) of every evaluation in a run."""
+    return [(r["frames"], r["eval/return"], r["time/elapsed_s"]) for r in rows if "eval/return" in r]
+
+
+def first_reaching(evals, threshold: float) -> tuple[float, float] | None:
+    for frames, value, elapsed in evals:
+        if value >= threshold:
+            return frames, elapsed
+    return None
+
+
+def mean_std(values: list[float]) -> str:
+    if not values:
+        return "-"
+    std = statistics.stdev(values) if len(values) > 1 else 0.0
+    return f"{statistics.mean(values):.1f} ± {std:.1f}"
+
+
+def median_or_miss(values: list[float | None], fmt: str) -> str:
+    """Median over seeds, a seed that never reached the threshold counting as infinite."""
+    ordered = sorted(math.inf if v is None else v for v in values)
+    middle = ordered[len(ordered) // 2] if len(ordered) % 2 else 0.5 * (ordered[len(ordered) // 2 - 1] + ordered[len(ordered) // 2])
+    return "not reached" if math.isinf(middle) else format(middle, fmt)
+
+
+def plot(curves: dict[str, list[list[tuple[float, float, float]]]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(curves), figsize=(5 * len(curves), 3.8), squeeze=False)
+    for ax, (preset, runs) in zip(axes[0], curves.items()):
+        grid = np.array(sorted({frames for run in runs for frames, _, _ in run}))
+        values = np.array([np.interp(grid, [f for f, _, _ in run], [v for _, v, _ in run]) for run in runs])
+        for run in runs:
+            ax.plot([f for f, _, _ in run], [v for _, v, _ in run], color="grey", alpha=0.35, lw=0.8)
+        mean, std = values.mean(0), values.std(0)
+        ax.plot(grid, mean, color="C0", label=f"mean of {len(runs)} seeds")
+        ax.fill_between(grid, mean - std, mean + std, color="C0", alpha=0.2, label="± std")
+        ax.axhline(TARGETS[preset].threshold, color="C3", ls="--", lw=0.8, label="threshold")
+        ax.axvline(TARGETS[preset].within_frames, color="C3", ls=":", lw=0.8)
+        ax.set(title=preset, xlabel="frames", ylabel="evaluation return")
+        ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--presets", nargs="+", default=list(TARGETS), choices=list(TARGETS))
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--out", type=Path, default=Path("outputs/bench_learning"))
+    parser.add_argument("overrides", nargs="*", help="extra overrides for every run (e.g. total_frames=30000)")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+
+    lines = ["| preset | threshold | within | seeds reaching it | frames to reach (median) | wall-clock to reach "
+             "(median, s) | final eval return | best eval return | random policy |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    curves = {}
+    for preset in args.presets:
+        target = TARGETS[preset]
+        print(f"{preset}: threshold {target.threshold:g} within {target.within_frames:,} frames", flush=True)
+        baseline = random_policy_return(target.env_id)
+        runs = [evaluations(run(preset, seed, args.out / preset / f"seed_{seed}", args.overrides))
+                for seed in args.seeds]
+        curves[preset] = runs
+        reached = [first_reaching(evals, target.threshold) for evals in runs]
+        in_budget = [r if r is not None and r[0] <= target.within_frames else None for r in reached]
+        finals, bests = [evals[-1][1] for evals in runs], [max(v for _, v, _ in evals) for evals in runs]
+        row = (f"| {preset} | {target.threshold:g} | {target.within_frames:,} | "
+               f"{sum(r is not None for r in in_budget)}/{len(runs)} | "
+               f"{median_or_miss([r[0] if r else None for r in in_budget], ',.0f')} | "
+               f"{median_or_miss([r[1] if r else None for r in in_budget], '.0f')} | "
+               f"{mean_std(finals)} | {mean_std(bests)} | {baseline:.1f} |")
+        lines.append(row)
+        print(row, flush=True)
+        for seed, evals in zip(args.seeds, runs):
+            print(f"  seed {seed}: " + ", ".join(f"{f / 1000:.0f}k:{v:.0f}" for f, v, _ in evals), flush=True)
+    table = "\n".join(lines)
+    (args.out / "learning.md").write_text(table + "\n")
+    plot(curves, args.out / "learning.png")
+    print("\n" + table)
+    print(f"\nwrote {args.out / 'learning.md'} and {args.out / 'learning.png'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,96 @@
+"""Recurrent SAC: squashed-Gaussian log-probs, burn-in, padding, and the state the actor used."""
+import pytest
+import torch
+from tensordict import TensorDict
+from torch import nn
+from torch.distributions import AffineTransform, Normal, TanhTransform, TransformedDistribution
+
+import trajrl
+from trajrl.algos.rsac import RSAC, RecurrentActor, RecurrentCritic, RSACSettings, SquashedGaussian, run_core
+from trajrl.data.episodes import MASK_KEY
+
+
+def test_squashed_gaussian_log_prob_is_the_change_of_variables():
+    torch.manual_seed(0)
+    head = SquashedGaussian(5, 2, low=torch.tensor([-2.0, 0.0]), high=torch.tensor([2.0, 1.0]))
+    features = torch.randn(7, 5)
+    action, log_prob = head.sample(features)
+    mean, log_std = head.net(features).chunk(2, -1)
+    reference = TransformedDistribution(Normal(mean, log_std.clamp(-5, 2).exp()), [
+        TanhTransform(), AffineTransform(head.loc, head.scale)])
+    torch.testing.assert_close(log_prob, reference.log_prob(action).sum(-1), rtol=1e-3, atol=1e-3)
+    assert ((action >= head.loc - head.scale) & (action <= head.loc + head.scale)).all()
+
+
+@pytest.mark.parametrize("rnn", [nn.LSTM(3, 4, batch_first=True), nn.GRU(3, 4, batch_first=True)])
+def test_burn_in_steps_carry_no_gradient(rnn):
+    x = torch.randn(2, 8, 3, requires_grad=True)
+    out = run_core(rnn, x, None, burn_in=3)
+    torch.testing.assert_close(out, rnn(x)[0])  # same values as one pass
+    out[:, 3:].sum().backward()
+    assert (x.grad[:, :3] == 0).all() and (x.grad[:, 3:] != 0).any()
+
+
+def slices(lengths, horizon, obs_dim=2, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    n = len(lengths)
+    mask = torch.arange(horizon) < torch.tensor(lengths).unsqueeze(-1)
+    step_count = torch.arange(horizon).expand(n, horizon).clone() + torch.tensor([0, 7, 0, 30][:n]).unsqueeze(-1)
+    return TensorDict({
+        "observation": torch.randn(n, horizon, obs_dim, generator=gen),
+        "action": torch.rand(n, horizon, 1, generator=gen) * 4 - 2,
+        "step_count": step_count.unsqueeze(-1),
+        "recurrent_state_h": torch.randn(n, horizon, 1, 8, generator=gen),
+        "recurrent_state_c": torch.randn(n, horizon, 1, 8, generator=gen),
+        MASK_KEY: mask,
+        ("next", "observation"): torch.randn(n, horizon, obs_dim, generator=gen),
+        ("next", "reward"): torch.randn(n, horizon, 1, generator=gen),
+        ("next", "terminated"): torch.zeros(n, horizon, 1, dtype=torch.bool),
+    }, [n, horizon])
+
+
+def test_padded_steps_change_no_update():
+    batch = slices([12, 5, 1, 9], horizon=12)
+    noisy = batch.clone()
+    pad = ~batch.get(MASK_KEY)
+    for key in ("observation", ("next", "observation"), "action", ("next", "reward")):
+        noisy.get(key)[pad] = 1e3
+    results = []
+    for data in (batch, noisy):
+        torch.manual_seed(0)
+        low, high = torch.tensor([-2.0]), torch.tensor([2.0])
+        actor = RecurrentActor(2, 1, [8], 8, "lstm", low, high)
+        critics = nn.ModuleList(RecurrentCritic(2, 1, [8], 8, "lstm") for _ in range(2))
+        algo = RSAC(actor, critics, RSACSettings(burn_in=3))
+        stats = [algo.update(data) for _ in range(3)]
+        results.append((stats, [p.detach().clone() for p in actor.parameters()]))
+    (stats_a, params_a), (stats_b, params_b) = results
+    for a, b in zip(stats_a, stats_b):
+        assert a == pytest.approx(b, rel=1e-4, abs=1e-6)
+    for a, b in zip(params_a, params_b):
+        torch.testing.assert_close(a, b)
+
+
+def test_the_actor_starts_from_the_state_it_stored_while_acting():
+    """From the stored state at any step, the learner's actor pass gives the actions
+    the policy took (deterministic acting): the stored state is the one it used."""
+    from torchrl.envs.utils import ExplorationType, set_exploration_type
+
+    cfg = trajrl.compose(["experiment=rsac_pendulum_novel", "collector=sync", "debug=smoke"])
+    with trajrl.build(cfg) as pipe:
+        env = pipe.env_fn()
+        with torch.no_grad(), set_exploration_type(ExplorationType.DETERMINISTIC):
+            steps = env.rollout(260, pipe.policy, break_when_any_done=False)
+        env.close()
+        actor = pipe.algo.actor
+        is_init = steps["is_init"].reshape(-1)
+        assert steps["recurrent_state_h"][is_init].abs().sum() == 0
+        assert steps["recurrent_state_h"][~is_init].abs().sum() > 0
+        for start in (0, 17, 150, 201):
+            stop = min(start + 30, 200 if start < 200 else 260)
+            batch = steps[start:stop].unsqueeze(0)
+            state = pipe.algo.actor_state(batch)
+            with torch.no_grad():
+                features = run_core(actor.rnn, actor.encoder(batch["observation"]), state, burn_in=0)
+                action, _ = actor.head.sample(features, deterministic=True)
+            torch.testing.assert_close(action[0], steps["action"][start:stop], rtol=1e-5, atol=1e-5)

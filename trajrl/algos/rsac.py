@@ -1,0 +1,231 @@
+"""Recurrent SAC (Haarnoja et al., 2018, with R2D2-style sequences) for continuous actions.
+
+Read top to bottom: settings, the networks (an LSTM/GRU actor with a squashed
+Gaussian head, twin recurrent critics), the acting policy, then one
+``update(batch)`` on a ``[B, T]`` batch of slices with ``("collector", "mask")``.
+
+The actor starts each slice from the state it stored while acting; the critics,
+which do not run while acting, start from zero. The first ``burn_in`` steps of a
+slice that starts mid-episode only warm those states: no loss on them, and no
+gradient through them.
+"""
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+
+import torch
+from tensordict import TensorDictBase
+from tensordict.nn import TensorDictModule, TensorDictSequential
+from torch import nn
+from torchrl.envs.utils import ExplorationType, exploration_type
+from torchrl.modules import MLP, GRUModule, LSTMModule
+
+from trajrl.algos.r2d2 import Standardize
+from trajrl.data.episodes import MASK_KEY
+
+
+# ---------------------------------------------------------------- settings
+@dataclass
+class RSACSettings:
+    gamma: float = 0.99
+    burn_in: int = 10               # first steps of a mid-episode slice only warm the states
+    initial_state: str = "stored"   # actor's state at a slice's first step: "stored" (as it acted) | "zero"
+    lr: float = 1e-3                # actor, critics and temperature
+    tau: float = 0.005              # soft update of the target critics per gradient step
+    init_alpha: float = 1.0         # initial entropy temperature
+    target_entropy: float | None = None  # None: -action_dim
+    max_grad_norm: float = 10.0
+
+
+# ---------------------------------------------------------------- networks
+def recurrent_core(kind: str, in_size: int, hidden_size: int) -> nn.Module:
+    return {"lstm": nn.LSTM, "gru": nn.GRU}[kind](in_size, hidden_size, batch_first=True)
+
+
+def encoder(obs_dim: int, sizes: list[int], obs_loc, obs_scale) -> nn.Module:
+    return nn.Sequential(
+        Standardize(obs_dim, obs_loc, obs_scale),
+        MLP(in_features=obs_dim, out_features=sizes[-1], num_cells=list(sizes[:-1]),
+            activation_class=nn.ReLU, activate_last_layer=True),
+    )
+
+
+def run_core(rnn: nn.Module, x: torch.Tensor, state: tuple[torch.Tensor, ...] | None, burn_in: int) -> torch.Tensor:
+    """Features ``[B, T, H]``; the first ``burn_in`` steps run without gradient."""
+    unpack = (lambda s: s) if isinstance(rnn, nn.LSTM) else (lambda s: None if s is None else s[0])
+    if burn_in <= 0:
+        return rnn(x, unpack(state))[0]
+    with torch.no_grad():
+        warm, final = rnn(x[:, :burn_in], unpack(state))
+    rest, _ = rnn(x[:, burn_in:], final)
+    return torch.cat([warm, rest], 1)
+
+
+class SquashedGaussian(nn.Module):
+    """features -> action in ``[low, high]``: tanh of a Gaussian sample (its mean when
+    exploration is deterministic, as in evaluation)."""
+
+    def __init__(self, in_size: int, action_dim: int, low: torch.Tensor, high: torch.Tensor):
+        super().__init__()
+        self.net = nn.Linear(in_size, 2 * action_dim)
+        self.register_buffer("loc", (high + low) / 2)
+        self.register_buffer("scale", (high - low) / 2)
+
+    def sample(self, features: torch.Tensor, deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        """(action, log-probability) with the tanh change of variables."""
+        mean, log_std = self.net(features).chunk(2, -1)
+        std = log_std.clamp(-5, 2).exp()
+        u = mean if deterministic else mean + std * torch.randn_like(mean)
+        log_prob = (-0.5 * ((u - mean) / std) ** 2 - std.log() - 0.5 * math.log(2 * math.pi)).sum(-1)
+        squashed = torch.tanh(u)
+        log_prob = log_prob - (torch.log(self.scale * (1 - squashed ** 2) + 1e-6)).sum(-1)
+        return self.loc + self.scale * squashed, log_prob
+
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        deterministic = exploration_type() in (ExplorationType.DETERMINISTIC, ExplorationType.MODE,
+                                               ExplorationType.MEAN)
+        return self.sample(features, deterministic)[0]
+
+
+class RecurrentActor(nn.Module):
+    def __init__(self, obs_dim: int, action_dim: int, sizes: list[int], hidden_size: int, rnn: str,
+                 low: torch.Tensor, high: torch.Tensor, obs_loc=None, obs_scale=None):
+        super().__init__()
+        self.kind = rnn
+        self.encoder = encoder(obs_dim, sizes, obs_loc, obs_scale)
+        self.rnn = recurrent_core(rnn, sizes[-1], hidden_size)
+        self.head = SquashedGaussian(hidden_size, action_dim, low, high)
+
+    @property
+    def state_keys(self) -> list[str]:
+        return ["recurrent_state_h", "recurrent_state_c"] if self.kind == "lstm" else ["recurrent_state"]
+
+
+class RecurrentCritic(nn.Module):
+    """Q(history up to t, a_t): the recurrent core reads observations; the action joins after it."""
+
+    def __init__(self, obs_dim: int, action_dim: int, sizes: list[int], hidden_size: int, rnn: str,
+                 obs_loc=None, obs_scale=None):
+        super().__init__()
+        self.encoder = encoder(obs_dim, sizes, obs_loc, obs_scale)
+        self.rnn = recurrent_core(rnn, sizes[-1], hidden_size)
+        self.q = MLP(in_features=hidden_size + action_dim, out_features=1, num_cells=[hidden_size],
+                     activation_class=nn.ReLU)
+
+    def features(self, obs: torch.Tensor, burn_in: int) -> torch.Tensor:
+        return run_core(self.rnn, self.encoder(obs), None, burn_in)
+
+    def value(self, features: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        return self.q(torch.cat([features, action], -1)).squeeze(-1)
+
+
+def make_policy(actor: RecurrentActor):
+    """The acting policy: stores its recurrent state with each step, restarts at ``is_init``.
+    Returns ``(policy, recurrent core)``; the core's primer must be on every env."""
+    cls = LSTMModule if actor.kind == "lstm" else GRUModule
+    core = cls(**{actor.kind: actor.rnn}, in_key="embed", out_key="features")
+    policy = TensorDictSequential(
+        TensorDictModule(actor.encoder, ["observation"], ["embed"]),
+        core,
+        TensorDictModule(actor.head, ["features"], ["action"]),
+    )
+    return policy, core
+
+
+# ---------------------------------------------------------------- algorithm
+class RSAC:
+    """Actor, twin critics and their targets, a learnt temperature, one update per batch."""
+
+    def __init__(self, actor: RecurrentActor, critics: nn.ModuleList, settings: RSACSettings):
+        self.actor, self.critics, self.settings = actor, critics, settings
+        self.target_critics = copy.deepcopy(critics).requires_grad_(False)
+        action_dim = actor.head.loc.numel()
+        self.target_entropy = settings.target_entropy if settings.target_entropy is not None else -float(action_dim)
+        self.log_alpha = torch.tensor(math.log(settings.init_alpha), requires_grad=True)
+        self.actor_optimizer = torch.optim.Adam(actor.parameters(), lr=settings.lr)
+        self.critic_optimizer = torch.optim.Adam(critics.parameters(), lr=settings.lr)
+        self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=settings.lr)
+        self.updates = 0
+
+    def actor_state(self, batch: TensorDictBase) -> tuple[torch.Tensor, ...]:
+        states = [batch.get(key)[:, 0].transpose(0, 1).contiguous() for key in self.actor.state_keys]
+        if self.settings.initial_state == "zero":
+            states = [torch.zeros_like(s) for s in states]
+        return tuple(states)
+
+    def update(self, batch: TensorDictBase) -> dict[str, float]:
+        """One gradient step of critics, actor and temperature on ``[B, T]`` slices."""
+        s = self.settings
+        mask = batch.get(MASK_KEY)
+        n_seq, horizon = mask.shape
+        rows, lengths = torch.arange(n_seq), mask.sum(-1)
+        obs, next_obs = batch.get("observation"), batch.get(("next", "observation"))
+        sequence = torch.cat([obs, next_obs[:, -1:]], 1)  # T + 1 observations
+        sequence[rows, lengths] = next_obs[rows, lengths - 1]
+        action = batch.get("action").reshape(n_seq, horizon, -1).float()
+        reward = batch.get(("next", "reward")).reshape(n_seq, horizon).float()
+        alive = 1.0 - batch.get(("next", "terminated")).reshape(n_seq, horizon).float()
+        burn_in = min(s.burn_in, horizon - 1)
+        starts_episode = batch.get("step_count")[:, 0].reshape(n_seq) == 0
+        steps = torch.arange(horizon).expand(n_seq, horizon)
+        learn = mask & ((steps >= burn_in) | starts_episode.unsqueeze(-1))
+        n_learn = learn.sum().clamp_min(1)
+        alpha = self.log_alpha.exp().detach()
+
+        # The actor over all T + 1 observations: next actions for the targets, new actions for its loss.
+        actor_features = run_core(self.actor.rnn, self.actor.encoder(sequence), self.actor_state(batch), burn_in)
+        new_action, log_prob = self.actor.head.sample(actor_features)
+
+        # ---- critics: twin Q towards r + gamma * (min target Q(next, a') - alpha log pi(a'|next))
+        with torch.no_grad():
+            target_q = torch.stack([
+                c.value(c.features(sequence, burn_in), new_action.detach()) for c in self.target_critics
+            ]).min(0).values
+            soft_value = target_q[:, 1:] - alpha * log_prob.detach()[:, 1:]
+            target = reward + s.gamma * alive * soft_value
+        critic_features = [c.features(sequence, burn_in) for c in self.critics]
+        q_taken = [c.value(f[:, :-1], action) for c, f in zip(self.critics, critic_features)]
+        critic_loss = sum(((q - target) ** 2 * learn).sum() for q in q_taken) / n_learn
+        self.critic_optimizer.zero_grad(set_to_none=True)
+        critic_loss.backward()
+        critic_grad = nn.utils.clip_grad_norm_(self.critics.parameters(), s.max_grad_norm)
+        self.critic_optimizer.step()
+
+        # ---- actor: maximise min Q(s, a~pi) + alpha * entropy (critic features fixed)
+        q_new = torch.stack([
+            c.value(f[:, :-1].detach(), new_action[:, :-1]) for c, f in zip(self.critics, critic_features)
+        ]).min(0).values
+        actor_loss = ((alpha * log_prob[:, :-1] - q_new) * learn).sum() / n_learn
+        self.actor_optimizer.zero_grad(set_to_none=True)
+        actor_loss.backward()
+        nn.utils.clip_grad_norm_(self.actor.parameters(), s.max_grad_norm)
+        self.actor_optimizer.step()
+
+        # ---- temperature: keep the policy's entropy near the target
+        entropy = -(log_prob[:, :-1].detach() * learn).sum() / n_learn
+        alpha_loss = self.log_alpha * (entropy - self.target_entropy)
+        self.alpha_optimizer.zero_grad(set_to_none=True)
+        alpha_loss.backward()
+        self.alpha_optimizer.step()
+
+        self.soft_update_targets()
+        self.updates += 1
+        return {
+            "critic_loss": critic_loss.item(), "actor_loss": actor_loss.item(), "alpha": alpha.item(),
+            "entropy": entropy.item(), "q_mean": (q_taken[0].detach() * learn).sum().item() / n_learn.item(),
+            "critic_grad_norm": float(critic_grad), "learn_frac": learn.float().mean().item(),
+        }
+
+    @torch.no_grad()
+    def soft_update_targets(self) -> None:
+        for p_target, p in zip(self.target_critics.parameters(), self.critics.parameters()):
+            p_target.lerp_(p, self.settings.tau)
+
+    def state_dict(self) -> dict:
+        return {"actor": self.actor.state_dict(), "critics": self.critics.state_dict(),
+                "target_critics": self.target_critics.state_dict(), "log_alpha": self.log_alpha.detach(),
+                "actor_optimizer": self.actor_optimizer.state_dict(),
+                "critic_optimizer": self.critic_optimizer.state_dict(),
+                "alpha_optimizer": self.alpha_optimizer.state_dict(), "updates": self.updates}
