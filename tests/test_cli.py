@@ -23,12 +23,6 @@ def trajrl(*args, cwd, timeout=120):
     return proc
 
 
-def yaml_seed(run_dir: Path) -> int:
-    from omegaconf import OmegaConf
-
-    return int(OmegaConf.load(run_dir / "config.yaml").seed)
-
-
 def read_metrics(run_dir: Path) -> list[dict]:
     with open(run_dir / "metrics.csv") as f:
         return list(csv.DictReader(f))
@@ -82,14 +76,20 @@ def test_smoke_run_of_recurrent_sac_on_every_collector(collector, tmp_path):
 
 
 def test_multirun_makes_one_run_directory_per_job(tmp_path):
+    """Seeds x algorithms; each algorithm brings its own collector, storage and sampler."""
+    from omegaconf import OmegaConf
+
     sweep = tmp_path / "sweep"
-    proc = trajrl("--multirun", "seed=0,1", "debug=smoke", "collector=multi_async", f"hydra.sweep.dir={sweep}",
-                  cwd=tmp_path, timeout=240)
+    proc = trajrl("--multirun", "seed=0,1", "algo=r2d2,ppo", "debug=smoke", f"hydra.sweep.dir={sweep}",
+                  cwd=tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     runs = sorted(p for p in sweep.iterdir() if p.is_dir() and (p / "metrics.csv").exists())
-    assert [p.name for p in runs] == ["0", "1"]
+    assert [p.name for p in runs] == ["0", "1", "2", "3"]
     assert all(int(read_metrics(p)[-1]["frames"]) >= 2000 for p in runs)
-    assert [yaml_seed(p) for p in runs] == [0, 1]
+    configs = [OmegaConf.load(p / "config.yaml") for p in runs]
+    assert [(c.seed, c.algo.name, c.collector.kind, c.storage.kind) for c in configs] == [
+        (0, "r2d2", "multi_async", "lazy_tensor"), (0, "ppo", "multi_sync", "none"),
+        (1, "r2d2", "multi_async", "lazy_tensor"), (1, "ppo", "multi_sync", "none")]
 
 
 def test_help_lists_every_group_and_option(tmp_path):

@@ -18,9 +18,10 @@ from tensordict import TensorDictBase
 from tensordict.nn import TensorDictModule, TensorDictSequential
 from torch import nn
 from torch.distributions import Categorical
-from torchrl.modules import MLP, GRUModule, LSTMModule, ProbabilisticActor
+from torchrl.modules import GRUModule, LSTMModule, ProbabilisticActor
 
-from trajrl.algos.r2d2 import Standardize
+from trajrl.algos.networks import encoder
+from trajrl.algos.sequences import observations_with_next
 from trajrl.data.episodes import MASK_KEY
 
 LOG_PROB_KEY = "action_log_prob"  # where the acting policy stores log pi(a|s)
@@ -50,11 +51,7 @@ class Tower(nn.Module):
     def __init__(self, obs_dim: int, out: int, sizes: list[int], rnn: str | None, hidden_size: int,
                  obs_loc: torch.Tensor | None = None, obs_scale: torch.Tensor | None = None):
         super().__init__()
-        self.encoder = nn.Sequential(
-            Standardize(obs_dim, obs_loc, obs_scale),
-            MLP(in_features=obs_dim, out_features=sizes[-1], num_cells=list(sizes[:-1]),
-                activation_class=nn.Tanh, activate_last_layer=True),
-        )
+        self.encoder = encoder(obs_dim, sizes, obs_loc, obs_scale, activation=nn.Tanh)
         self.kind = rnn
         self.rnn = {"lstm": nn.LSTM, "gru": nn.GRU}[rnn](sizes[-1], hidden_size, batch_first=True) if rnn else None
         self.head = nn.Linear(hidden_size if rnn else sizes[-1], out)
@@ -136,12 +133,7 @@ class PPO:
 
     def values(self, batch: TensorDictBase) -> tuple[torch.Tensor, torch.Tensor]:
         """V(s_t) and V(s_{t+1}) ``[N, T]``, the critic run over each episode's T + 1 observations."""
-        mask = batch.get(MASK_KEY)
-        rows, lengths = torch.arange(mask.shape[0]), mask.sum(-1)
-        obs, next_obs = batch.get("observation"), batch.get(("next", "observation"))
-        sequence = torch.cat([obs, next_obs[:, -1:]], 1)
-        sequence[rows, lengths] = next_obs[rows, lengths - 1]
-        value_all = self.net.critic.sequence(sequence).squeeze(-1)
+        value_all = self.net.critic.sequence(observations_with_next(batch)).squeeze(-1)
         return value_all[:, :-1], value_all[:, 1:]
 
     def advantages(self, batch: TensorDictBase) -> tuple[torch.Tensor, torch.Tensor]:

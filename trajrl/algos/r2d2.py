@@ -18,7 +18,10 @@ import torch
 from tensordict import TensorDictBase
 from tensordict.nn import TensorDictModule, TensorDictSequential
 from torch import nn
-from torchrl.modules import EGreedyModule, GRUModule, LSTMModule, MLP, QValueModule
+from torchrl.modules import EGreedyModule, GRUModule, LSTMModule, QValueModule
+
+from trajrl.algos.networks import encoder
+from trajrl.algos.sequences import observations_with_next, stored_state
 
 
 # ---------------------------------------------------------------- settings
@@ -37,35 +40,14 @@ class R2D2Settings:
 
 
 # ---------------------------------------------------------------- network
-class Standardize(nn.Module):
-    """(x - loc) / scale with fixed statistics (buffers: saved and synced with the weights)."""
-
-    def __init__(self, size: int, loc: torch.Tensor | None = None, scale: torch.Tensor | None = None):
-        super().__init__()
-        self.register_buffer("loc", torch.zeros(size) if loc is None else torch.as_tensor(loc, dtype=torch.float))
-        self.register_buffer("scale", torch.ones(size) if scale is None else torch.as_tensor(scale, dtype=torch.float))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return (x - self.loc) / self.scale
-
-
 class RecurrentQNet(nn.Module):
-    """observation -> (fixed) standardisation -> MLP encoder -> LSTM/GRU -> one Q-value per action.
-
-    ``obs_loc``/``obs_scale`` standardise observations inside the network, so the
-    buffer keeps raw observations; partial observations such as positions without
-    velocities carry their signal in small step-to-step differences, which the
-    recurrent core picks up far more easily at unit scale.
-    """
+    """observation -> standardisation (``obs_loc``/``obs_scale``) -> MLP encoder -> LSTM/GRU
+    -> one Q-value per action."""
 
     def __init__(self, obs_dim: int, num_actions: int, encoder_sizes: list[int], hidden_size: int, rnn: str = "lstm",
                  obs_loc: torch.Tensor | None = None, obs_scale: torch.Tensor | None = None):
         super().__init__()
-        self.encoder = nn.Sequential(
-            Standardize(obs_dim, obs_loc, obs_scale),
-            MLP(in_features=obs_dim, out_features=encoder_sizes[-1], num_cells=list(encoder_sizes[:-1]),
-                activation_class=nn.ReLU, activate_last_layer=True),
-        )
+        self.encoder = encoder(obs_dim, encoder_sizes, obs_loc, obs_scale)
         rnn_class = {"lstm": nn.LSTM, "gru": nn.GRU}[rnn]
         self.rnn = rnn_class(encoder_sizes[-1], hidden_size, batch_first=True)
         self.head = nn.Linear(hidden_size, num_actions)
@@ -132,10 +114,7 @@ class R2D2:
 
     def initial_state(self, batch: TensorDictBase) -> tuple[torch.Tensor, ...]:
         """State at each sequence's first step, as ``[layers, B, H]`` tensors."""
-        states = [batch.get(key)[:, 0].transpose(0, 1).contiguous() for key in self.qnet.state_keys]
-        if self.settings.initial_state == "zero":
-            states = [torch.zeros_like(s) for s in states]
-        return tuple(states)
+        return stored_state(batch, self.qnet.state_keys, zero=self.settings.initial_state == "zero")
 
     def update(self, batch: TensorDictBase) -> dict[str, float]:
         """One gradient step on ``batch`` of shape ``[B, T]`` with ``("collector", "mask")``.
@@ -148,11 +127,7 @@ class R2D2:
         mask = batch.get(("collector", "mask"))
         n_seq, horizon = mask.shape
         lengths = mask.sum(-1)
-        rows = torch.arange(n_seq)
-        obs, next_obs = batch.get("observation"), batch.get(("next", "observation"))
-        # T + 1 observations: the slice, then the next observation of its last valid step.
-        sequence = torch.cat([obs, next_obs[:, -1:]], 1)
-        sequence[rows, lengths] = next_obs[rows, lengths - 1]
+        sequence = observations_with_next(batch)  # T + 1 observations
         state = self.initial_state(batch)
         starts_episode = batch.get("step_count")[:, 0].reshape(n_seq) == 0
 

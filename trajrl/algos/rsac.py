@@ -22,7 +22,8 @@ from torch import nn
 from torchrl.envs.utils import ExplorationType, exploration_type
 from torchrl.modules import MLP, GRUModule, LSTMModule
 
-from trajrl.algos.r2d2 import Standardize
+from trajrl.algos.networks import encoder
+from trajrl.algos.sequences import observations_with_next, stored_state
 from trajrl.data.episodes import MASK_KEY
 
 
@@ -42,14 +43,6 @@ class RSACSettings:
 # ---------------------------------------------------------------- networks
 def recurrent_core(kind: str, in_size: int, hidden_size: int) -> nn.Module:
     return {"lstm": nn.LSTM, "gru": nn.GRU}[kind](in_size, hidden_size, batch_first=True)
-
-
-def encoder(obs_dim: int, sizes: list[int], obs_loc, obs_scale) -> nn.Module:
-    return nn.Sequential(
-        Standardize(obs_dim, obs_loc, obs_scale),
-        MLP(in_features=obs_dim, out_features=sizes[-1], num_cells=list(sizes[:-1]),
-            activation_class=nn.ReLU, activate_last_layer=True),
-    )
 
 
 def run_core(rnn: nn.Module, x: torch.Tensor, state: tuple[torch.Tensor, ...] | None, burn_in: int) -> torch.Tensor:
@@ -150,20 +143,14 @@ class RSAC:
         self.updates = 0
 
     def actor_state(self, batch: TensorDictBase) -> tuple[torch.Tensor, ...]:
-        states = [batch.get(key)[:, 0].transpose(0, 1).contiguous() for key in self.actor.state_keys]
-        if self.settings.initial_state == "zero":
-            states = [torch.zeros_like(s) for s in states]
-        return tuple(states)
+        return stored_state(batch, self.actor.state_keys, zero=self.settings.initial_state == "zero")
 
     def update(self, batch: TensorDictBase) -> dict[str, float]:
         """One gradient step of critics, actor and temperature on ``[B, T]`` slices."""
         s = self.settings
         mask = batch.get(MASK_KEY)
         n_seq, horizon = mask.shape
-        rows, lengths = torch.arange(n_seq), mask.sum(-1)
-        obs, next_obs = batch.get("observation"), batch.get(("next", "observation"))
-        sequence = torch.cat([obs, next_obs[:, -1:]], 1)  # T + 1 observations
-        sequence[rows, lengths] = next_obs[rows, lengths - 1]
+        sequence = observations_with_next(batch)  # T + 1 observations
         action = batch.get("action").reshape(n_seq, horizon, -1).float()
         reward = batch.get(("next", "reward")).reshape(n_seq, horizon).float()
         alive = 1.0 - batch.get(("next", "terminated")).reshape(n_seq, horizon).float()

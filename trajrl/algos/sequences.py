@@ -1,0 +1,25 @@
+"""What every sequence learner reads from a ``[B, T]`` batch with ``("collector", "mask")``."""
+from __future__ import annotations
+
+import torch
+from tensordict import TensorDictBase
+
+from trajrl.data.episodes import MASK_KEY
+
+
+def observations_with_next(batch: TensorDictBase) -> torch.Tensor:
+    """``[B, T + 1, obs]``: each row's observations, then the next observation of its
+    last valid step (so one recurrent pass gives values at t and t + 1)."""
+    mask = batch.get(MASK_KEY)
+    rows, lengths = torch.arange(mask.shape[0]), mask.sum(-1)
+    obs, next_obs = batch.get("observation"), batch.get(("next", "observation"))
+    sequence = torch.cat([obs, next_obs[:, -1:]], 1)
+    sequence[rows, lengths] = next_obs[rows, lengths - 1]
+    return sequence
+
+
+def stored_state(batch: TensorDictBase, keys: list[str], zero: bool = False) -> tuple[torch.Tensor, ...]:
+    """The recurrent state the acting policy stored at each row's first step, as
+    ``[layers, B, H]`` tensors (zeros of that shape when ``zero``)."""
+    states = [batch.get(key)[:, 0].transpose(0, 1).contiguous() for key in keys]
+    return tuple(torch.zeros_like(s) for s in states) if zero else tuple(states)
