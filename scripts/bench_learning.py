@@ -124,15 +124,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--presets", nargs="+", default=list(TARGETS), choices=list(TARGETS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    parser.add_argument("--out", type=Path, default=Path("outputs/bench_learning"))
+    parser.add_argument("--out", type=Path, default=Path("outputs/bench_learning"), help="where the runs go")
+    parser.add_argument("--report", type=Path, default=None,
+                        help="where learning.md and learning.png go (default: --out)")
     parser.add_argument("overrides", nargs="*", help="extra overrides for every run (e.g. total_frames=30000)")
     args = parser.parse_args()
-    args.out.mkdir(parents=True, exist_ok=True)
+    report = args.report or args.out
+    report.mkdir(parents=True, exist_ok=True)
 
     lines = ["| preset | threshold | within | seeds reaching it | frames to reach (median) | wall-clock to reach "
              "(median, s) | final eval return | best eval return | random policy |",
              "|---|---|---|---|---|---|---|---|---|"]
-    curves = {}
+    curves, details = {}, []
     for preset in args.presets:
         target = TARGETS[preset]
         print(f"{preset}: threshold {target.threshold:g} within {target.within_frames:,} frames", flush=True)
@@ -151,12 +154,15 @@ def main() -> None:
         lines.append(row)
         print(row, flush=True)
         for seed, evals in zip(args.seeds, runs):
-            print(f"  seed {seed}: " + ", ".join(f"{f / 1000:.0f}k:{v:.0f}" for f, v, _ in evals), flush=True)
+            curve = ", ".join(f"{f / 1000:.0f}k: {v:.0f}" for f, v, _ in evals)
+            details.append(f"- {preset}, seed {seed} (frames: eval return): {curve}")
+            print(f"  seed {seed}: {curve}", flush=True)
     table = "\n".join(lines)
-    (args.out / "learning.md").write_text(table + "\n")
-    plot(curves, args.out / "learning.png")
+    command = "python scripts/bench_learning.py " + " ".join(sys.argv[1:])
+    (report / "learning.md").write_text(f"`{command}`\n\n{table}\n\nEvery evaluation:\n\n" + "\n".join(details) + "\n")
+    plot(curves, report / "learning.png")
     print("\n" + table)
-    print(f"\nwrote {args.out / 'learning.md'} and {args.out / 'learning.png'}")
+    print(f"\nwrote {report / 'learning.md'} and {report / 'learning.png'}")
 
 
 if __name__ == "__main__":
