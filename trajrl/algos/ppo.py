@@ -21,7 +21,7 @@ from torch.distributions import Categorical
 from torchrl.modules import GRUModule, LSTMModule, ProbabilisticActor
 
 from trajrl.algos.networks import encoder
-from trajrl.algos.sequences import observations_with_next
+from trajrl.algos.sequences import observations_with_next, without_padding_columns
 from trajrl.data.episodes import MASK_KEY
 
 LOG_PROB_KEY = "action_log_prob"  # where the acting policy stores log pi(a|s)
@@ -184,8 +184,8 @@ class PPO:
         for _ in range(s.epochs):
             order = torch.randperm(mask.shape[0], generator=self.generator)
             for rows in order.split(s.minibatch_episodes):
-                horizon = int(mask[rows].sum(-1).max())  # drop columns that are padding in every row
-                minibatch = batch[rows, :horizon]
+                minibatch = without_padding_columns(batch[rows])
+                horizon = minibatch.shape[1]
                 loss, stats = self.loss(minibatch, advantage[rows, :horizon], returns[rows, :horizon])
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()

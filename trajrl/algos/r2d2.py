@@ -21,7 +21,7 @@ from torch import nn
 from torchrl.modules import EGreedyModule, GRUModule, LSTMModule, QValueModule
 
 from trajrl.algos.networks import encoder
-from trajrl.algos.sequences import observations_with_next, stored_state
+from trajrl.algos.sequences import observations_with_next, stored_state, without_padding_columns
 
 
 # ---------------------------------------------------------------- settings
@@ -124,6 +124,7 @@ class R2D2:
         Returns training statistics; writes each sequence's priority into ``batch["td_priority"]``.
         """
         s = self.settings
+        full, batch = batch, without_padding_columns(batch)
         mask = batch.get(("collector", "mask"))
         n_seq, horizon = mask.shape
         lengths = mask.sum(-1)
@@ -177,7 +178,7 @@ class R2D2:
         abs_td = td.detach().abs()
         n_learn = learn.sum(-1).clamp_min(1)
         priority = s.priority_eta * abs_td.max(-1).values + (1 - s.priority_eta) * abs_td.sum(-1) / n_learn
-        batch.set("td_priority", priority.unsqueeze(-1).expand(n_seq, horizon))
+        full.set("td_priority", priority.unsqueeze(-1).expand(full.shape))
         return {
             "loss": loss.item(),
             "q_mean": (q_taken.detach() * learn).sum().item() / max(1, int(learn.sum())),

@@ -23,7 +23,7 @@ from torchrl.envs.utils import ExplorationType, exploration_type
 from torchrl.modules import MLP, GRUModule, LSTMModule
 
 from trajrl.algos.networks import encoder
-from trajrl.algos.sequences import observations_with_next, stored_state
+from trajrl.algos.sequences import observations_with_next, stored_state, without_padding_columns
 from trajrl.data.episodes import MASK_KEY
 
 
@@ -148,6 +148,7 @@ class RSAC:
     def update(self, batch: TensorDictBase) -> dict[str, float]:
         """One gradient step of critics, actor and temperature on ``[B, T]`` slices."""
         s = self.settings
+        batch = without_padding_columns(batch)
         mask = batch.get(MASK_KEY)
         n_seq, horizon = mask.shape
         sequence = observations_with_next(batch)  # T + 1 observations

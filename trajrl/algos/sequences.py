@@ -23,3 +23,10 @@ def stored_state(batch: TensorDictBase, keys: list[str], zero: bool = False) -> 
     ``[layers, B, H]`` tensors (zeros of that shape when ``zero``)."""
     states = [batch.get(key)[:, 0].transpose(0, 1).contiguous() for key in keys]
     return tuple(torch.zeros_like(s) for s in states) if zero else tuple(states)
+
+
+def without_padding_columns(batch: TensorDictBase) -> TensorDictBase:
+    """``batch[:, :T']`` where ``T'`` is the longest row: columns that are padding in
+    every row change no result (padding follows the valid steps), only the cost."""
+    longest = int(batch.get(MASK_KEY).sum(-1).max())
+    return batch if longest == batch.shape[1] else batch[:, :longest]
