@@ -16,7 +16,7 @@ from trajrl.algos.ppo import PPO
 from trajrl.algos.r2d2 import R2D2
 from trajrl.algos.rsac import RSAC
 from trajrl.config import validate
-from trajrl.factory.algo import build_ppo, build_r2d2, build_rsac
+from trajrl.factory.algo import build_agent
 from trajrl.factory.buffer import SequenceSampler, build_buffer
 from trajrl.factory.collector import PROCESS_COLLECTORS, build_collector, close_collector
 from trajrl.factory.env import FrameCount, check_env_id, env_factory, env_spaces
@@ -66,15 +66,7 @@ def build(cfg: DictConfig, run_dir: str | Path | None = None) -> Pipeline:
     obs_dim, num_actions, limit = env_spaces(cfg.env, cfg.algo.name)
 
     log.info("env %s: %d observations, %d actions, episodes up to %d steps", cfg.env.id, obs_dim, num_actions, limit)
-    if cfg.algo.name == "ppo":
-        agent = build_ppo(cfg.algo, cfg.env, obs_dim, num_actions, seed=int(cfg.seed),
-                          minibatch_episodes=int(cfg.sampler.episodes_per_batch), total_frames=int(cfg.total_frames))
-    elif cfg.algo.name == "rsac":
-        agent = build_rsac(cfg.algo, cfg.env, obs_dim, num_actions, seed=int(cfg.seed),
-                           burn_in=int(cfg.sampler.get("burn_in", 0)))
-    else:
-        agent = build_r2d2(cfg.algo, cfg.env, obs_dim, num_actions, seed=int(cfg.seed),
-                           burn_in=int(cfg.sampler.get("burn_in", 0)), priority_eta=cfg.sampler.get("eta", 0.9))
+    agent = build_agent(cfg, obs_dim, num_actions)
     frame_count = FrameCount(slots=int(cfg.collector.num_workers))
     env_fn = env_factory(cfg.env, primer=agent.primer, frame_count=frame_count)
 

@@ -76,3 +76,15 @@ def build_rsac(algo_cfg, env_cfg, obs_dim: int, action_dim: int, seed: int, burn
         target_entropy=a.target_entropy, max_grad_norm=a.max_grad_norm,
     ))
     return Agent(algo, policy, policy, None, core.make_tensordict_primer())
+
+
+def build_agent(cfg, obs_dim: int, actions: int) -> Agent:
+    """The agent ``cfg.algo.name`` names; ``actions``: how many (discrete) or the action size (continuous)."""
+    seed, burn_in = int(cfg.seed), int(cfg.sampler.get("burn_in", 0))
+    if cfg.algo.name == "ppo":
+        return build_ppo(cfg.algo, cfg.env, obs_dim, actions, seed=seed,
+                         minibatch_episodes=int(cfg.sampler.episodes_per_batch), total_frames=int(cfg.total_frames))
+    if cfg.algo.name == "rsac":
+        return build_rsac(cfg.algo, cfg.env, obs_dim, actions, seed=seed, burn_in=burn_in)
+    return build_r2d2(cfg.algo, cfg.env, obs_dim, actions, seed=seed, burn_in=burn_in,
+                      priority_eta=cfg.sampler.get("eta", 0.9))
