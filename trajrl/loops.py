@@ -14,6 +14,34 @@ from trajrl.factory.collector import CollectorFailed, CollectorWatch, close_coll
 from trajrl.metrics import MetricsLog, StoredEpisodeStats
 
 
+def frame_accounting(frames_stepped: Callable[[], int] | None, frames: int, closing: bool) -> dict[str, float]:
+    """Frames stepped against frames stored (or learnt from); once collection has
+    stopped, the difference is the frames of episodes still in flight, never used."""
+    if frames_stepped is None:
+        return {}
+    stepped = frames_stepped()
+    stats = {"collect/frames_stepped": float(stepped)}
+    if closing:
+        stats["buffer/frames_in_flight_dropped"] = float(stepped - frames)
+    return stats
+
+
+def progress_line(frames: int, row: dict[str, float]) -> str:
+    """The line printed with each metrics row: frames, speed, updates, returns, and
+    the algorithm's headline statistics where the row has them."""
+    parts = [f"frames {frames:>9,}", f"{row['time/frames_per_s']:7.0f} fps", f"updates {int(row['train/updates']):>7,}"]
+    if "episode/return" in row:
+        parts.append(f"train return {row['episode/return']:7.1f}")
+    if "eval/return" in row:
+        parts.append(f"eval return {row['eval/return']:7.1f}")
+    for name in ("loss", "critic_loss", "alpha", "kl"):
+        if f"train/{name}" in row:
+            parts.append(f"{name} {row[f'train/{name}']:.4f}")
+    if "collect/epsilon" in row:
+        parts.append(f"eps {row['collect/epsilon']:.2f}")
+    return " | ".join(parts)
+
+
 @dataclass
 class OffPolicySettings:
     total_frames: int          # stop once this many frames are stored
@@ -161,17 +189,6 @@ class OffPolicyLoop:
         self.best_eval = max(self.best_eval, stats["eval/return"])
         return stats
 
-    def _accounting(self, frames: int, closing: bool) -> dict[str, float]:
-        """Frames stepped against frames stored; once collection has stopped, the
-        difference is the frames of episodes still in flight, which are not stored."""
-        if self.frames_stepped is None:
-            return {}
-        stepped = self.frames_stepped()
-        stats = {"collect/frames_stepped": float(stepped)}
-        if closing:
-            stats["buffer/frames_in_flight_dropped"] = float(stepped - frames)
-        return stats
-
     def _log(self, frames: int, eval_stats: dict[str, float], closing: bool = False) -> dict[str, float]:
         elapsed, updates = time.monotonic() - self.start, self.updates
         row = {
@@ -186,20 +203,10 @@ class OffPolicyLoop:
             "time/frames_per_s": frames / max(elapsed, 1e-9),
             **{f"time/{k}_s": v for k, v in self.timings.items()},
             **(self.audit.metrics() if self.audit is not None else {}),
-            **self._accounting(frames, closing),
+            **frame_accounting(self.frames_stepped, frames, closing),
         }
         row = self.log.log(frames, row)
-        parts = [f"frames {frames:>9,}", f"{row['time/frames_per_s']:7.0f} fps", f"updates {updates:>7,}"]
-        if "episode/return" in row:
-            parts.append(f"train return {row['episode/return']:7.1f}")
-        if "eval/return" in row:
-            parts.append(f"eval return {row['eval/return']:7.1f}")
-        for name in ("loss", "critic_loss", "alpha"):
-            if f"train/{name}" in row:
-                parts.append(f"{name} {row[f'train/{name}']:.4f}")
-        if "collect/epsilon" in row:
-            parts.append(f"eps {row['collect/epsilon']:.2f}")
-        self.echo(" | ".join(parts))
+        self.echo(progress_line(frames, row))
         return row
 
 
@@ -292,19 +299,8 @@ class EpisodicLoop:
             "time/frames_per_s": self.frames / max(elapsed, 1e-9),
             **{f"time/{k}_s": v for k, v in self.timings.items()},
             **(self.audit.metrics() if self.audit is not None else {}),
+            **frame_accounting(self.frames_stepped, self.frames, closing),
         }
-        if self.frames_stepped is not None:
-            row["collect/frames_stepped"] = float(self.frames_stepped())
-            if closing:
-                row["buffer/frames_in_flight_dropped"] = row["collect/frames_stepped"] - self.frames
         row = self.log.log(self.frames, row)
-        parts = [f"frames {self.frames:>9,}", f"{row['time/frames_per_s']:7.0f} fps",
-                 f"updates {int(row['train/updates']):>7,}"]
-        if "episode/return" in row:
-            parts.append(f"train return {row['episode/return']:7.1f}")
-        if "eval/return" in row:
-            parts.append(f"eval return {row['eval/return']:7.1f}")
-        if "train/kl" in row:
-            parts.append(f"kl {row['train/kl']:.4f}")
-        self.echo(" | ".join(parts))
+        self.echo(progress_line(self.frames, row))
         return row
