@@ -46,19 +46,26 @@ def test_value_rescaling_inverts():
     torch.testing.assert_close(signed_parabolic(signed_hyperbolic(x)), x, rtol=1e-4, atol=1e-3)
 
 
+def acting_rollout(pipe, steps: int):
+    """``steps`` steps acted by the pipeline's policy in one of its environments
+    (episodes reset inside); the state it stores is zero at is_init and only there."""
+    env = pipe.env_fn()
+    with torch.no_grad():
+        rollout = env.rollout(steps, pipe.policy, break_when_any_done=False)
+    env.close()
+    is_init = rollout["is_init"].reshape(-1)
+    assert rollout["recurrent_state_h"][is_init].abs().sum() == 0
+    assert rollout["recurrent_state_h"][~is_init].abs().sum() > 0
+    return rollout
+
+
 def test_learning_pass_reproduces_the_acting_policy_q_values():
     """From the stored state at any step, the sequence pass gives the Q-values the
     policy acted on: the stored state is the one the policy used, zero at is_init."""
     cfg = trajrl.compose(["collector=sync", "debug=smoke", "algo.eps_start=0.3"])
     with trajrl.build(cfg) as pipe:
-        env = pipe.env_fn()
-        with torch.no_grad():
-            steps = env.rollout(300, pipe.policy, break_when_any_done=False)
-        env.close()
+        steps = acting_rollout(pipe, 300)
         qnet = pipe.algo.qnet
-        is_init = steps["is_init"].reshape(-1)
-        assert steps["recurrent_state_h"][is_init].abs().sum() == 0
-        assert steps["recurrent_state_h"][~is_init].abs().sum() > 0
         ends = steps["next", "done"].reshape(-1).nonzero().reshape(-1).tolist()
         assert len(ends) >= 3
         for start in (0, 3, ends[0] + 1, ends[1] + 4):
