@@ -43,7 +43,13 @@ def test_smoke_run_of_every_collector_and_sampler_writes_metrics(collector, samp
     in_flight = float(rows[-1]["buffer/frames_in_flight_dropped"])
     assert 0 <= in_flight == float(rows[-1]["collect/frames_stepped"]) - float(rows[-1]["frames"])
     assert float(rows[-1]["audit/violations"]) == 0, {k: v for k, v in rows[-1].items() if k.startswith("audit")}
-    assert (run_dir / "config.yaml").exists()
+    workers = [float(v) for k, v in rows[-1].items() if k.startswith("collect/worker") and k.endswith("/frames") and v]
+    assert collector in ("sync", "async") or len(workers) == 2
+    assert sum(workers or [float(rows[-1]["collect/frames_stepped"])]) == float(rows[-1]["collect/frames_stepped"])
+    sampled = [r for r in rows if r.get("sample/valid_frac")]
+    assert sampled and all(0 < float(r["sample/valid_frac"]) <= 1 and float(r["sample/staleness_mean"]) >= 0
+                           for r in sampled)
+    assert (run_dir / "config.yaml").exists() and (run_dir / "command.txt").exists()
     assert "== trajrl run finished ==" in proc.stdout
 
 

@@ -73,7 +73,7 @@ def test_episodes_in_flight_at_shutdown_are_dropped_by_torchrl_and_counted_by_tr
         pipe.collector.start()
         wait_until(lambda: pipe.buffer.write_count > 300, timeout=30)
         pipe.collector.async_shutdown()
-        stored, stepped = pipe.buffer.write_count, pipe.frame_count.value
+        stored, stepped = pipe.buffer.write_count, pipe.counters.frames
         # The trap: write_count (TorchRL's only count) says nothing of the frames it dropped.
         assert stored == len(pipe.buffer)
         # The guard: every environment step is counted where it happens; the loop

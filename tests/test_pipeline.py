@@ -55,7 +55,7 @@ def test_collector_writes_complete_episodes_and_samples_stay_inside_them(collect
             pipe.collector.async_shutdown()
         # Frame accounting: stepped = stored + in flight, and what was in flight fits
         # in what the collectors hold (a rollout chunk and trajs_per_batch episodes each).
-        in_flight = pipe.frame_count.value - pipe.buffer.write_count
+        in_flight = pipe.counters.frames - pipe.buffer.write_count
         workers, trajs = cfg.collector.num_workers, cfg.trajs_per_batch
         assert 0 <= in_flight <= workers * (cfg.collector.frames_per_batch + trajs * 30)
         assert len(pipe.buffer) == CAPACITY

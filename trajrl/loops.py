@@ -6,24 +6,33 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+import torch
 from tensordict import TensorDict
 
 from trajrl.data.audit import LiveAudit
 from trajrl.data.episodes import MASK_KEY, as_sequences
+from trajrl.factory.algo import PolicyVersion
 from trajrl.factory.collector import CollectorFailed, CollectorWatch, close_collector
-from trajrl.metrics import MetricsLog, StoredEpisodeStats
+from trajrl.factory.env import WorkerCounters
+from trajrl.metrics import (
+    MaskTally,
+    MetricsLog,
+    Rates,
+    StoredEpisodeStats,
+    WorkerStats,
+    buffer_stats,
+    episode_stats,
+)
+from trajrl.progress import Progress
 
 
-def frame_accounting(frames_stepped: Callable[[], int] | None, frames: int, closing: bool) -> dict[str, float]:
-    """Frames stepped against frames stored (or learnt from); once collection has
-    stopped, the difference is the frames of episodes still in flight, never used."""
-    if frames_stepped is None:
-        return {}
-    stepped = frames_stepped()
-    stats = {"collect/frames_stepped": float(stepped)}
-    if closing:
-        stats["buffer/frames_in_flight_dropped"] = float(stepped - frames)
-    return stats
+def time_split(elapsed: float, timings: dict[str, float]) -> dict[str, float]:
+    """Where the learner's wall-clock went: seconds and fractions per activity, the
+    rest (``wait``) spent waiting for data."""
+    wait = max(0.0, elapsed - sum(timings.values()))
+    split = {**timings, "wait": wait}
+    return {**{f"time/{k}_s": v for k, v in split.items()},
+            **{f"time/{k}_frac": v / max(elapsed, 1e-9) for k, v in split.items()}}
 
 
 def progress_line(frames: int, row: dict[str, float]) -> str:
@@ -61,14 +70,19 @@ class OffPolicyLoop:
     or on any error."""
 
     def __init__(self, collector, sequences, algo, behaviour_policy, exploration, evaluate: Callable[[], dict] | None,
-                 log: MetricsLog, settings: OffPolicySettings, echo: Callable[[str], None] = print,
-                 audit: LiveAudit | None = None, frames_stepped: Callable[[], int] | None = None):
+                 log: MetricsLog, settings: OffPolicySettings, progress: Progress | None = None,
+                 audit: LiveAudit | None = None, counters: WorkerCounters | None = None,
+                 version: PolicyVersion | None = None):
         self.collector, self.sequences, self.algo = collector, sequences, algo
         self.behaviour_policy, self.exploration, self.evaluate = behaviour_policy, exploration, evaluate
-        self.log, self.settings, self.echo, self.audit = log, settings, echo, audit
-        self.frames_stepped = frames_stepped
+        self.log, self.settings, self.audit, self.version = log, settings, audit, version
+        self.progress = progress or Progress(settings.total_frames)
+        self.workers = WorkerStats(counters) if counters is not None else None
         self.buffer = sequences.buffer
         self.episodes = StoredEpisodeStats(self.buffer)
+        self.samples = MaskTally("sample")
+        self.rates = Rates()
+        self.recent_return: float | None = None
         # The live parameters and buffers (epsilon included) of the behaviour policy.
         self.weights = TensorDict.from_module(behaviour_policy)
         # TorchRL's single-process Collector cannot pause; the others can.
@@ -92,6 +106,7 @@ class OffPolicyLoop:
             raise
         watch.close()
         self.collector.async_shutdown()
+        self.progress.close()
 
         if self.audit is not None:
             self.audit.check_buffer(self.buffer)
@@ -115,6 +130,7 @@ class OffPolicyLoop:
                 frames_seen = frames
             if frames >= s.total_frames:
                 break
+            self.progress.status(frames, self.recent_return)
             self._learn(frames)
             if next_eval is not None and frames >= next_eval and self.evaluate is not None:
                 next_eval += s.eval_every_frames
@@ -170,6 +186,7 @@ class OffPolicyLoop:
         batch = self.sequences.sample()
         if self.audit is not None:
             self.audit.check_batch(batch)
+        self.samples.add(batch, int(self.version.version) if self.version is not None else None)
         t1 = time.monotonic()
         self.train_stats = self.algo.update(batch)
         self.sequences.update_priority(batch)
@@ -177,6 +194,8 @@ class OffPolicyLoop:
         self.timings["update"] += time.monotonic() - t1
         self.updates += 1
         if self.updates % self.settings.weight_sync_every == 0:
+            if self.version is not None:
+                self.version.bump()
             self.collector.update_policy_weights_(self.weights)
 
     def _evaluate(self, collecting: bool = True) -> dict[str, float]:
@@ -191,22 +210,32 @@ class OffPolicyLoop:
 
     def _log(self, frames: int, eval_stats: dict[str, float], closing: bool = False) -> dict[str, float]:
         elapsed, updates = time.monotonic() - self.start, self.updates
+        sample_s = self.timings["sample"]
+        episodes = self.episodes.update()
         row = {
-            **self.episodes.update(),
+            **episodes,
+            **(self.workers.update() if self.workers is not None else {}),
+            **self.samples.stats(),
             **{f"train/{k}": v for k, v in self.train_stats.items()},
             **eval_stats,
             "train/updates": float(updates),
             "train/updates_per_frame": updates / max(1, frames - self.settings.warmup_frames),
+            **({"train/policy_version": float(self.version.version)} if self.version is not None else {}),
             **({"collect/epsilon": float(self.exploration.eps)} if self.exploration is not None else {}),
-            "buffer/frames": float(len(self.buffer)),
+            **buffer_stats(self.buffer),
             "time/elapsed_s": elapsed,
             "time/frames_per_s": frames / max(elapsed, 1e-9),
-            **{f"time/{k}_s": v for k, v in self.timings.items()},
+            **self.rates.update(frames, updates),
+            "time/sample_ms": 1000 * sample_s / max(1, updates),
+            **time_split(elapsed, self.timings),
             **(self.audit.metrics() if self.audit is not None else {}),
-            **frame_accounting(self.frames_stepped, frames, closing),
+            **(self.workers.in_flight(frames, self.episodes.episodes)
+               if closing and self.workers is not None else {}),
         }
         row = self.log.log(frames, row)
-        self.echo(progress_line(frames, row))
+        self.log.histogram("episode/lengths", self.episodes.lengths, frames)
+        self.recent_return = row.get("episode/return", self.recent_return)
+        self.progress.row(progress_line(frames, row))
         return row
 
 
@@ -217,30 +246,23 @@ class EpisodicSettings:
     log_every_frames: int
 
 
-def episode_stats(batch) -> dict[str, float]:
-    """Episode and mask statistics of a ``[N, T]`` batch of complete episodes."""
-    mask = batch.get(MASK_KEY)
-    lengths = mask.sum(-1)
-    returns = batch.get(("next", "episode_reward")).reshape(mask.shape).gather(1, (lengths - 1).unsqueeze(-1))
-    return {
-        "episode/return": returns.float().mean().item(), "episode/return_min": returns.min().item(),
-        "episode/return_max": returns.max().item(), "episode/length": lengths.float().mean().item(),
-        "batch/episodes": float(mask.shape[0]), "batch/max_length": float(lengths.max()),
-        "batch/valid_frac": mask.float().mean().item(), "batch/padding_frac": 1 - mask.float().mean().item(),
-    }
-
-
 class EpisodicLoop:
     """On-policy, episodic: the collector yields ``trajs_per_batch`` complete episodes
     of the current policy; each batch is learnt from at once (``algo.update``), and
     the new weights reach the collector before the next one."""
 
     def __init__(self, collector, algo, policy, evaluate: Callable[[], dict] | None, log: MetricsLog,
-                 settings: EpisodicSettings, echo: Callable[[str], None] = print, audit: LiveAudit | None = None,
-                 frames_stepped: Callable[[], int] | None = None):
+                 settings: EpisodicSettings, progress: Progress | None = None, audit: LiveAudit | None = None,
+                 counters: WorkerCounters | None = None, version: PolicyVersion | None = None):
         self.collector, self.algo, self.evaluate, self.log = collector, algo, evaluate, log
-        self.settings, self.echo, self.audit, self.frames_stepped = settings, echo, audit, frames_stepped
+        self.settings, self.audit, self.version = settings, audit, version
+        self.progress = progress or Progress(settings.total_frames)
+        self.workers = WorkerStats(counters) if counters is not None else None
         self.weights = TensorDict.from_module(policy)
+        self.batches = MaskTally("batch")
+        self.rates = Rates()
+        self.lengths: list = []
+        self.recent_return: float | None = None
 
     def run(self) -> dict[str, float]:
         """Train until ``total_frames`` frames of complete episodes were learnt from."""
@@ -259,12 +281,18 @@ class EpisodicLoop:
                 self.timings["collect"] += time.monotonic() - t0
                 if self.audit is not None:
                     self.audit.check_batch(batch, whole_episodes=True)
+                self.batches.add(batch, int(self.version.version) if self.version is not None else None)
+                self.lengths.append(batch.get(MASK_KEY).sum(-1))
                 self.frames += int(batch.get(MASK_KEY).sum())
                 self.episodes += batch.shape[0]
                 t1 = time.monotonic()
                 stats = {**episode_stats(batch), **{f"train/{k}": v for k, v in self.algo.update(batch).items()}}
+                if self.version is not None:
+                    self.version.bump()
                 self.collector.update_policy_weights_(self.weights)
                 self.timings["update"] += time.monotonic() - t1
+                self.recent_return = stats["episode/return"]
+                self.progress.status(self.frames, self.recent_return)
                 if self.frames >= s.total_frames:
                     break
                 if next_eval is not None and self.frames >= next_eval and self.evaluate is not None:
@@ -277,6 +305,7 @@ class EpisodicLoop:
                 t0 = time.monotonic()
         finally:
             close_collector(self.collector)
+            self.progress.close()
         final_eval = self._evaluate() if self.evaluate is not None else {}
         final = self._log({**stats, **final_eval}, closing=True)
         final["eval/best_return"] = self.best_eval if final_eval else float("nan")
@@ -293,14 +322,21 @@ class EpisodicLoop:
         elapsed = time.monotonic() - self.start
         row = {
             **values,
+            **(self.workers.update() if self.workers is not None else {}),
+            **self.batches.stats(),
             "episode/completed": float(self.episodes),
             "train/updates": float(self.algo.updates),
+            **({"train/policy_version": float(self.version.version)} if self.version is not None else {}),
             "time/elapsed_s": elapsed,
             "time/frames_per_s": self.frames / max(elapsed, 1e-9),
-            **{f"time/{k}_s": v for k, v in self.timings.items()},
+            **self.rates.update(self.frames, int(self.algo.updates)),
+            **time_split(elapsed, self.timings),
             **(self.audit.metrics() if self.audit is not None else {}),
-            **frame_accounting(self.frames_stepped, self.frames, closing),
+            **(self.workers.in_flight(self.frames, self.episodes) if closing and self.workers is not None else {}),
         }
         row = self.log.log(self.frames, row)
-        self.echo(progress_line(self.frames, row))
+        if self.lengths:
+            self.log.histogram("episode/lengths", torch.cat(self.lengths), self.frames)
+            self.lengths = []
+        self.progress.row(progress_line(self.frames, row))
         return row

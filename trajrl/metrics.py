@@ -1,14 +1,42 @@
-"""Run statistics: episodes read from what the collector stored, and a metrics log
-(``metrics.csv`` in the run directory, plus any TorchRL loggers), frames as the step axis."""
+"""Run statistics, namespaced, with frames as the step axis, and the metrics log
+(``metrics.csv`` in the run directory, plus any TorchRL loggers).
+
+- ``episode/``: episodes the collector stored (or yielded): return, length, count;
+- ``collect/``: what each worker's environments stepped (``collect/worker<i>/...``);
+- ``batch/`` and ``sample/``: mask statistics of collector batches and of the
+  sampled training batches (valid and padding fractions, sequence lengths), and
+  how many policy versions old the sampled steps are (``sample/staleness_*``);
+- ``buffer/``: what is stored; ``time/`` and ``train/``: throughput and learning.
+"""
 from __future__ import annotations
 
 import csv
 import math
+import time
 from pathlib import Path
 
 import torch
+from tensordict import TensorDictBase
 from torchrl.data import ReplayBuffer
 from torchrl.record.loggers import Logger
+
+from trajrl.data.episodes import MASK_KEY, TRAJ_KEY, VERSION_KEY, find_episodes
+
+
+
+def length_stats(lengths: torch.Tensor, prefix: str) -> dict[str, float]:
+    """Mean, min, max and quartiles of episode lengths."""
+    lengths = lengths.float()
+    q25, q50, q75 = torch.quantile(lengths, torch.tensor([0.25, 0.5, 0.75])).tolist()
+    return {f"{prefix}/length": lengths.mean().item(), f"{prefix}/length_min": lengths.min().item(),
+            f"{prefix}/length_max": lengths.max().item(), f"{prefix}/length_p25": q25,
+            f"{prefix}/length_p50": q50, f"{prefix}/length_p75": q75}
+
+
+def return_stats(returns: torch.Tensor, prefix: str) -> dict[str, float]:
+    returns = returns.float()
+    return {f"{prefix}/return": returns.mean().item(), f"{prefix}/return_min": returns.min().item(),
+            f"{prefix}/return_max": returns.max().item()}
 
 
 class StoredEpisodeStats:
@@ -19,11 +47,13 @@ class StoredEpisodeStats:
         self.buffer = buffer
         self.seen = 0
         self.episodes = 0
+        self.lengths = torch.zeros(0)  # lengths of the episodes completed since the last call
 
     def update(self) -> dict[str, float]:
         written = self.buffer.write_count
         capacity = self.buffer.storage.max_size
         new = min(written - self.seen, capacity)
+        self.lengths = torch.zeros(0)
         if new <= 0:
             return {}
         index = torch.arange(written - new, written) % capacity
@@ -32,18 +62,120 @@ class StoredEpisodeStats:
         done = steps.get(("next", "done")).reshape(-1)
         stats: dict[str, float] = {}
         if done.any():
-            returns = steps.get(("next", "episode_reward")).reshape(-1)[done].float()
-            lengths = steps.get(("next", "step_count")).reshape(-1)[done].float()
+            self.lengths = steps.get(("next", "step_count")).reshape(-1)[done].float()
             self.episodes += int(done.sum())
-            stats.update({
-                "episode/return": returns.mean().item(), "episode/return_min": returns.min().item(),
-                "episode/return_max": returns.max().item(), "episode/length": lengths.mean().item(),
-                "episode/completed": float(self.episodes),
-            })
+            stats.update(return_stats(steps.get(("next", "episode_reward")).reshape(-1)[done], "episode"))
+            stats.update(length_stats(self.lengths, "episode"))
+        stats["episode/completed"] = float(self.episodes)
         if "action_value" in steps.keys():
             greedy = steps.get("action_value").argmax(-1).reshape(-1)
             stats["collect/random_action_frac"] = (steps.get("action").reshape(-1) != greedy).float().mean().item()
         return stats
+
+
+def buffer_stats(buffer: ReplayBuffer) -> dict[str, float]:
+    """Frames and complete episodes stored, and how full the storage is."""
+    storage = buffer.storage
+    size = len(storage)
+    stats = {"buffer/frames": float(size), "buffer/fill_frac": size / storage.max_size,
+             "buffer/frames_written": float(buffer.write_count)}
+    if size:
+        stored = storage[:size]
+        starts, _ = find_episodes(stored.get(TRAJ_KEY), stored.get("is_init"), stored.get(("next", "done")))
+        stats["buffer/episodes"] = float(starts.numel())
+    return stats
+
+
+def episode_stats(batch: TensorDictBase) -> dict[str, float]:
+    """Episode statistics of a ``[N, T]`` batch of complete episodes (episodic loop)."""
+    lengths = batch.get(MASK_KEY).sum(-1)
+    returns = batch.get(("next", "episode_reward")).reshape(batch.shape).gather(1, (lengths - 1).unsqueeze(-1))
+    return {**return_stats(returns, "episode"), **length_stats(lengths, "episode")}
+
+
+class MaskTally:
+    """Mask statistics of ``[N, T]`` batches since the last ``stats()``: valid and
+    padding fractions over all their cells, the mean and the largest sequence length,
+    and (with ``version``) how many policy versions old their valid steps are."""
+
+    def __init__(self, prefix: str):
+        self.prefix = prefix
+        self._reset()
+
+    def _reset(self) -> None:
+        self.batches = self.rows = self.cells = self.valid = self.max_length = 0
+        self.stale_sum, self.stale_max, self.stale_steps = 0, 0, 0
+
+    def add(self, batch: TensorDictBase, version: int | None = None) -> None:
+        mask = batch.get(MASK_KEY)
+        lengths = mask.sum(-1)
+        self.batches += 1
+        self.rows += mask.shape[0]
+        self.cells += mask.numel()
+        self.valid += int(lengths.sum())
+        self.max_length = max(self.max_length, int(lengths.max()))
+        if version is not None and VERSION_KEY in batch.keys():
+            stale = version - batch.get(VERSION_KEY).reshape(mask.shape)[mask]
+            self.stale_sum += int(stale.sum())
+            self.stale_steps += stale.numel()
+            self.stale_max = max(self.stale_max, int(stale.max()))
+
+    def stats(self) -> dict[str, float]:
+        if not self.batches:
+            return {}
+        p = self.prefix
+        stats = {f"{p}/valid_frac": self.valid / self.cells, f"{p}/padding_frac": 1 - self.valid / self.cells,
+                 f"{p}/length": self.valid / self.rows, f"{p}/length_max": float(self.max_length),
+                 f"{p}/rows": self.rows / self.batches, f"{p}/width": self.cells / self.rows}
+        if self.stale_steps:
+            stats[f"{p}/staleness_mean"] = self.stale_sum / self.stale_steps
+            stats[f"{p}/staleness_max"] = float(self.stale_max)
+        self._reset()
+        return stats
+
+
+class WorkerStats:
+    """Per worker (environment slot): frames stepped, episodes ended and their mean
+    return since the last call, from ``WorkerCounters``."""
+
+    def __init__(self, counters):
+        self.counters = counters
+        self.previous = counters.snapshot()
+
+    def update(self) -> dict[str, float]:
+        now = self.counters.snapshot()
+        delta, self.previous = now - self.previous, now
+        c = type(self.counters)
+        stats = {"collect/frames_stepped": float(now[:, c.FRAMES].sum())}
+        if now.shape[0] > 1:
+            for worker, (row, total) in enumerate(zip(delta, now)):
+                stats[f"collect/worker{worker}/frames"] = float(total[c.FRAMES])
+                stats[f"collect/worker{worker}/episodes"] = float(total[c.ENDED])
+                if row[c.ENDED] > 0:
+                    stats[f"collect/worker{worker}/return"] = float(row[c.RETURN_SUM] / row[c.ENDED])
+        return stats
+
+    def in_flight(self, frames_stored: int, episodes_stored: int) -> dict[str, float]:
+        """Once collection has stopped: what the environments stepped but never
+        stored (episodes unfinished, or finished but not yet handed over)."""
+        now = self.counters.snapshot()
+        c = type(self.counters)
+        return {"buffer/frames_in_flight_dropped": float(now[:, c.FRAMES].sum()) - frames_stored,
+                "buffer/episodes_in_flight_dropped": float(now[:, c.BEGUN].sum()) - episodes_stored}
+
+
+class Rates:
+    """Frames and updates per second since the last call."""
+
+    def __init__(self) -> None:
+        self.last = (time.monotonic(), 0, 0)
+
+    def update(self, frames: int, updates: int) -> dict[str, float]:
+        now = time.monotonic()
+        t, f, u = self.last
+        self.last = (now, frames, updates)
+        dt = max(now - t, 1e-9)
+        return {"time/frames_per_s_recent": (frames - f) / dt, "train/updates_per_s": (updates - u) / dt}
 
 
 class MetricsLog:
@@ -70,3 +202,14 @@ class MetricsLog:
                 writer.writerows(self.rows)
             tmp.replace(self.path)
         return row
+
+    def histogram(self, name: str, values: torch.Tensor, frames: int) -> None:
+        """A histogram (e.g. of episode lengths) for the loggers that draw them
+        (TensorBoard, wandb); metrics.csv keeps quartiles instead."""
+        if values.numel() == 0:
+            return
+        for logger in self.loggers:
+            try:
+                logger.log_histogram(name, values.numpy(), step=frames, bins=32)
+            except NotImplementedError:  # TorchRL's CSV logger
+                pass

@@ -12,8 +12,10 @@ from trajrl.config import validate
 from trajrl.data.audit import LiveAudit
 from trajrl.evaluate import Evaluator
 from trajrl.factory import build
+from trajrl.factory.logger import flat_hparams
 from trajrl.loops import EpisodicLoop, EpisodicSettings, OffPolicyLoop, OffPolicySettings
 from trajrl.metrics import MetricsLog
+from trajrl.progress import Progress
 
 log = logging.getLogger("trajrl")
 
@@ -26,10 +28,11 @@ def new_run_dir() -> Path:
     return run_dir
 
 
-def train(cfg: DictConfig, run_dir: str | Path | None = None, echo=print) -> dict[str, float]:
+def train(cfg: DictConfig, run_dir: str | Path | None = None, progress: Progress | None = None) -> dict[str, float]:
     """Run the training the CLI would run for ``cfg``; return the final metrics.
 
-    The run directory gets the resolved config (``config.yaml``) and ``metrics.csv``.
+    The run directory gets the resolved config (``config.yaml``) and ``metrics.csv``;
+    ``progress`` prints the metrics rows (default: to stdout, a live status line on a terminal).
     """
     cfg = validate(cfg)
     run_dir = Path(run_dir) if run_dir is not None else new_run_dir()
@@ -38,13 +41,15 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None, echo=print) -> dic
     torch.set_num_threads(1)
     with build(cfg, run_dir) as pipe:
         for logger in pipe.loggers:
-            logger.log_hparams(OmegaConf.to_container(cfg, resolve=True))
+            logger.log_hparams(flat_hparams(OmegaConf.to_container(cfg, resolve=True)))
         loop_cfg = cfg.loop
         evaluator = None
         if loop_cfg.eval_episodes > 0:
             evaluator = Evaluator(pipe.eval_env_fn, pipe.greedy_policy, int(loop_cfg.eval_episodes),
                                   seed=int(cfg.seed) + 10_000, max_steps=pipe.eval_max_steps)
         audit = LiveAudit(int(cfg.audit_every)) if cfg.audit else None
+        progress = progress or Progress(int(cfg.total_frames))
+        watching = dict(progress=progress, audit=audit, counters=pipe.counters, version=pipe.version)
         try:
             if pipe.buffer is None:
                 loop = EpisodicLoop(
@@ -52,7 +57,7 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None, echo=print) -> dic
                     EpisodicSettings(total_frames=int(cfg.total_frames),
                                      eval_every_frames=int(loop_cfg.eval_every_frames),
                                      log_every_frames=int(loop_cfg.log_every_frames)),
-                    echo=echo, audit=audit, frames_stepped=lambda: pipe.frame_count.value,
+                    **watching,
                 )
             else:
                 loop = OffPolicyLoop(
@@ -67,7 +72,7 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None, echo=print) -> dic
                         stall_timeout_s=float(loop_cfg.stall_timeout_s),
                         max_update_lag=loop_cfg.max_update_lag,
                     ),
-                    echo=echo, audit=audit, frames_stepped=lambda: pipe.frame_count.value,
+                    **watching,
                 )
             final = loop.run()
         finally:

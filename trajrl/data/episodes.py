@@ -10,6 +10,7 @@ from torchrl.data.replay_buffers.storages import Storage
 
 TRAJ_KEY = ("collector", "traj_ids")
 MASK_KEY = ("collector", "mask")
+VERSION_KEY = "policy_version"  # the weight version a step was collected with
 
 
 def find_runs(traj_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -16,10 +16,10 @@ from trajrl.algos.ppo import PPO
 from trajrl.algos.r2d2 import R2D2
 from trajrl.algos.rsac import RSAC
 from trajrl.config import validate
-from trajrl.factory.algo import build_agent
+from trajrl.factory.algo import PolicyVersion, build_agent
 from trajrl.factory.buffer import SequenceSampler, build_buffer
 from trajrl.factory.collector import PROCESS_COLLECTORS, build_collector, close_collector
-from trajrl.factory.env import FrameCount, check_env_id, env_factory, env_spaces
+from trajrl.factory.env import WorkerCounters, check_env_id, env_factory, env_spaces
 from trajrl.factory.logger import build_loggers
 
 log = logging.getLogger("trajrl")
@@ -31,7 +31,7 @@ class Pipeline:
 
     env_fn: Callable[..., EnvBase]     # the collector's environments (``slot=i`` counts their frames)
     eval_env_fn: Callable[[], EnvBase]  # the same environment, uncounted, for evaluation
-    frame_count: FrameCount            # frames stepped by the collector's environments
+    counters: WorkerCounters           # what the collector's environments did (frames, episodes, returns)
     collector: BaseCollector
     buffer: TensorDictReplayBuffer | None     # None: on-policy, batches go straight to the learner
     sequences: SequenceSampler | None
@@ -39,6 +39,7 @@ class Pipeline:
     greedy_policy: torch.nn.Module     # the same network, acting deterministically (evaluation)
     exploration: torch.nn.Module | None  # R2D2's EGreedyModule, whose epsilon anneals with frames
     algo: R2D2 | RSAC | PPO
+    version: PolicyVersion             # the behaviour policy's weight version (staleness of samples)
     loggers: list = field(default_factory=list)
     eval_max_steps: int = 1000
 
@@ -67,8 +68,8 @@ def build(cfg: DictConfig, run_dir: str | Path | None = None) -> Pipeline:
 
     log.info("env %s: %d observations, %d actions, episodes up to %d steps", cfg.env.id, obs_dim, num_actions, limit)
     agent = build_agent(cfg, obs_dim, num_actions)
-    frame_count = FrameCount(slots=int(cfg.collector.num_workers))
-    env_fn = env_factory(cfg.env, primer=agent.primer, frame_count=frame_count)
+    counters = WorkerCounters(slots=int(cfg.collector.num_workers))
+    env_fn = env_factory(cfg.env, primer=agent.primer, counters=counters)
 
     kind = cfg.collector.kind
     sequences = None
@@ -83,6 +84,6 @@ def build(cfg: DictConfig, run_dir: str | Path | None = None) -> Pipeline:
     log.info("collector %s (%s), storage %s, sampler %s", kind, type(collector).__name__,
              f"{cfg.storage.kind} x {cfg.storage.capacity}" if sequences else "none", cfg.sampler.kind)
     loggers = build_loggers(list(cfg.logger.backends), Path(run_dir), "trajrl", cfg.logger.wandb_mode) if run_dir else []
-    return Pipeline(env_fn, env_factory(cfg.env, primer=agent.primer), frame_count, collector,
+    return Pipeline(env_fn, env_factory(cfg.env, primer=agent.primer), counters, collector,
                     sequences.buffer if sequences else None, sequences, agent.explore, agent.greedy, agent.egreedy,
-                    agent.algo, loggers, limit)
+                    agent.algo, agent.version, loggers, limit)

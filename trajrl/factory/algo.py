@@ -3,22 +3,53 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
+from tensordict.nn import TensorDictModule, TensorDictSequential
 from torch import nn
 from torchrl.envs.transforms import TensorDictPrimer
 
 from trajrl.algos.ppo import PPO, ActorCritic, PPOSettings, make_actor
 from trajrl.algos.r2d2 import R2D2, R2D2Settings, RecurrentQNet, make_policies
+from trajrl.data.episodes import VERSION_KEY
 from trajrl.algos.rsac import RSAC, RecurrentActor, RecurrentCritic, RSACSettings, make_policy
 from trajrl.factory.env import make_env, observation_stats
+
+
+
+class PolicyVersion(nn.Module):
+    """Stamps every step the collector takes with the version of the weights it
+    acted with (``policy_version``). The version is a buffer of the behaviour
+    policy, so it travels with each weight push; the learner bumps it before
+    pushing, and the staleness of a sample is the learner's version minus its steps'."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("version", torch.zeros((), dtype=torch.int64))
+
+    def forward(self, observation: torch.Tensor) -> torch.Tensor:
+        return self.version.expand(observation.shape[:-1]).clone()
+
+    def bump(self) -> int:
+        """The next version (in place, so the pushed weights carry it)."""
+        self.version += 1
+        return int(self.version)
 
 
 @dataclass
 class Agent:
     algo: R2D2 | RSAC | PPO
     greedy: nn.Module                 # acts deterministically (evaluation)
-    explore: nn.Module                # acts during collection
+    explore: nn.Module                # acts during collection (stamps ``policy_version``)
     egreedy: nn.Module | None         # R2D2's EGreedyModule, annealed with frames (None: no epsilon)
     primer: TensorDictPrimer | None   # puts the recurrent state in every environment (None: not recurrent)
+    version: PolicyVersion | None = None  # the behaviour policy's weight version
+
+
+def with_version(agent: Agent) -> Agent:
+    """The agent whose collection policy also stamps ``policy_version`` on each step."""
+    version = PolicyVersion()
+    explore = TensorDictSequential(agent.explore, TensorDictModule(version, ["observation"], [VERSION_KEY]))
+    return Agent(agent.algo, agent.greedy, explore, agent.egreedy, agent.primer, version)
 
 
 def action_spec(env_cfg):
@@ -82,9 +113,11 @@ def build_agent(cfg, obs_dim: int, actions: int) -> Agent:
     """The agent ``cfg.algo.name`` names; ``actions``: how many (discrete) or the action size (continuous)."""
     seed, burn_in = int(cfg.seed), int(cfg.sampler.get("burn_in", 0))
     if cfg.algo.name == "ppo":
-        return build_ppo(cfg.algo, cfg.env, obs_dim, actions, seed=seed,
-                         minibatch_episodes=int(cfg.sampler.episodes_per_batch), total_frames=int(cfg.total_frames))
-    if cfg.algo.name == "rsac":
-        return build_rsac(cfg.algo, cfg.env, obs_dim, actions, seed=seed, burn_in=burn_in)
-    return build_r2d2(cfg.algo, cfg.env, obs_dim, actions, seed=seed, burn_in=burn_in,
-                      priority_eta=cfg.sampler.get("eta", 0.9))
+        agent = build_ppo(cfg.algo, cfg.env, obs_dim, actions, seed=seed,
+                          minibatch_episodes=int(cfg.sampler.episodes_per_batch), total_frames=int(cfg.total_frames))
+    elif cfg.algo.name == "rsac":
+        agent = build_rsac(cfg.algo, cfg.env, obs_dim, actions, seed=seed, burn_in=burn_in)
+    else:
+        agent = build_r2d2(cfg.algo, cfg.env, obs_dim, actions, seed=seed, burn_in=burn_in,
+                           priority_eta=cfg.sampler.get("eta", 0.9))
+    return with_version(agent)

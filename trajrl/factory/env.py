@@ -41,44 +41,59 @@ def check_env_id(env_id: str, module: str | None) -> None:
         )
 
 
-class FrameCount:
-    """Frames stepped by the collector's environments, wherever they run.
+class WorkerCounters:
+    """What the collector's environments did, wherever they run: per environment
+    (slot), frames stepped, episodes begun (first step taken) and ended, and the
+    summed return of the ended ones.
 
-    Each environment writes its own running total into its slot of one
-    memory-mapped tensor (a write, not an increment, so processes never race);
-    the sum is the frames stepped. Memory-mapped because it must stay shared
-    however the collector ships the environment factory to its workers (a
-    ``share_memory_()`` tensor arrived in them as a copy). Against the frames
-    stored it closes the accounting: the difference at the end is what was
-    still in flight.
+    Each environment writes its own running totals into its row of one
+    memory-mapped tensor (writes, not increments, so processes never race).
+    Memory-mapped because it must stay shared however the collector ships the
+    environment factory to its workers (a ``share_memory_()`` tensor arrived in
+    them as a copy). Against what was stored it closes the accounting: at the end
+    the difference is what was still in flight.
     """
 
+    FRAMES, BEGUN, ENDED, RETURN_SUM = range(4)
+
     def __init__(self, slots: int):
-        self._dir = tempfile.TemporaryDirectory(prefix="trajrl-frames-")
+        self._dir = tempfile.TemporaryDirectory(prefix="trajrl-counters-")
         self.counts = MemoryMappedTensor.from_tensor(
-            torch.zeros(slots, dtype=torch.int64), filename=f"{self._dir.name}/frames_stepped.memmap"
+            torch.zeros(slots, 4, dtype=torch.float64), filename=f"{self._dir.name}/counters.memmap"
         )
 
     @property
-    def value(self) -> int:
-        return int(self.counts.sum())
+    def frames(self) -> int:
+        """Frames stepped by all the environments."""
+        return int(self.counts[:, self.FRAMES].sum())
+
+    def snapshot(self) -> torch.Tensor:
+        """A copy of the ``[slots, 4]`` totals."""
+        return self.counts.clone()
 
 
-class CountFrames(Transform):
-    """Writes this environment's frames so far into ``counts[slot]``."""
+class CountSteps(Transform):
+    """Writes this environment's running totals into ``counts[slot]`` (see ``WorkerCounters``)."""
 
     def __init__(self, counts: torch.Tensor, slot: int):
         super().__init__()
-        self.counts, self.slot, self.frames = counts, slot, 0
+        self.counts, self.slot = counts, slot
+        self.totals = [0.0, 0.0, 0.0, 0.0]
 
     def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
-        self.frames += max(1, next_tensordict.numel())
-        self.counts[self.slot] = self.frames
+        totals = self.totals
+        totals[WorkerCounters.FRAMES] += max(1, next_tensordict.numel())
+        totals[WorkerCounters.BEGUN] += float((next_tensordict.get("step_count") == 1).sum())
+        done = next_tensordict.get("done")
+        if done.any():
+            totals[WorkerCounters.ENDED] += float(done.sum())
+            totals[WorkerCounters.RETURN_SUM] += float(next_tensordict.get("episode_reward")[done].sum())
+        self.counts[self.slot] = torch.tensor(totals, dtype=torch.float64)
         return next_tensordict
 
 
 def make_env(env_id: str, kwargs: dict[str, Any], import_module: str | None = None, primer=None,
-             frame_counts: torch.Tensor | None = None, slot: int = 0) -> EnvBase:
+             counts: torch.Tensor | None = None, slot: int = 0) -> EnvBase:
     """One environment with episode bookkeeping (and the recurrent-state primer, if given).
 
     ``InitTracker`` marks each episode's first step (``is_init``), which resets
@@ -91,19 +106,19 @@ def make_env(env_id: str, kwargs: dict[str, Any], import_module: str | None = No
     transforms = [InitTracker(), StepCounter(), RewardSum()]
     if primer is not None:
         transforms.append(primer.clone())
-    if frame_counts is not None:
-        transforms.append(CountFrames(frame_counts, slot))
+    if counts is not None:
+        transforms.append(CountSteps(counts, slot))
     return TransformedEnv(env, Compose(*transforms))
 
 
-def env_factory(env_cfg, primer=None, frame_count: FrameCount | None = None) -> Callable[..., EnvBase]:
+def env_factory(env_cfg, primer=None, counters: WorkerCounters | None = None) -> Callable[..., EnvBase]:
     """A picklable environment factory (it crosses into worker processes).
 
-    With ``frame_count``, call it with ``slot=<index of the environment>``.
+    With ``counters``, call it with ``slot=<index of the environment>``.
     """
     return functools.partial(
         make_env, str(env_cfg.id), dict(env_cfg.kwargs or {}), env_cfg.import_module, primer,
-        frame_count.counts if frame_count is not None else None,
+        counters.counts if counters is not None else None,
     )
 
 

@@ -8,7 +8,7 @@ from torchrl.record.loggers import Logger
 
 
 def build_loggers(backends: list[str], run_dir: Path, exp_name: str, wandb_mode: str = "offline") -> list[Logger]:
-    """One TorchRL logger per backend, writing under ``run_dir/logs``.
+    """One TorchRL logger per backend, each in its own ``run_dir/logs/<backend>``.
 
     wandb runs offline unless ``wandb_mode='online'``: no account, no network.
     """
@@ -18,11 +18,11 @@ def build_loggers(backends: list[str], run_dir: Path, exp_name: str, wandb_mode:
         if backend == "csv":
             from torchrl.record.loggers import CSVLogger
 
-            loggers.append(CSVLogger(exp_name=exp_name, log_dir=log_dir))
+            loggers.append(CSVLogger(exp_name="csv", log_dir=log_dir))
         elif backend == "tensorboard":
             from torchrl.record.loggers import TensorboardLogger
 
-            loggers.append(TensorboardLogger(exp_name=exp_name, log_dir=log_dir))
+            loggers.append(TensorboardLogger(exp_name="tensorboard", log_dir=log_dir))
         elif backend == "wandb":
             from torchrl.record.loggers import WandbLogger
 
@@ -31,3 +31,18 @@ def build_loggers(backends: list[str], run_dir: Path, exp_name: str, wandb_mode:
                 WandbLogger(exp_name=exp_name, save_dir=log_dir, project="trajrl", offline=wandb_mode != "online")
             )
     return loggers
+
+
+def flat_hparams(config: dict, prefix: str = "") -> dict[str, int | float | str | bool]:
+    """A nested config as ``{"loop.warmup_frames": 2000, ...}`` with scalar values
+    (what TensorBoard's hparams accept; lists and None become strings)."""
+    flat: dict[str, int | float | str | bool] = {}
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(flat_hparams(value, f"{name}."))
+        elif isinstance(value, (int, float, str, bool)):
+            flat[name] = value
+        else:
+            flat[name] = str(value)
+    return flat

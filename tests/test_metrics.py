@@ -1,0 +1,216 @@
+"""What a run reports: episode, mask, worker, buffer and staleness statistics checked
+exactly on environments whose episode lengths are known; the TensorBoard and wandb
+(offline) files; the progress output on a terminal and in a log; plots and summaries
+of a multirun (real CLI in subprocesses)."""
+import csv
+import glob
+import io
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from trajrl.progress import Progress
+
+KNOWN_LENGTHS_ENV = '''
+import gymnasium as gym
+import numpy as np
+
+
+class KnownLengths(gym.Env):
+    """Reward 1 per step; episode k (counted per environment) lasts lengths[k % len(lengths)] steps."""
+    observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, lengths=(5,)):
+        self.lengths, self.finished, self.t = list(lengths), 0, 0
+
+    def _obs(self):
+        return np.array([self.t / 10.0, 0.0], dtype=np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self._obs(), {}
+
+    def step(self, action):
+        self.t += 1
+        terminated = self.t >= self.lengths[self.finished % len(self.lengths)]
+        if terminated:
+            self.finished += 1
+        return self._obs(), 1.0, terminated, False, {}
+
+
+gym.register("KnownLengths-v0", entry_point=KnownLengths)
+'''
+
+
+def run_cli(tmp_path, *args, timeout=180):
+    (tmp_path / "known_envs.py").write_text(KNOWN_LENGTHS_ENV)
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "PYTHONUNBUFFERED": "1"}
+    env.pop("HYDRA_FULL_ERROR", None)
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "trajrl", *args], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=timeout, env=env, stdin=subprocess.DEVNULL)
+    proc.elapsed = time.monotonic() - start
+    return proc
+
+
+def rows_of(run_dir):
+    with open(run_dir / "metrics.csv") as f:
+        return [{k: float(v) for k, v in row.items() if v != ""} for row in csv.DictReader(f)]
+
+
+def test_off_policy_statistics_are_exact_on_episodes_of_known_length(tmp_path):
+    """Every episode lasts 5 steps and slices are 8 long, so every slice is one whole
+    episode: 5 valid cells of 8 in every row, whatever the sampler draws."""
+    run_dir = tmp_path / "run"
+    proc = run_cli(tmp_path, "env=gym", "env.id=KnownLengths-v0", "env.import_module=known_envs",
+                   "collector=multi_async", "sampler=slice", "sampler.slice_len=8", "sampler.burn_in=0",
+                   "debug=smoke", "storage.capacity=1500", f"hydra.run.dir={run_dir}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = rows_of(run_dir)
+    logged = [r for r in rows if "episode/return" in r]
+    assert logged
+    for row in logged:
+        for name in ("return", "return_min", "return_max", "length", "length_min", "length_max", "length_p50"):
+            assert row[f"episode/{name}"] == 5.0, (name, row)
+    sampled = [r for r in rows if "sample/valid_frac" in r]
+    assert sampled
+    for row in sampled:
+        assert row["sample/valid_frac"] == 5 / 8 and row["sample/padding_frac"] == 3 / 8
+        assert row["sample/length"] == 5.0 and row["sample/length_max"] == 5.0
+        assert row["sample/width"] == 8.0 and row["sample/rows"] == 32.0
+        assert 0 <= row["sample/staleness_mean"] <= row["sample/staleness_max"] <= row["train/policy_version"]
+    last = rows[-1]
+    # 2 workers; each worker's frames are 5 per finished episode plus its unfinished one.
+    workers = [(last[f"collect/worker{i}/frames"], last[f"collect/worker{i}/episodes"]) for i in (0, 1)]
+    assert sum(f for f, _ in workers) == last["collect/frames_stepped"]
+    assert all(0 <= frames - 5 * episodes < 5 for frames, episodes in workers), workers
+    assert all(last.get(f"collect/worker{i}/return", 5.0) == 5.0 for i in (0, 1))
+    # The buffer: whole episodes only (1500 is a multiple of 5, so wrapping keeps them whole).
+    assert last["buffer/frames"] == 1500 and last["buffer/fill_frac"] == 1.0
+    assert last["buffer/episodes"] == 300
+    assert last["frames"] == last["buffer/frames_written"] == 5 * last["episode/completed"]
+    assert last["buffer/frames_in_flight_dropped"] == last["collect/frames_stepped"] - last["frames"]
+    begun = sum(episodes for _, episodes in workers) + sum(frames % 5 > 0 for frames, _ in workers)
+    assert last["buffer/episodes_in_flight_dropped"] == begun - last["episode/completed"]
+
+
+@pytest.mark.parametrize("rollout", [13, 26])
+def test_episodic_batch_statistics_are_exact_on_episodes_of_known_length(rollout, tmp_path):
+    """Episodes alternate 4 and 9 steps; batches of 2 complete episodes are [2, 9] with
+    13 valid cells: valid fraction 13/18, lengths 6.5 mean and 9 max.
+
+    Staleness: the collector steps ``collector.frames_per_batch`` frames at a time and
+    hands complete episodes over two by two. With 13 frames per rollout each batch is
+    fresh; with 26, every second batch was collected before the last update."""
+    run_dir = tmp_path / "run"
+    proc = run_cli(tmp_path, "env=gym", "env.id=KnownLengths-v0", "env.import_module=known_envs",
+                   "+env.kwargs.lengths=[4,9]", "algo=ppo", "collector=sync", "trajs_per_batch=2",
+                   f"collector.frames_per_batch={rollout}", "traj_format=padded", "debug=smoke",
+                   "total_frames=1000", "loop.log_every_frames=100", f"hydra.run.dir={run_dir}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = rows_of(run_dir)
+    batches = [r for r in rows if "batch/valid_frac" in r]
+    assert len(batches) >= 5
+    for row in batches:
+        assert row["batch/valid_frac"] == pytest.approx(13 / 18) and row["batch/padding_frac"] == pytest.approx(5 / 18)
+        assert row["batch/length"] == 6.5 and row["batch/length_max"] == 9.0
+        assert row["batch/rows"] == 2.0 and row["batch/width"] == 9.0
+        assert row["episode/length_min"] == 4.0 and row["episode/length_max"] == 9.0
+        assert row["episode/return"] == 6.5
+        if rollout == 13:
+            assert row["batch/staleness_mean"] == 0.0 and row["batch/staleness_max"] == 0.0
+        else:
+            assert 0.0 < row["batch/staleness_mean"] < 1.0 and row["batch/staleness_max"] == 1.0
+    last = rows[-1]
+    assert last["episode/completed"] * 6.5 == last["frames"]
+
+
+def test_tensorboard_and_wandb_offline_runs_write_their_files(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    run_dir = tmp_path / "run"
+    proc = run_cli(tmp_path, "debug=smoke", "logger.backends=[csv,tensorboard,wandb]", f"hydra.run.dir={run_dir}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    final_eval = rows_of(run_dir)[-1]["eval/return"]
+
+    scalars, histograms, texts = [], [], []
+    for path in glob.glob(str(run_dir / "logs" / "tensorboard" / "**" / "events.out.tfevents.*"), recursive=True):
+        events = EventAccumulator(path, size_guidance={"scalars": 0, "histograms": 0})
+        events.Reload()
+        tags = events.Tags()
+        scalars += [(tag, [e.value for e in events.Scalars(tag)]) for tag in tags["scalars"]]
+        histograms += tags["histograms"]
+        texts += tags["tensors"]
+    values = dict(scalars)
+    assert values["eval/return"][-1] == pytest.approx(final_eval)
+    assert {"episode/return", "sample/valid_frac", "buffer/fill_frac", "time/frames_per_s"} <= set(values)
+    assert "episode/lengths" in histograms
+
+    (wandb_file,) = glob.glob(str(run_dir / "logs" / "wandb" / "offline-run-*" / "run-*.wandb"))
+    data = open(wandb_file, "rb").read()
+    assert b"eval/return" in data and b"sample/valid_frac" in data   # metrics
+    assert b"loop.warmup_frames" in data                                # hyperparameters, once
+    assert (run_dir / "logs" / "csv" / "scalars" / "eval" / "return.csv").exists()
+
+
+def test_a_multirun_is_plotted_and_summarised_across_seeds(tmp_path):
+    sweep = tmp_path / "sweep"
+    proc = run_cli(tmp_path, "--multirun", "seed=0,1", "debug=smoke", "loop.eval_every_frames=500",
+                   f"hydra.sweep.dir={sweep}", timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for job in ("0", "1"):
+        assert (sweep / job / "command.txt").read_text().startswith(f"python -m trajrl seed={job} debug=smoke")
+        assert (sweep / job / "plots" / "returns.png").stat().st_size > 10_000
+
+    plot = run_cli(tmp_path, "plot", str(sweep))
+    assert plot.returncode == 0, plot.stderr
+    names = sorted(p.name for p in (sweep / "plots").glob("*.png"))
+    assert names == ["lengths.png", "masks.png", "returns.png", "throughput.png"]
+    assert plot.stdout.split() == [str(sweep / "plots" / n) for n in ("returns.png", "lengths.png", "masks.png",
+                                                                     "throughput.png")]
+
+    summary = run_cli(tmp_path, "summary", str(sweep))
+    assert summary.returncode == 0, summary.stderr
+    table = summary.stdout.strip().splitlines()
+    assert table[0].startswith("| configuration | seeds | final eval return")
+    assert len(table) == 3 and table[2].startswith("| debug=smoke loop.eval_every_frames=500 | 0, 1 | ")
+    finals = [rows_of(sweep / job)[-1]["eval/return"] for job in ("0", "1")]
+    mean, std = sum(finals) / 2, abs(finals[0] - finals[1]) / 2
+    assert table[2].split(" | ")[2] == f"{mean:.1f} ± {std:.1f}"
+    assert (sweep / "summary.md").read_text().strip() == summary.stdout.strip()
+
+    missing = run_cli(tmp_path, "plot", str(tmp_path / "nowhere"))
+    assert missing.returncode != 0 and "does not exist" in missing.stderr
+
+
+def test_progress_redraws_a_status_line_on_a_terminal_and_prints_plain_lines_elsewhere():
+    log = io.StringIO()
+    plain = Progress(1000, stream=log, live=False)
+    plain.status(100, 20.0)
+    plain.row("frames 100 | eval return 20.0")
+    plain.close()
+    assert log.getvalue() == "frames 100 | eval return 20.0\n"
+
+    term = io.StringIO()
+    live = Progress(1000, stream=term, live=True, min_interval_s=0.0)
+    live.status(250, 42.5)
+    live.row("frames 250 | eval return 40.0")
+    live.close()
+    out = term.getvalue()
+    assert out.startswith("\r\x1b[2K 25% [") and "250/1,000 frames" in out and "return 42.5" in out
+    # The row replaces the status line, which is redrawn under it.
+    assert "\r\x1b[2Kframes 250 | eval return 40.0\n 25% [" in out
+    assert out.endswith("\r\x1b[2K")
+
+
+def test_a_run_in_a_pipe_prints_plain_lines(tmp_path):
+    proc = run_cli(tmp_path, "debug=smoke", f"hydra.run.dir={tmp_path / 'run'}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "\r" not in proc.stdout and "\x1b" not in proc.stdout
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("frames ") and " fps " in line]
+    assert len(lines) >= 3 and all(" | updates " in line for line in lines)

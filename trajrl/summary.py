@@ -1,0 +1,71 @@
+"""``trajrl summary <multirun dir>``: a markdown table of final metrics per configuration.
+
+Runs that differ only in ``seed`` are one row: mean +- std across seeds. The
+table is printed and written to ``<dir>/summary.md``.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+
+import numpy as np
+
+from trajrl.runs import Run, find_runs, group_runs
+
+#: Column -> (metric, how it is read from a run).
+COLUMNS = [
+    ("final eval return", "eval/return", "last"),
+    ("best eval return", "eval/return", "max"),
+    ("final train return", "episode/return", "last"),
+    ("frames", "frames", "last"),
+    ("wall-clock (s)", "time/elapsed_s", "last"),
+    ("frames/s", "time/frames_per_s", "last"),
+    ("updates", "train/updates", "last"),
+    ("audit violations", "audit/violations", "last"),
+]
+
+
+def value(run: Run, metric: str, how: str) -> float:
+    if metric == "frames":
+        return float(run.rows[-1]["frames"])
+    _, values = run.series(metric)
+    if values.size == 0:
+        return math.nan
+    return float(values.max() if how == "max" else values[-1])
+
+
+def cell(values: list[float]) -> str:
+    values = [v for v in values if not math.isnan(v)]
+    if not values:
+        return "-"
+    mean = float(np.mean(values))
+    fmt = ",.0f" if abs(mean) >= 1000 else ".1f"
+    return format(mean, fmt) + (f" ± {np.std(values):{fmt}}" if len(values) > 1 else "")
+
+
+def summary_table(path: str | Path) -> str:
+    """The markdown table for the runs under ``path``."""
+    groups = group_runs(find_runs(path))
+    lines = ["| configuration | seeds | " + " | ".join(name for name, _, _ in COLUMNS) + " |",
+             "|---|---|" + "---|" * len(COLUMNS)]
+    for label, runs in groups.items():
+        cells = [cell([value(run, metric, how) for run in runs]) for _, metric, how in COLUMNS]
+        lines.append(f"| {label} | {', '.join(run.seed for run in runs)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="trajrl summary", description=__doc__.splitlines()[0].split(": ", 1)[1])
+    parser.add_argument("path", type=Path, help="a multirun directory (or one run directory)")
+    args = parser.parse_args(argv)
+    try:
+        table = summary_table(args.path)
+    except FileNotFoundError as err:
+        raise SystemExit(f"trajrl summary: {err}") from None
+    (args.path / "summary.md").write_text(table + "\n")
+    print(table)
+
+
+if __name__ == "__main__":
+    main()
