@@ -135,18 +135,21 @@ class MaskTally:
 
 
 class WorkerStats:
-    """Per worker (environment slot): frames stepped, episodes ended and their mean
-    return since the last call, from ``WorkerCounters``."""
+    """Frames the environments stepped (in all, and per second since the last call)
+    and, per worker (environment slot), frames, episodes ended and the mean return
+    of those ended since the last call, from ``WorkerCounters``."""
 
     def __init__(self, counters):
         self.counters = counters
-        self.previous = counters.snapshot()
+        self.previous, self.previous_time = counters.snapshot(), time.monotonic()
 
     def update(self) -> dict[str, float]:
-        now = self.counters.snapshot()
+        now, now_time = self.counters.snapshot(), time.monotonic()
         delta, self.previous = now - self.previous, now
+        dt, self.previous_time = max(now_time - self.previous_time, 1e-9), now_time
         c = type(self.counters)
-        stats = {"collect/frames_stepped": float(now[:, c.FRAMES].sum())}
+        stats = {"collect/frames_stepped": float(now[:, c.FRAMES].sum()),
+                 "collect/frames_per_s": float(delta[:, c.FRAMES].sum()) / dt}
         if now.shape[0] > 1:
             for worker, (row, total) in enumerate(zip(delta, now)):
                 stats[f"collect/worker{worker}/frames"] = float(total[c.FRAMES])

@@ -27,7 +27,7 @@ FIGURES = {
               ("sequence length in training batches", ["sample/length", "batch/length"]),
               ("staleness (policy versions)", ["sample/staleness_mean", "batch/staleness_mean"]),
               ("buffer fill fraction", ["buffer/fill_frac"])],
-    "throughput": [("environment frames/s", ["time/frames_per_s_recent"]),
+    "throughput": [("frames/s: stepped, stored or learnt", ["collect/frames_per_s", "time/frames_per_s_recent"]),
                    ("updates/s", ["train/updates_per_s"]),
                    ("learner time split (fraction)", ["time/sample_frac", "time/update_frac", "time/eval_frac",
                                                       "time/wait_frac", "time/collect_frac"])],
@@ -50,7 +50,7 @@ def plot(path: str | Path, out: str | Path | None = None) -> list[Path]:
                     if frames.size == 0:
                         continue
                     drawn = True
-                    name = label if len(metrics) == 1 else f"{label}: {metric.split('/', 1)[1]}"
+                    name = label if len(metrics) == 1 else f"{label}: {metric}"
                     seeds = f" ({len(runs)} seeds)" if len(runs) > 1 else ""
                     line, = ax.plot(frames, values.mean(0), label=name + seeds, lw=1.8)
                     if len(runs) > 1:
