@@ -137,6 +137,8 @@ def _check_off_policy(cfg: DictConfig, collector: str, storage: str, sampler: st
                           "use storage=lazy_tensor or storage=lazy_memmap")
     _positive(cfg, "storage.capacity")
     _one_of(cfg, "algo.initial_state", ("stored", "zero"))
+    if cfg.algo.name == "r2d2":
+        _one_of(cfg, "algo.eval_network", ("online", "target"))
     if trajs is None and sampler in TRAJECTORY_SAMPLERS:
         raise ConfigError(
             "trajs_per_batch", None,

@@ -65,13 +65,15 @@ def build_r2d2(algo_cfg, env_cfg, obs_dim: int, num_actions: int, seed: int, bur
     a = algo_cfg
     loc, scale = observation_stats(env_cfg, 2_000, seed) if a.normalize_observations else (None, None)
     qnet = RecurrentQNet(obs_dim, num_actions, list(a.encoder_sizes), int(a.hidden_size), a.rnn, loc, scale)
-    greedy, explore, egreedy, core = make_policies(qnet, action_spec(env_cfg), a.eps_start, a.eps_end,
-                                                   int(a.eps_decay_frames))
+    spec = action_spec(env_cfg)
+    greedy, explore, egreedy, core = make_policies(qnet, spec, a.eps_start, a.eps_end, int(a.eps_decay_frames))
     algo = R2D2(qnet, R2D2Settings(
         gamma=a.gamma, n_step=a.n_step, burn_in=burn_in, initial_state=a.initial_state, double_q=a.double_q,
         value_rescaling=a.value_rescaling, lr=a.lr, max_grad_norm=a.max_grad_norm, target_tau=a.target_tau,
         priority_eta=priority_eta,
     ))
+    if a.eval_network == "target":  # the slowly averaged network acts in evaluation
+        greedy = make_policies(algo.target, spec, a.eps_start, a.eps_end, int(a.eps_decay_frames))[0]
     return Agent(algo, greedy, explore, egreedy, core.make_tensordict_primer())
 
 
