@@ -117,3 +117,20 @@ def test_padded_steps_change_no_update():
         torch.testing.assert_close(prio_a, prio_b)
         for a, b in zip(params_a, params_b):
             torch.testing.assert_close(a, b)
+
+
+@pytest.mark.parametrize("network", ["online", "target"])
+def test_evaluation_acts_with_the_network_it_is_asked_for(network):
+    """algo.eval_network: the greedy (evaluation) policy reads the online network's
+    weights, or the target network's, and only those."""
+    from trajrl.config import validate
+    from trajrl.factory.algo import build_agent
+
+    cfg = trajrl.compose(["debug=smoke", f"algo.eval_network={network}"])
+    agent = build_agent(validate(cfg), obs_dim=2, actions=2)
+    chosen, other = (agent.algo.qnet, agent.algo.target) if network == "online" else (agent.algo.target, agent.algo.qnet)
+    evaluated = {id(p) for p in agent.greedy.parameters()}
+    assert evaluated == {id(p) for p in chosen.parameters()}
+    assert not evaluated & {id(p) for p in other.parameters()}
+    # The behaviour policy always acts with the online network.
+    assert {id(p) for p in agent.algo.qnet.parameters()} <= {id(p) for p in agent.explore.parameters()}
