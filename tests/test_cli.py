@@ -1,6 +1,7 @@
 """The real CLI in a subprocess: every collector x sampler smoke run, sweeps, help, refusals."""
 import csv
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -21,6 +22,19 @@ def trajrl(*args, cwd, timeout=120):
                           timeout=timeout, env=env, stdin=subprocess.DEVNULL)
     proc.elapsed = time.monotonic() - start
     return proc
+
+
+def processes_in_group(pgid: int) -> list[int]:
+    """Live processes of process group ``pgid`` (from /proc)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            found.append(int(stat.parent.name))
+    return found
 
 
 def read_metrics(run_dir: Path) -> list[dict]:
@@ -190,3 +204,37 @@ def test_an_environment_that_raises_while_collecting_ends_the_run_with_its_cause
     assert time.monotonic() - start < 60
     assert "boom: the environment failed after 2500 steps" in proc.stderr
     assert proc.stderr.strip().splitlines()[-1].startswith("trajrl: run failed: collection failed")
+
+
+@pytest.mark.parametrize("signum, whole_group", [(signal.SIGINT, True), (signal.SIGTERM, False)])
+def test_sigint_and_sigterm_stop_the_run_cleanly(signum, whole_group, tmp_path):
+    """Ctrl-C (SIGINT to the whole process group, workers included) or SIGTERM to the
+    main process: the run ends within 30 s, says why, exits 128 + signal, keeps its
+    metrics and leaves no process behind."""
+    run_dir = tmp_path / "run"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env.pop("HYDRA_FULL_ERROR", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trajrl", "debug=smoke", "total_frames=1000000", f"hydra.run.dir={run_dir}"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, stdin=subprocess.DEVNULL,
+        start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        deadline = time.monotonic() + 90
+        while not (run_dir / "metrics.csv").exists():  # training is under way
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.2)
+        start = time.monotonic()
+        os.killpg(proc.pid, signum) if whole_group else proc.send_signal(signum)
+        _, err = proc.communicate(timeout=30)
+        assert time.monotonic() - start < 30
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 128 + signum, err[-3000:]
+    name = signal.Signals(signum).name
+    assert err.strip().splitlines()[-1].startswith(f"trajrl: run stopped: interrupted by {name}; collectors shut down")
+    assert read_metrics(run_dir)[-1]["frames"]
+    deadline = time.monotonic() + 10
+    while processes_in_group(proc.pid):
+        assert time.monotonic() < deadline, "processes left behind"
+        time.sleep(0.2)

@@ -16,6 +16,7 @@ from omegaconf import DictConfig
 
 from trajrl.config import CONFIG_DIR, ConfigError
 from trajrl.factory.collector import CollectorFailed
+from trajrl.interrupts import RunInterrupted
 
 log = logging.getLogger("trajrl")
 
@@ -45,9 +46,25 @@ def run(cfg: DictConfig) -> float:
         print(f"trajrl: {kind}: {err}" + ("" if isinstance(err, ConfigError) else
               f" (run directory {run_dir}; HYDRA_FULL_ERROR=1 shows the traceback)"), file=sys.stderr)
         sys.exit(2 if isinstance(err, ConfigError) else 1)
+    except RunInterrupted as stop:
+        if os.environ.get("HYDRA_FULL_ERROR") == "1":
+            raise
+        print(f"trajrl: run stopped: {stop}; collectors shut down; {Path(run_dir) / 'metrics.csv'} holds the rows "
+              f"logged up to {last_logged_frames(Path(run_dir))} frames", file=sys.stderr)
+        sys.exit(128 + stop.signum)
     print(summary(final), flush=True)
     write_plots(Path(run_dir))
     return final.get("eval/return", float("nan"))
+
+
+def last_logged_frames(run_dir: Path) -> str:
+    """Frames of the last metrics row written (what the run leaves behind)."""
+    from trajrl.runs import read_metrics
+
+    try:
+        return f"{int(read_metrics(run_dir / 'metrics.csv')[-1]['frames']):,}"
+    except (OSError, IndexError, KeyError):
+        return "0"
 
 
 def record_command(run_dir: Path, overrides: list[str]) -> None:

@@ -13,6 +13,7 @@ from trajrl.data.audit import LiveAudit
 from trajrl.evaluate import Evaluator
 from trajrl.factory import build
 from trajrl.factory.logger import flat_hparams
+from trajrl.interrupts import interrupts_raise
 from trajrl.loops import EpisodicLoop, EpisodicSettings, OffPolicyLoop, OffPolicySettings
 from trajrl.metrics import MetricsLog
 from trajrl.progress import Progress
@@ -39,7 +40,7 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None, progress: Progress
     run_dir.mkdir(parents=True, exist_ok=True)
     OmegaConf.save(cfg, run_dir / "config.yaml", resolve=True)
     torch.set_num_threads(1)
-    with build(cfg, run_dir) as pipe:
+    with interrupts_raise(), build(cfg, run_dir) as pipe:
         for logger in pipe.loggers:
             logger.log_hparams(flat_hparams(OmegaConf.to_container(cfg, resolve=True)))
         loop_cfg = cfg.loop

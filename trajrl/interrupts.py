@@ -1,0 +1,44 @@
+"""SIGINT (Ctrl-C) and SIGTERM end a run cleanly: the signal becomes an exception in
+the main thread, the loops shut their collectors down on the way out, and the CLI
+reports it in one line."""
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from typing import Iterator
+
+
+class RunInterrupted(BaseException):
+    """The run was asked to stop by a signal (a BaseException, like KeyboardInterrupt,
+    so that no ``except Exception`` on the way out swallows it)."""
+
+    def __init__(self, signum: int):
+        self.signum = signum
+        self.name = signal.Signals(signum).name
+        super().__init__(f"interrupted by {self.name}")
+
+
+@contextlib.contextmanager
+def interrupts_raise() -> Iterator[None]:
+    """Within the block, SIGINT and SIGTERM raise ``RunInterrupted`` (once: a second
+    signal acts as it would without trajrl). A signal ignored by the parent (e.g. a
+    background job's SIGINT) stays ignored. Only the main thread can do this."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    watched = [s for s, handler in previous.items() if handler is not signal.SIG_IGN]
+
+    def handler(signum, frame):
+        for s in watched:
+            signal.signal(s, signal.default_int_handler if s == signal.SIGINT else signal.SIG_DFL)
+        raise RunInterrupted(signum)
+
+    for s in watched:
+        signal.signal(s, handler)
+    try:
+        yield
+    finally:
+        for s in watched:
+            signal.signal(s, previous[s])
