@@ -14,8 +14,9 @@ from trajrl.config import COLLECTORS
 REPO = Path(__file__).resolve().parents[1]
 
 
-def trajrl(*args, cwd, timeout=120):
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+def trajrl(*args, cwd, timeout=120, pythonpath=None):
+    """``python -m trajrl *args`` in ``cwd`` (``pythonpath``: where extra env modules are)."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", **({"PYTHONPATH": str(pythonpath)} if pythonpath else {})}
     env.pop("HYDRA_FULL_ERROR", None)
     start = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "trajrl", *args], cwd=cwd, capture_output=True, text=True,

@@ -5,10 +5,6 @@ of a multirun (real CLI in subprocesses)."""
 import csv
 import glob
 import io
-import os
-import subprocess
-import sys
-import time
 
 import pytest
 
@@ -48,14 +44,11 @@ gym.register("KnownLengths-v0", entry_point=KnownLengths)
 
 
 def run_cli(tmp_path, *args, timeout=180):
+    """The CLI, with the KnownLengths-v0 environment importable (``env.import_module=known_envs``)."""
+    from test_cli import trajrl
+
     (tmp_path / "known_envs.py").write_text(KNOWN_LENGTHS_ENV)
-    env = {**os.environ, "PYTHONPATH": str(tmp_path), "PYTHONUNBUFFERED": "1"}
-    env.pop("HYDRA_FULL_ERROR", None)
-    start = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "trajrl", *args], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=timeout, env=env, stdin=subprocess.DEVNULL)
-    proc.elapsed = time.monotonic() - start
-    return proc
+    return trajrl(*args, cwd=tmp_path, timeout=timeout, pythonpath=tmp_path)
 
 
 def rows_of(run_dir):
