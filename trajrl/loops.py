@@ -51,6 +51,23 @@ def progress_line(frames: int, row: dict[str, float]) -> str:
     return " | ".join(parts)
 
 
+class Checkpoints:
+    """Saves the learner every ``every`` frames (``maybe``) and at the end (``save``)."""
+
+    def __init__(self, save: Callable[[int], object] | None, every: int):
+        self._save, self.every = save, every
+        self.next = every if every > 0 else None
+
+    def maybe(self, frames: int) -> None:
+        if self._save is not None and self.next is not None and frames >= self.next:
+            self.next = (frames // self.every + 1) * self.every
+            self._save(frames)
+
+    def save(self, frames: int) -> None:
+        if self._save is not None:
+            self._save(frames)
+
+
 @dataclass
 class OffPolicySettings:
     total_frames: int          # stop once this many frames are stored
@@ -61,6 +78,7 @@ class OffPolicySettings:
     log_every_frames: int
     stall_timeout_s: float     # no new frame for this long is an error
     max_update_lag: int | None = None  # pause collection when the learner is this far behind (None: never)
+    checkpoint_every_frames: int = 0   # 0: only at the end
 
 
 class OffPolicyLoop:
@@ -72,8 +90,9 @@ class OffPolicyLoop:
     def __init__(self, collector, sequences, algo, behaviour_policy, exploration, evaluate: Callable[[], dict] | None,
                  log: MetricsLog, settings: OffPolicySettings, progress: Progress | None = None,
                  audit: LiveAudit | None = None, counters: WorkerCounters | None = None,
-                 version: PolicyVersion | None = None):
+                 version: PolicyVersion | None = None, checkpoint: Callable[[int], object] | None = None):
         self.collector, self.sequences, self.algo = collector, sequences, algo
+        self.checkpoint = Checkpoints(checkpoint, settings.checkpoint_every_frames)
         self.behaviour_policy, self.exploration, self.evaluate = behaviour_policy, exploration, evaluate
         self.log, self.settings, self.audit, self.version = log, settings, audit, version
         self.progress = progress or Progress(settings.total_frames)
@@ -113,6 +132,7 @@ class OffPolicyLoop:
         last_eval = self._evaluate(collecting=False) if self.evaluate is not None else {}
         final = self._log(self.buffer.write_count, last_eval, closing=True)
         final["eval/best_return"] = self.best_eval if last_eval else float("nan")
+        self.checkpoint.save(self.buffer.write_count)
         return final
 
     def _collect_and_learn(self, watch: CollectorWatch) -> None:
@@ -132,6 +152,7 @@ class OffPolicyLoop:
                 break
             self.progress.status(frames, self.recent_return)
             self._learn(frames)
+            self.checkpoint.maybe(frames)
             if next_eval is not None and frames >= next_eval and self.evaluate is not None:
                 next_eval += s.eval_every_frames
                 last_eval = self._evaluate()
@@ -244,6 +265,7 @@ class EpisodicSettings:
     total_frames: int        # stop once the learner has seen this many frames
     eval_every_frames: int   # 0: only at the end
     log_every_frames: int
+    checkpoint_every_frames: int = 0  # 0: only at the end
 
 
 class EpisodicLoop:
@@ -253,8 +275,10 @@ class EpisodicLoop:
 
     def __init__(self, collector, algo, policy, evaluate: Callable[[], dict] | None, log: MetricsLog,
                  settings: EpisodicSettings, progress: Progress | None = None, audit: LiveAudit | None = None,
-                 counters: WorkerCounters | None = None, version: PolicyVersion | None = None):
+                 counters: WorkerCounters | None = None, version: PolicyVersion | None = None,
+                 checkpoint: Callable[[int], object] | None = None):
         self.collector, self.algo, self.evaluate, self.log = collector, algo, evaluate, log
+        self.checkpoint = Checkpoints(checkpoint, settings.checkpoint_every_frames)
         self.settings, self.audit, self.version = settings, audit, version
         self.progress = progress or Progress(settings.total_frames)
         self.workers = WorkerStats(counters) if counters is not None else None
@@ -293,6 +317,7 @@ class EpisodicLoop:
                 self.timings["update"] += time.monotonic() - t1
                 self.recent_return = stats["episode/return"]
                 self.progress.status(self.frames, self.recent_return)
+                self.checkpoint.maybe(self.frames)
                 if self.frames >= s.total_frames:
                     break
                 if next_eval is not None and self.frames >= next_eval and self.evaluate is not None:
@@ -309,6 +334,7 @@ class EpisodicLoop:
         final_eval = self._evaluate() if self.evaluate is not None else {}
         final = self._log({**stats, **final_eval}, closing=True)
         final["eval/best_return"] = self.best_eval if final_eval else float("nan")
+        self.checkpoint.save(self.frames)
         return final
 
     def _evaluate(self) -> dict[str, float]:

@@ -9,6 +9,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from trajrl.config import validate
+from trajrl.checkpoint import checkpoint_path, save_checkpoint
 from trajrl.data.audit import LiveAudit
 from trajrl.evaluate import Evaluator
 from trajrl.factory import build
@@ -32,7 +33,8 @@ def new_run_dir() -> Path:
 def train(cfg: DictConfig, run_dir: str | Path | None = None, progress: Progress | None = None) -> dict[str, float]:
     """Run the training the CLI would run for ``cfg``; return the final metrics.
 
-    The run directory gets the resolved config (``config.yaml``) and ``metrics.csv``;
+    The run directory gets the resolved config (``config.yaml``), ``metrics.csv`` and
+    ``checkpoints/latest.pt`` (every ``loop.checkpoint_every_frames`` and at the end);
     ``progress`` prints the metrics rows (default: to stdout, a live status line on a terminal).
     """
     cfg = validate(cfg)
@@ -50,14 +52,17 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None, progress: Progress
                                   seed=int(cfg.seed) + 10_000, max_steps=pipe.eval_max_steps)
         audit = LiveAudit(int(cfg.audit_every)) if cfg.audit else None
         progress = progress or Progress(int(cfg.total_frames))
-        watching = dict(progress=progress, audit=audit, counters=pipe.counters, version=pipe.version)
+        watching = dict(progress=progress, audit=audit, counters=pipe.counters, version=pipe.version,
+                        checkpoint=lambda frames: save_checkpoint(checkpoint_path(run_dir), pipe.algo, frames,
+                                                                  cfg.algo.name))
         try:
             if pipe.buffer is None:
                 loop = EpisodicLoop(
                     pipe.collector, pipe.algo, pipe.policy, evaluator, MetricsLog(run_dir, pipe.loggers),
                     EpisodicSettings(total_frames=int(cfg.total_frames),
                                      eval_every_frames=int(loop_cfg.eval_every_frames),
-                                     log_every_frames=int(loop_cfg.log_every_frames)),
+                                     log_every_frames=int(loop_cfg.log_every_frames),
+                                     checkpoint_every_frames=int(loop_cfg.checkpoint_every_frames)),
                     **watching,
                 )
             else:
@@ -72,6 +77,7 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None, progress: Progress
                         log_every_frames=int(loop_cfg.log_every_frames),
                         stall_timeout_s=float(loop_cfg.stall_timeout_s),
                         max_update_lag=loop_cfg.max_update_lag,
+                        checkpoint_every_frames=int(loop_cfg.checkpoint_every_frames),
                     ),
                     **watching,
                 )
@@ -80,6 +86,7 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None, progress: Progress
             if evaluator is not None:
                 evaluator.close()
     final["run_dir"] = str(run_dir)
+    final["checkpoint"] = str(checkpoint_path(run_dir))
     return final
 
 
@@ -101,5 +108,6 @@ def summary(final: dict) -> str:
         f"train return    {fmt('episode/return')} (last episodes)",
         *([f"audit           {int(final['audit/violations'])} violations "
            f"({int(final['audit/batches_checked'])} batches and the buffer checked)"] if "audit/violations" in final else []),
+        f"checkpoint      {final['checkpoint']}",
         f"run directory   {final['run_dir']}",
     ])

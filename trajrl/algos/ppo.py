@@ -206,3 +206,9 @@ class PPO:
     def state_dict(self) -> dict:
         return {"net": self.net.state_dict(), "optimizer": self.optimizer.state_dict(), "updates": self.updates,
                 "frames_seen": self.frames_seen}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Network (in place: the policy built around it follows), optimiser, counters."""
+        self.net.load_state_dict(state["net"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.updates, self.frames_seen = int(state["updates"]), int(state["frames_seen"])

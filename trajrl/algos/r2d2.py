@@ -212,3 +212,10 @@ class R2D2:
     def state_dict(self) -> dict:
         return {"qnet": self.qnet.state_dict(), "target": self.target.state_dict(),
                 "optimizer": self.optimizer.state_dict(), "updates": self.updates}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Networks (in place: the policies built around them follow), optimiser, counter."""
+        self.qnet.load_state_dict(state["qnet"])
+        self.target.load_state_dict(state["target"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.updates = int(state["updates"])

@@ -217,3 +217,15 @@ class RSAC:
                 "actor_optimizer": self.actor_optimizer.state_dict(),
                 "critic_optimizer": self.critic_optimizer.state_dict(),
                 "alpha_optimizer": self.alpha_optimizer.state_dict(), "updates": self.updates}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Networks (in place: the policy built around the actor follows), alpha, optimisers, counter."""
+        self.actor.load_state_dict(state["actor"])
+        self.critics.load_state_dict(state["critics"])
+        self.target_critics.load_state_dict(state["target_critics"])
+        with torch.no_grad():
+            self.log_alpha.copy_(state["log_alpha"])
+        self.actor_optimizer.load_state_dict(state["actor_optimizer"])
+        self.critic_optimizer.load_state_dict(state["critic_optimizer"])
+        self.alpha_optimizer.load_state_dict(state["alpha_optimizer"])
+        self.updates = int(state["updates"])
