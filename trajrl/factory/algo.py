@@ -10,10 +10,9 @@ from torchrl.envs.transforms import TensorDictPrimer
 
 from trajrl.algos.ppo import PPO, ActorCritic, PPOSettings, make_actor
 from trajrl.algos.r2d2 import R2D2, R2D2Settings, RecurrentQNet, make_policies
-from trajrl.data.episodes import VERSION_KEY
 from trajrl.algos.rsac import RSAC, RecurrentActor, RecurrentCritic, RSACSettings, make_policy
+from trajrl.data.episodes import VERSION_KEY
 from trajrl.factory.env import make_env, observation_stats
-
 
 
 class PolicyVersion(nn.Module):
