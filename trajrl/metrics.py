@@ -23,7 +23,6 @@ from torchrl.record.loggers import Logger
 from trajrl.data.episodes import MASK_KEY, TRAJ_KEY, VERSION_KEY, find_episodes
 
 
-
 def length_stats(lengths: torch.Tensor, prefix: str) -> dict[str, float]:
     """Mean, min, max and quartiles of episode lengths."""
     lengths = lengths.float()
