@@ -7,6 +7,7 @@ measured in the same run; it writes a markdown table and a learning-curve PNG.
 
     python scripts/bench_learning.py                       # every preset, seeds 0 1 2
     python scripts/bench_learning.py --presets ppo_cartpole --seeds 0 1
+    python scripts/bench_learning.py --reuse               # train only the runs missing under --out
 
 Runs one training at a time (a 2-core machine has no room for two).
 """
@@ -24,6 +25,7 @@ from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
+import yaml
 
 import trajrl.envs  # noqa: F401  (registers trajrl's environment ids)
 
@@ -58,15 +60,26 @@ def random_policy_return(env_id: str, episodes: int = 20, seed: int = 0) -> floa
     return float(np.mean(returns))
 
 
-def run(preset: str, seed: int, run_dir: Path, extra: list[str]) -> list[dict]:
-    """Train ``preset`` with ``seed`` through the CLI; the rows of its metrics.csv."""
-    command = [sys.executable, "-m", "trajrl", f"experiment={preset}", f"seed={seed}",
-               f"hydra.run.dir={run_dir}", *extra]
+def run(preset: str, seed: int, run_dir: Path, extra: list[str], reuse: bool = False) -> list[dict]:
+    """Train ``preset`` with ``seed`` through the CLI; the rows of its metrics.csv.
+
+    With ``reuse``, a finished run already in ``run_dir`` with the same overrides
+    (its overrides.yaml) is read instead of trained again."""
+    overrides = [f"experiment={preset}", f"seed={seed}", *extra]
+    finished = (run_dir / "checkpoints" / "latest.pt").exists() and (run_dir / "overrides.yaml").exists()
+    if reuse and finished and yaml.safe_load((run_dir / "overrides.yaml").read_text()) == overrides:
+        print(f"  seed {seed}: reused ({run_dir})", flush=True)
+        return read_rows(run_dir)
+    command = [sys.executable, "-m", "trajrl", *overrides, f"hydra.run.dir={run_dir}"]
     start = time.monotonic()
     proc = subprocess.run(command, capture_output=True, text=True, stdin=subprocess.DEVNULL)
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed:\n{proc.stderr[-3000:]}")
     print(f"  seed {seed}: {time.monotonic() - start:.0f} s ({run_dir})", flush=True)
+    return read_rows(run_dir)
+
+
+def read_rows(run_dir: Path) -> list[dict]:
     with open(run_dir / "metrics.csv") as f:
         return [{k: float(v) for k, v in row.items() if v != ""} for row in csv.DictReader(f)]
 
@@ -127,6 +140,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("outputs/bench_learning"), help="where the runs go")
     parser.add_argument("--report", type=Path, default=None,
                         help="where learning.md and learning.png go (default: --out)")
+    parser.add_argument("--reuse", action="store_true",
+                        help="read finished runs already under --out instead of training them again")
     parser.add_argument("overrides", nargs="*", help="extra overrides for every run (e.g. total_frames=30000)")
     args = parser.parse_args()
     report = args.report or args.out
@@ -140,7 +155,7 @@ def main() -> None:
         target = TARGETS[preset]
         print(f"{preset}: threshold {target.threshold:g} within {target.within_frames:,} frames", flush=True)
         baseline = random_policy_return(target.env_id)
-        runs = [evaluations(run(preset, seed, args.out / preset / f"seed_{seed}", args.overrides))
+        runs = [evaluations(run(preset, seed, args.out / preset / f"seed_{seed}", args.overrides, args.reuse))
                 for seed in args.seeds]
         curves[preset] = runs
         reached = [first_reaching(evals, target.threshold) for evals in runs]
