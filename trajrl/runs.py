@@ -76,13 +76,16 @@ def group_runs(runs: list[Run]) -> dict[str, list[Run]]:
 
 def on_common_frames(runs: list[Run], name: str, points: int = 200) -> tuple[np.ndarray, np.ndarray]:
     """Each run's ``name`` interpolated on one frame grid (where all runs have it):
-    ``(frames, values [runs, points])``; empty when a run lacks the metric."""
+    ``(frames, values [runs, points])``; empty when a run lacks the metric or the
+    runs share no range of frames."""
     series = [run.series(name) for run in runs]
     if any(f.size == 0 for f, _ in series):
         return np.zeros(0), np.zeros((len(runs), 0))
-    lo, hi = max(f[0] for f, _ in series), min(f[-1] for f, _ in series)
-    if len(series) == 1 or hi <= lo:
+    if len(series) == 1:
         frames, values = series[0]
         return frames, values[None, :]
+    lo, hi = max(f[0] for f, _ in series), min(f[-1] for f, _ in series)
+    if hi <= lo:  # no frames where every run has the metric: nothing to average
+        return np.zeros(0), np.zeros((len(runs), 0))
     grid = np.linspace(lo, hi, points)
     return grid, np.stack([np.interp(grid, f, v) for f, v in series])
