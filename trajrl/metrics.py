@@ -163,7 +163,7 @@ class WorkerStats:
         now = self.counters.snapshot()
         c = type(self.counters)
         return {"buffer/frames_in_flight_dropped": float(now[:, c.FRAMES].sum()) - frames_stored,
-                "buffer/episodes_in_flight_dropped": float(now[:, c.BEGUN].sum()) - episodes_stored}
+                "buffer/episodes_in_flight_dropped": float((now[:, c.ENDED] + now[:, c.UNDER_WAY]).sum()) - episodes_stored}
 
 
 class Rates:

@@ -43,8 +43,8 @@ def check_env_id(env_id: str, module: str | None) -> None:
 
 class WorkerCounters:
     """What the collector's environments did, wherever they run: per environment
-    (slot), frames stepped, episodes begun (first step taken) and ended, and the
-    summed return of the ended ones.
+    (slot), frames stepped, episodes ended, the summed return of the ended ones,
+    and whether an episode is under way (begun = ended + under way).
 
     Each environment writes its own running totals into its row of one
     memory-mapped tensor (writes, not increments, so processes never race).
@@ -54,7 +54,7 @@ class WorkerCounters:
     the difference is what was still in flight.
     """
 
-    FRAMES, BEGUN, ENDED, RETURN_SUM = range(4)
+    FRAMES, ENDED, RETURN_SUM, UNDER_WAY = range(4)
 
     def __init__(self, slots: int):
         self._dir = tempfile.TemporaryDirectory(prefix="trajrl-counters-")
@@ -73,22 +73,29 @@ class WorkerCounters:
 
 
 class CountSteps(Transform):
-    """Writes this environment's running totals into ``counts[slot]`` (see ``WorkerCounters``)."""
+    """Writes this environment's running totals into ``counts[slot]`` (see
+    ``WorkerCounters``): the frame count at every step, the rest only where an
+    episode begins or ends (this runs on every environment step)."""
 
     def __init__(self, counts: torch.Tensor, slot: int):
         super().__init__()
         self.counts, self.slot = counts, slot
-        self.totals = [0.0, 0.0, 0.0, 0.0]
+        self.frames, self.ended, self.return_sum, self.steps_in_episode = 0, 0, 0.0, 0
 
     def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
-        totals = self.totals
-        totals[WorkerCounters.FRAMES] += max(1, next_tensordict.numel())
-        totals[WorkerCounters.BEGUN] += float((next_tensordict.get("step_count") == 1).sum())
+        row = self.counts[self.slot]
+        self.frames += max(1, next_tensordict.numel())
+        row[WorkerCounters.FRAMES] = self.frames
+        self.steps_in_episode += 1
         done = next_tensordict.get("done")
         if done.any():
-            totals[WorkerCounters.ENDED] += float(done.sum())
-            totals[WorkerCounters.RETURN_SUM] += float(next_tensordict.get("episode_reward")[done].sum())
-        self.counts[self.slot] = torch.tensor(totals, dtype=torch.float64)
+            self.ended += int(done.sum())
+            self.return_sum += float(next_tensordict.get("episode_reward")[done].sum())
+            self.steps_in_episode = 0
+            row[WorkerCounters.ENDED], row[WorkerCounters.RETURN_SUM] = self.ended, self.return_sum
+            row[WorkerCounters.UNDER_WAY] = 0
+        elif self.steps_in_episode == 1:
+            row[WorkerCounters.UNDER_WAY] = 1
         return next_tensordict
 
 
