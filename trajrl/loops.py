@@ -123,9 +123,10 @@ class OffPolicyLoop:
             with contextlib.suppress(Exception):
                 self.collector.async_shutdown()
             raise
+        finally:
+            self.progress.close()  # the terminal's status line, before any message
         watch.close()
         self.collector.async_shutdown()
-        self.progress.close()
 
         if self.audit is not None:
             self.audit.check_buffer(self.buffer)

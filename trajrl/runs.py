@@ -3,7 +3,6 @@ by configuration (a multirun's jobs that differ only in ``seed`` are one group).
 from __future__ import annotations
 
 import csv
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,10 +33,6 @@ class Run:
             return np.zeros(0), np.zeros(0)
         frames, values = zip(*points)
         return np.asarray(frames, dtype=float), np.asarray(values, dtype=float)
-
-    def last(self, name: str) -> float:
-        _, values = self.series(name)
-        return float(values[-1]) if values.size else math.nan
 
 
 def read_metrics(path: Path) -> list[dict[str, float]]:
