@@ -28,12 +28,12 @@ def test_a_run_leaves_a_checkpoint_that_restores_its_agent(overrides, tmp_path):
     # A new agent (same config, not restored) differs: the comparison above can fail.
     from trajrl.config import validate
     from trajrl.factory.algo import build_agent
-    from trajrl.factory.env import env_spaces
+    from trajrl.envs import env_spaces
 
     cfg = validate(cfg)
-    obs_dim, actions, _ = env_spaces(cfg.env, cfg.algo.name)
+    spaces = env_spaces(cfg.env, cfg.algo.name)
     torch.manual_seed(123)
-    new = weights(build_agent(cfg, obs_dim, actions).algo)
+    new = weights(build_agent(cfg, spaces.observations, spaces.actions).algo)
     assert any(not torch.equal(new[k], wanted[k]) for k in wanted)
 
 

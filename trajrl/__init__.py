@@ -7,10 +7,26 @@ Python API::
         pipe.collector, pipe.buffer, pipe.policy, pipe.algo
     final = trajrl.train(cfg)            # what the CLI runs; returns the final metrics
     agent = trajrl.load_agent(final["run_dir"])  # the trained agent, from the run's checkpoint
-"""
-from trajrl.checkpoint import CheckpointError, load_agent
-from trajrl.config import ConfigError, compose
-from trajrl.factory import Pipeline, build
-from trajrl.train import train
 
-__all__ = ["CheckpointError", "ConfigError", "Pipeline", "build", "compose", "load_agent", "train"]
+Names are imported on first use, so that checking a configuration (``trajrl.config``)
+does not load torch.
+"""
+from __future__ import annotations
+
+import importlib
+
+_HOME = {
+    "CheckpointError": "trajrl.checkpoint", "load_agent": "trajrl.checkpoint",
+    "ConfigError": "trajrl.config", "compose": "trajrl.config",
+    "Pipeline": "trajrl.factory", "build": "trajrl.factory",
+    "train": "trajrl.training",
+}
+__all__ = sorted(_HOME)
+
+
+def __getattr__(name: str):
+    if name not in _HOME:
+        raise AttributeError(f"module 'trajrl' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_HOME[name]), name)
+    globals()[name] = value
+    return value

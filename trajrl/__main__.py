@@ -7,18 +7,24 @@ from __future__ import annotations
 import logging
 import os
 import shlex
+import shutil
 import sys
 from pathlib import Path
 
 import hydra
+import yaml
 from hydra.core.hydra_config import HydraConfig
+from hydra.errors import HydraException
 from omegaconf import DictConfig
 
-from trajrl.config import CONFIG_DIR, ConfigError
-from trajrl.factory.collector import CollectorFailed
+from trajrl.config import CONFIG_DIR, ConfigError, validate
 from trajrl.interrupts import RunInterrupted
 
 log = logging.getLogger("trajrl")
+#: HYDRA_FULL_ERROR=1 as the user set it: errors show their traceback instead of one line.
+SHOW_TRACEBACK = os.environ.get("HYDRA_FULL_ERROR") == "1"
+#: The arguments as typed (``resume=`` adds the resumed run's own before Hydra sees them).
+TYPED_ARGS: list[str] = sys.argv[1:]
 
 
 def quiet_torchrl() -> None:
@@ -32,22 +38,34 @@ def quiet_torchrl() -> None:
 @hydra.main(config_path=str(CONFIG_DIR), config_name="config", version_base="1.3")
 def run(cfg: DictConfig) -> float:
     """Train with the composed config; return the final evaluation return (for sweepers)."""
-    from trajrl.train import summary, train
-
     hydra_cfg = HydraConfig.get()
-    run_dir = hydra_cfg.runtime.output_dir
-    record_command(Path(run_dir), list(hydra_cfg.overrides.task))
+    run_dir = Path(hydra_cfg.runtime.output_dir)
+    try:  # before torch is even imported: a refusal takes a second and leaves nothing behind
+        validate(cfg)
+    except ConfigError as err:
+        if cfg.get("resume") is None:
+            discard_run_dir(run_dir)
+        if SHOW_TRACEBACK:
+            raise
+        print(f"trajrl: configuration error: {err}", file=sys.stderr)
+        sys.exit(2)
+
+    from trajrl.checkpoint import CheckpointError
+    from trajrl.factory.collector import CollectorFailed
+    from trajrl.training import summary, train
+
+    record_command(run_dir, list(hydra_cfg.overrides.task))
     try:
         final = train(cfg, run_dir=run_dir)
-    except (ConfigError, CollectorFailed) as err:
-        if os.environ.get("HYDRA_FULL_ERROR") == "1":
+    except (ConfigError, CheckpointError, CollectorFailed) as err:
+        if SHOW_TRACEBACK:
             raise
-        kind = "configuration error" if isinstance(err, ConfigError) else "run failed"
-        print(f"trajrl: {kind}: {err}" + ("" if isinstance(err, ConfigError) else
-              f" (run directory {run_dir}; HYDRA_FULL_ERROR=1 shows the traceback)"), file=sys.stderr)
-        sys.exit(2 if isinstance(err, ConfigError) else 1)
+        kind = {ConfigError: "configuration error", CheckpointError: "cannot resume"}.get(type(err), "run failed")
+        print(f"trajrl: {kind}: {err} (run directory {run_dir}; HYDRA_FULL_ERROR=1 shows the traceback)",
+              file=sys.stderr)
+        sys.exit(2 if isinstance(err, (ConfigError, CheckpointError)) else 1)
     except RunInterrupted as stop:
-        if os.environ.get("HYDRA_FULL_ERROR") == "1":
+        if SHOW_TRACEBACK:
             raise
         print(f"trajrl: run stopped: {stop}; collectors shut down; {Path(run_dir) / 'metrics.csv'} holds the rows "
               f"logged up to {last_logged_frames(Path(run_dir))} frames", file=sys.stderr)
@@ -67,16 +85,59 @@ def last_logged_frames(run_dir: Path) -> str:
         return "0"
 
 
+def discard_run_dir(run_dir: Path) -> None:
+    """Remove what Hydra wrote for a run that was refused before it began (its
+    ``.hydra/`` and log), and the date directory if that leaves it empty. A directory
+    holding anything else is left alone."""
+    hydra_files = {".hydra", f"{HydraConfig.get().job.name}.log"}
+    if not run_dir.is_dir() or any(p.name not in hydra_files for p in run_dir.iterdir()):
+        return
+    shutil.rmtree(run_dir, ignore_errors=True)
+    for parent in (run_dir.parent, run_dir.parent.parent):
+        try:
+            parent.rmdir()  # only if empty
+        except OSError:
+            break
+
+
+def key_of(override: str) -> str:
+    """The setting an override sets (``+a.b=1`` -> ``a.b``)."""
+    return override.split("=", 1)[0].lstrip("+~")
+
+
 def record_command(run_dir: Path, overrides: list[str]) -> None:
     """This run's overrides and the command that reruns it, beside its config (in a
-    multirun, each job's own command, and the sweep's command that launched it)."""
-    import yaml
-
+    multirun, each job's own command, and the sweep's command that launched it).
+    A resumed run keeps its files and gets a line saying how it was resumed."""
+    launched = shlex.join(["python", "-m", "trajrl", *TYPED_ARGS])
     run_dir.mkdir(parents=True, exist_ok=True)
+    if any(key_of(o) == "resume" for o in overrides) and (run_dir / "command.txt").exists():
+        with open(run_dir / "command.txt", "a") as out:
+            out.write(f"# resumed by: {launched}\n")
+        return
     (run_dir / "overrides.yaml").write_text(yaml.safe_dump(overrides, default_flow_style=False))
     command = shlex.join(["python", "-m", "trajrl", *overrides])
-    launched = shlex.join(["python", "-m", "trajrl", *sys.argv[1:]])
     (run_dir / "command.txt").write_text(command + "\n" + (f"# launched by: {launched}\n" if launched != command else ""))
+
+
+def resume_arguments(argv: list[str]) -> list[str]:
+    """``resume=<run dir>``: the run's own overrides (its ``overrides.yaml``) come
+    first, so its config is composed again, then the ones given now (which win),
+    and Hydra's run directory is the resumed one. Other arguments pass unchanged."""
+    given = [a for a in argv if key_of(a) == "resume" and "=" in a]
+    if not given:
+        return argv
+    run_dir = Path(given[-1].split("=", 1)[1])
+    if "-m" in argv or "--multirun" in argv:
+        print(f"trajrl: configuration error: resume={run_dir}: a resumed run cannot be swept; "
+              "resume one run at a time, without --multirun", file=sys.stderr)
+        sys.exit(2)
+    try:
+        original = yaml.safe_load((run_dir / "overrides.yaml").read_text()) or []
+    except OSError:
+        return argv  # the config check says what is missing
+    now = {key_of(a) for a in argv}
+    return [o for o in original if key_of(o) not in now] + argv + [f"hydra.run.dir={run_dir}"]
 
 
 def write_plots(run_dir: Path) -> None:
@@ -100,7 +161,26 @@ def main() -> None:
         importlib.import_module(SUBCOMMANDS[sys.argv[1]]).main(sys.argv[2:])
         return
     quiet_torchrl()
-    run()
+    global TYPED_ARGS
+    TYPED_ARGS = sys.argv[1:]
+    sys.argv[1:] = resume_arguments(sys.argv[1:])
+    os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra raises what it cannot compose; it is reported here in one go
+    try:
+        run()
+    except (HydraException, yaml.YAMLError) as err:
+        if SHOW_TRACEBACK:
+            raise
+        print(f"trajrl: configuration error: {composition_error(err)}", file=sys.stderr)
+        sys.exit(2)
+
+
+def composition_error(err: Exception) -> str:
+    """Hydra's or YAML's message without the config search path (the options it lists stay)."""
+    text = str(err).split("\nConfig search path:")[0].strip()
+    cause = err.__cause__
+    if cause is not None and str(cause) not in text:
+        text += f" ({str(cause).splitlines()[0]})"
+    return text
 
 
 if __name__ == "__main__":

@@ -1,4 +1,7 @@
-"""Checkpoints of the learner in the run directory (``checkpoints/latest.pt``).
+"""Checkpoints of a run in its directory (``checkpoints/latest.pt``): the learner
+(networks, target networks, optimisers, counters), the behaviour policy's epsilon
+and weight version, the loop's counters, the RNG state and the replay buffer with
+its sampler state, everything ``resume=<run dir>`` needs to continue.
 
 Written atomically (to a temporary file, then renamed), so a run stopped at any
 moment leaves the previous checkpoint whole. Read with ``weights_only=True``:
@@ -7,12 +10,14 @@ refused with a clear error.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
+from typing import Any
 
 import torch
 
-FORMAT = "trajrl-checkpoint/1"
+FORMAT = "trajrl-checkpoint/2"
 
 
 class CheckpointError(ValueError):
@@ -23,15 +28,77 @@ def checkpoint_path(run_dir: str | Path) -> Path:
     return Path(run_dir) / "checkpoints" / "latest.pt"
 
 
-def save_checkpoint(path: str | Path, algo, frames: int, algo_name: str) -> Path:
-    """The learner's state (networks, target networks, optimisers, counters) at ``frames``."""
+def save_checkpoint(path: str | Path, state: dict[str, Any]) -> Path:
+    """``state`` (tensors, numbers, strings and containers of them), tagged with the format."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    payload = {"format": FORMAT, "algo_name": algo_name, "frames": int(frames), "algo": algo.state_dict()}
     tmp = path.with_name(path.name + ".tmp")
-    torch.save(payload, tmp)
+    torch.save({"format": FORMAT, **state}, tmp)
     os.replace(tmp, path)
     return path
+
+
+class Checkpointer:
+    """Saves what a run needs to continue: ``save(frames, loop_state)``.
+
+    The replay buffer is saved under its own locks, so a collector thread writing
+    into it waits meanwhile (worker processes are paused by the loop)."""
+
+    def __init__(self, run_dir: str | Path, algo_name: str, algo, policy_state: dict, buffer=None):
+        self.path, self.algo_name, self.algo = checkpoint_path(run_dir), algo_name, algo
+        self.policy_state, self.buffer = policy_state, buffer
+
+    def __call__(self, frames: int, loop_state: dict[str, float]) -> Path:
+        state = {"algo_name": self.algo_name, "frames": int(frames), "algo": self.algo.state_dict(),
+                 "policy": {name: module.state_dict() for name, module in self.policy_state.items()},
+                 "loop": dict(loop_state), "rng": torch.get_rng_state()}
+        if self.buffer is None:
+            return save_checkpoint(self.path, state)
+        with buffer_locked(self.buffer):
+            return save_checkpoint(self.path, {**state, "buffer": self.buffer.state_dict()})
+
+
+@contextlib.contextmanager
+def buffer_locked(buffer):
+    """No write into ``buffer`` from this process meanwhile (TorchRL's own locks of ``extend``)."""
+    locks = [getattr(buffer, name, None) for name in ("_replay_lock", "_write_lock")]
+    with contextlib.ExitStack() as stack:
+        for lock in locks:
+            if lock is not None:
+                stack.enter_context(lock)
+        yield
+
+
+def restore(payload: dict, algo, policy_state: dict, buffer=None) -> dict[str, float]:
+    """Put a checkpoint back into freshly built objects (before any collector starts);
+    returns the loop's counters."""
+    algo.load_state_dict(payload["algo"])
+    for name, module in policy_state.items():
+        module.load_state_dict(payload["policy"][name])
+    if buffer is not None:
+        if "buffer" not in payload:
+            raise CheckpointError("the checkpoint holds no replay buffer; it cannot resume an off-policy run")
+        buffer.load_state_dict(renumber_episodes(payload["buffer"]))
+    torch.set_rng_state(payload["rng"])
+    return {"frames": payload["frames"], **payload["loop"]}
+
+
+def renumber_episodes(buffer_state: dict) -> dict:
+    """The stored episodes' ids made negative (order kept, still distinct): the
+    resumed run's collectors number their episodes from 0 again, and no new id may
+    equal a stored one. The sampler's record of the ids it has seen moves with them."""
+    storage = buffer_state["_storage"]
+    ids = storage["_storage"].get("collector.traj_ids")
+    size = int(storage.get("_len", 0))
+    if ids is None or size == 0:
+        return buffer_state
+    ids = ids.reshape(-1)
+    shift = int(ids[:size].max()) + 2  # below -1, which samplers use for "no episode"
+    ids[:size] -= shift
+    seen = buffer_state.get("_sampler", {}).get("ids_seen")
+    if seen is not None:
+        seen[seen >= 0] -= shift
+    return buffer_state
 
 
 def load_checkpoint(path: str | Path, algo_name: str | None = None) -> dict:
@@ -62,15 +129,14 @@ def load_agent(run_dir: str | Path):
 
     from trajrl.config import validate
     from trajrl.factory.algo import build_agent
-    from trajrl.factory.env import check_env_id, env_spaces
+    from trajrl.envs import env_spaces
 
     run_dir = Path(run_dir)
     if not (run_dir / "config.yaml").exists():
         raise CheckpointError(f"{run_dir} has no config.yaml: not a trajrl run directory")
     cfg = validate(OmegaConf.load(run_dir / "config.yaml"))
     payload = load_checkpoint(run_dir, algo_name=cfg.algo.name)
-    check_env_id(cfg.env.id, cfg.env.import_module)
-    obs_dim, actions, _ = env_spaces(cfg.env, cfg.algo.name)
-    agent = build_agent(cfg, obs_dim, actions)
-    agent.algo.load_state_dict(payload["algo"])
+    spaces = env_spaces(cfg.env, cfg.algo.name)
+    agent = build_agent(cfg, spaces.observations, spaces.actions)
+    restore(payload, agent.algo, agent.policy_state())
     return agent

@@ -59,8 +59,14 @@ def _positive(cfg: DictConfig, key: str, minimum: float = 1) -> Any:
 def validate(cfg: DictConfig) -> DictConfig:
     """Check every setting and the ones that depend on each other; raise ConfigError.
 
-    Returns the same config with ``storage.ndim`` resolved from ``auto``.
+    Returns the config converted to the schema's types (``trajrl.schema``), with
+    ``storage.ndim`` resolved from ``auto``. Makes one instance of the environment
+    (gymnasium only) to check its id, spaces and episode step limit.
     """
+    from trajrl.envs import env_spaces
+    from trajrl.schema import typed
+
+    cfg = typed(cfg)
     collector = _one_of(cfg, "collector.kind", COLLECTORS)
     sampler = _one_of(cfg, "sampler.kind", SAMPLERS)
     storage = _one_of(cfg, "storage.kind", STORAGES)
@@ -91,6 +97,9 @@ def validate(cfg: DictConfig) -> DictConfig:
         _check_off_policy(cfg, collector, storage, sampler, trajs)
 
     _positive(cfg, "loop.log_every_frames")
+    for key in ("seed", "loop.eval_every_frames", "loop.eval_episodes", "loop.checkpoint_every_frames"):
+        _positive(cfg, key, minimum=0)
+    _positive(cfg, "loop.stall_timeout_s", minimum=1)
     if not isinstance(cfg.audit, bool):
         raise ConfigError("audit", cfg.audit, "use audit=true or audit=false")
     _positive(cfg, "audit_every")
@@ -100,6 +109,10 @@ def validate(cfg: DictConfig) -> DictConfig:
     _one_of(cfg, "logger.wandb_mode", ("offline", "online"))
     if cfg.device != "cpu":
         raise ConfigError("device", cfg.device, "only device=cpu is supported so far (learner and collectors run on the CPU)")
+
+    _check_against_env(cfg, env_spaces(cfg.env, algo))
+    if cfg.resume is not None:
+        _check_resume(cfg.resume)
 
     cfg = cfg.copy()
     if storage != "none":
@@ -185,3 +198,27 @@ def _check_off_policy(cfg: DictConfig, collector: str, storage: str, sampler: st
             "loop.warmup_frames", loop.warmup_frames,
             f"must be below total_frames={cfg.total_frames}, or no update ever runs",
         )
+
+
+def _check_against_env(cfg: DictConfig, spaces) -> None:
+    """Settings that only make sense for episodes of at most ``spaces.step_limit`` steps."""
+    limit = spaces.step_limit
+    if cfg.storage.kind != "none" and cfg.storage.capacity < limit:
+        raise ConfigError(
+            "storage.capacity", cfg.storage.capacity,
+            f"cannot hold one whole episode of {cfg.env.id} (up to {limit} steps); use storage.capacity>={limit}",
+        )
+    if cfg.algo.name != "ppo" and "slice_len" in cfg.sampler and cfg.sampler.slice_len > limit:
+        raise ConfigError(
+            "sampler.slice_len", cfg.sampler.slice_len,
+            f"is longer than any episode of {cfg.env.id} (at most {limit} steps), so every slice would be "
+            f"padding past its end; use sampler.slice_len<={limit}",
+        )
+
+
+def _check_resume(resume: str) -> None:
+    run_dir = Path(resume)
+    missing = [name for name in ("config.yaml", "checkpoints/latest.pt") if not (run_dir / name).exists()]
+    if missing:
+        raise ConfigError("resume", resume, f"has no {' and no '.join(missing)}; use resume=<the directory of a "
+                          "run that saved a checkpoint> (outputs/<date>/<time>)")

@@ -1,8 +1,16 @@
-"""Partially observable environments trajrl registers with gymnasium."""
+"""The environments: partially observable ones trajrl registers with gymnasium, and
+the checks of an environment setting (gymnasium only: no torch is loaded)."""
 from __future__ import annotations
+
+import difflib
+import importlib
+from dataclasses import dataclass
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
+
+from trajrl.config import ConfigError
 
 
 class HideObservation(gym.ObservationWrapper):
@@ -39,3 +47,62 @@ def register() -> None:
 
 
 register()
+
+
+def import_env_module(module: str | None) -> None:
+    """Import the user's module that registers third-party ids (``env.import_module``)."""
+    if module:
+        try:
+            importlib.import_module(module)
+        except ImportError as err:
+            raise ConfigError("env.import_module", module, f"cannot be imported ({err}); install it or fix the name") from None
+
+
+def check_env_id(env_id: str, module: str | None) -> None:
+    """Refuse an id gymnasium does not know, listing close ones."""
+    import_env_module(module)
+    if env_id not in gym.registry:
+        close = difflib.get_close_matches(env_id, list(gym.registry), n=5, cutoff=0.5)
+        hint = f"did you mean {', '.join(close)}?" if close else "no close match"
+        raise ConfigError(
+            "env.id", env_id,
+            f"is not a registered gymnasium id ({hint}); for a third-party package set env.import_module=<package>",
+        )
+
+
+#: What each algorithm acts with.
+ACTIONS = {"r2d2": "discrete", "ppo": "discrete", "rsac": "continuous"}
+
+
+@dataclass(frozen=True)
+class EnvSpaces:
+    observations: int   # size of the flat observation
+    actions: int        # number of discrete actions, or size of the continuous action
+    step_limit: int     # most steps an episode can last (gymnasium's TimeLimit; 1000 when it has none)
+
+
+def env_spaces(env_cfg: Any, algo: str | None = None) -> EnvSpaces:
+    """The sizes and step limit of ``env_cfg``'s environment, from one made instance;
+    refuses an unknown id, an observation that is not a flat Box, and actions
+    ``algo`` cannot take."""
+    check_env_id(env_cfg.id, env_cfg.get("import_module"))
+    try:
+        env = gym.make(env_cfg.id, **dict(env_cfg.kwargs or {}))
+    except TypeError as err:  # an unknown keyword of the environment
+        raise ConfigError("env.kwargs", dict(env_cfg.kwargs or {}), f"{env_cfg.id} refuses them: {str(err).split(' was raised')[0]}") from None
+    try:
+        obs_space, act_space = env.observation_space, env.action_space
+        discrete = isinstance(act_space, gym.spaces.Discrete)
+        continuous = isinstance(act_space, gym.spaces.Box) and len(act_space.shape) == 1
+        needs = ACTIONS.get(algo)
+        if (needs == "discrete" and not discrete) or (needs == "continuous" and not continuous):
+            other = "algo=rsac" if needs == "discrete" else "algo=r2d2 or algo=ppo"
+            raise ConfigError("env.id", env_cfg.id,
+                              f"algo={algo} needs {needs} actions; this one has {act_space} (try {other})")
+        if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
+            raise ConfigError("env.id", env_cfg.id, f"needs a flat Box observation; this one has {obs_space}")
+        limit = env.spec.max_episode_steps if env.spec and env.spec.max_episode_steps else 1000
+        size = int(act_space.n) if discrete else int(act_space.shape[0])
+        return EnvSpaces(int(obs_space.shape[0]), size, int(limit))
+    finally:
+        env.close()

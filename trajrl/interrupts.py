@@ -1,6 +1,10 @@
 """SIGINT (Ctrl-C) and SIGTERM end a run cleanly: the signal becomes an exception in
-the main thread, the loops shut their collectors down on the way out, and the CLI
-reports it in one line."""
+the main thread, the loops shut their collectors down and save a checkpoint on the
+way out, and the CLI reports it in one line.
+
+A signal that arrives inside ``critical()`` (a gradient update and its weight push,
+a checkpoint being written) is raised when the block ends, so the learner that is
+saved is never half-updated."""
 from __future__ import annotations
 
 import contextlib
@@ -19,6 +23,24 @@ class RunInterrupted(BaseException):
         super().__init__(f"interrupted by {self.name}")
 
 
+class _State:
+    deferring = 0            # depth of critical() blocks the main thread is in
+    pending: int | None = None  # a signal received meanwhile
+
+
+@contextlib.contextmanager
+def critical() -> Iterator[None]:
+    """A block no signal interrupts: one received inside is raised at its end."""
+    _State.deferring += 1
+    try:
+        yield
+    finally:
+        _State.deferring -= 1
+    if _State.deferring == 0 and _State.pending is not None:
+        signum, _State.pending = _State.pending, None
+        raise RunInterrupted(signum)
+
+
 @contextlib.contextmanager
 def interrupts_raise() -> Iterator[None]:
     """Within the block, SIGINT and SIGTERM raise ``RunInterrupted`` (once: a second
@@ -33,6 +55,9 @@ def interrupts_raise() -> Iterator[None]:
     def handler(signum, frame):
         for s in watched:
             signal.signal(s, signal.default_int_handler if s == signal.SIGINT else signal.SIG_DFL)
+        if _State.deferring:
+            _State.pending = signum
+            return
         raise RunInterrupted(signum)
 
     for s in watched:
@@ -40,5 +65,6 @@ def interrupts_raise() -> Iterator[None]:
     try:
         yield
     finally:
+        _State.pending = None
         for s in watched:
             signal.signal(s, previous[s])

@@ -14,6 +14,7 @@ from trajrl.data.episodes import MASK_KEY, as_sequences
 from trajrl.factory.algo import PolicyVersion
 from trajrl.factory.collector import CollectorFailed, CollectorWatch, close_collector
 from trajrl.factory.env import WorkerCounters
+from trajrl.interrupts import RunInterrupted, critical
 from trajrl.metrics import (
     MaskTally,
     MetricsLog,
@@ -51,21 +52,33 @@ def progress_line(frames: int, row: dict[str, float]) -> str:
     return " | ".join(parts)
 
 
+def next_multiple(frames: int, every: int) -> int | None:
+    """The first multiple of ``every`` above ``frames`` (None: ``every`` is 0, never)."""
+    return (frames // every + 1) * every if every > 0 else None
+
+
+#: Saves a checkpoint: ``save(frames, loop_state)`` (``trajrl.checkpoint.Checkpointer``).
+SaveCheckpoint = Callable[[int, dict], object]
+
+
 class Checkpoints:
-    """Saves the learner every ``every`` frames (``maybe``) and at the end (``save``)."""
+    """Saves the run every ``every`` frames (``due``, then ``save``), at the end and
+    when it is interrupted; a signal waits until the checkpoint is written."""
 
-    def __init__(self, save: Callable[[int], object] | None, every: int):
+    def __init__(self, save: SaveCheckpoint | None, every: int, start_frames: int = 0):
         self._save, self.every = save, every
-        self.next = every if every > 0 else None
+        self.next = next_multiple(start_frames, every)
 
-    def maybe(self, frames: int) -> None:
-        if self._save is not None and self.next is not None and frames >= self.next:
-            self.next = (frames // self.every + 1) * self.every
-            self._save(frames)
+    def due(self, frames: int) -> bool:
+        return self._save is not None and self.next is not None and frames >= self.next
 
-    def save(self, frames: int) -> None:
-        if self._save is not None:
-            self._save(frames)
+    def save(self, frames: int, loop_state: dict) -> None:
+        if self._save is None:
+            return
+        if self.next is not None and frames >= self.next:
+            self.next = next_multiple(frames, self.every)
+        with critical():
+            self._save(frames, loop_state)
 
 
 @dataclass
@@ -90,17 +103,22 @@ class OffPolicyLoop:
     def __init__(self, collector, sequences, algo, behaviour_policy, exploration, evaluate: Callable[[], dict] | None,
                  log: MetricsLog, settings: OffPolicySettings, progress: Progress | None = None,
                  audit: LiveAudit | None = None, counters: WorkerCounters | None = None,
-                 version: PolicyVersion | None = None, checkpoint: Callable[[int], object] | None = None):
+                 version: PolicyVersion | None = None, checkpoint: SaveCheckpoint | None = None,
+                 start: dict | None = None):
         self.collector, self.sequences, self.algo = collector, sequences, algo
-        self.checkpoint = Checkpoints(checkpoint, settings.checkpoint_every_frames)
+        self.buffer = sequences.buffer
+        # Where a resumed run left off (``trajrl.checkpoint.restore``): the buffer holds its frames.
+        self.start_state = start or {}
+        self.start_frames = self.buffer.write_count
+        self.checkpoint = Checkpoints(checkpoint, settings.checkpoint_every_frames, self.start_frames)
         self.behaviour_policy, self.exploration, self.evaluate = behaviour_policy, exploration, evaluate
         self.log, self.settings, self.audit, self.version = log, settings, audit, version
         self.progress = progress or Progress(settings.total_frames)
-        self.workers = WorkerStats(counters) if counters is not None else None
-        self.buffer = sequences.buffer
         self.episodes = StoredEpisodeStats(self.buffer)
+        self.workers = (WorkerStats(counters, self.start_frames, self.episodes.episodes)
+                        if counters is not None else None)
         self.samples = MaskTally("sample")
-        self.rates = Rates()
+        self.rates = Rates(self.start_frames, int(self.start_state.get("updates", 0)))
         self.recent_return: float | None = None
         # The live parameters and buffers (epsilon included) of the behaviour policy.
         self.weights = TensorDict.from_module(behaviour_policy)
@@ -109,19 +127,22 @@ class OffPolicyLoop:
 
     def run(self) -> dict[str, float]:
         """Train until ``total_frames`` are stored; return the final metrics."""
-        self.start, self.updates, self.train_stats = time.monotonic(), 0, {}
+        self.start, self.train_stats = time.monotonic(), {}
+        self.updates = int(self.start_state.get("updates", 0))
         self.timings = {"sample": 0.0, "update": 0.0, "eval": 0.0, "paused": 0.0}
-        self.best_eval = float("-inf")
+        self.best_eval = float(self.start_state.get("best_eval", float("-inf")))
         self.last_write = time.monotonic()
         watch = CollectorWatch(self.collector)
         self.collector.start()
         try:
             self._collect_and_learn(watch)
-        except BaseException:
+        except BaseException as stop:
             # Shut down, but let the error that stopped the run be the one reported.
             watch.close()
             with contextlib.suppress(Exception):
                 self.collector.async_shutdown()
+            if isinstance(stop, RunInterrupted):  # signals wait for updates: the learner is whole
+                self._save_checkpoint(self.buffer.write_count)
             raise
         finally:
             self.progress.close()  # the terminal's status line, before any message
@@ -133,13 +154,17 @@ class OffPolicyLoop:
         last_eval = self._evaluate(collecting=False) if self.evaluate is not None else {}
         final = self._log(self.buffer.write_count, last_eval, closing=True)
         final["eval/best_return"] = self.best_eval if last_eval else float("nan")
-        self.checkpoint.save(self.buffer.write_count)
+        self._save_checkpoint(self.buffer.write_count)
         return final
+
+    def _save_checkpoint(self, frames: int) -> None:
+        self.checkpoint.save(frames, {"updates": self.updates, "best_eval": self.best_eval})
 
     def _collect_and_learn(self, watch: CollectorWatch) -> None:
         s = self.settings
-        frames_seen, last_eval, last_frames = 0, {}, 0
-        next_log, next_eval = s.log_every_frames, (s.eval_every_frames or None)
+        frames_seen = last_frames = self.start_frames
+        last_eval: dict[str, float] = {}
+        next_log, next_eval = next_multiple(frames_seen, s.log_every_frames), next_multiple(frames_seen, s.eval_every_frames)
         while True:
             frames = self.buffer.write_count
             if frames != last_frames:
@@ -153,7 +178,9 @@ class OffPolicyLoop:
                 break
             self.progress.status(frames, self.recent_return)
             self._learn(frames)
-            self.checkpoint.maybe(frames)
+            if self.checkpoint.due(frames):
+                with self._paused():
+                    self._save_checkpoint(frames)
             if next_eval is not None and frames >= next_eval and self.evaluate is not None:
                 next_eval += s.eval_every_frames
                 last_eval = self._evaluate()
@@ -210,15 +237,16 @@ class OffPolicyLoop:
             self.audit.check_batch(batch)
         self.samples.add(batch, int(self.version.version) if self.version is not None else None)
         t1 = time.monotonic()
-        self.train_stats = self.algo.update(batch)
-        self.sequences.update_priority(batch)
+        with critical():  # a signal waits for the update and its weight push
+            self.train_stats = self.algo.update(batch)
+            self.sequences.update_priority(batch)
+            self.updates += 1
+            if self.updates % self.settings.weight_sync_every == 0:
+                if self.version is not None:
+                    self.version.bump()
+                self.collector.update_policy_weights_(self.weights)
         self.timings["sample"] += t1 - t0
         self.timings["update"] += time.monotonic() - t1
-        self.updates += 1
-        if self.updates % self.settings.weight_sync_every == 0:
-            if self.version is not None:
-                self.version.bump()
-            self.collector.update_policy_weights_(self.weights)
 
     def _evaluate(self, collecting: bool = True) -> dict[str, float]:
         """Deterministic evaluation; collection is paused meanwhile, so it does not
@@ -246,7 +274,7 @@ class OffPolicyLoop:
             **({"collect/epsilon": float(self.exploration.eps)} if self.exploration is not None else {}),
             **buffer_stats(self.buffer),
             "time/elapsed_s": elapsed,
-            "time/frames_per_s": frames / max(elapsed, 1e-9),
+            "time/frames_per_s": (frames - self.start_frames) / max(elapsed, 1e-9),
             **self.rates.update(frames, updates),
             "time/sample_ms": 1000 * sample_s / max(1, updates),
             **time_split(elapsed, self.timings),
@@ -277,15 +305,20 @@ class EpisodicLoop:
     def __init__(self, collector, algo, policy, evaluate: Callable[[], dict] | None, log: MetricsLog,
                  settings: EpisodicSettings, progress: Progress | None = None, audit: LiveAudit | None = None,
                  counters: WorkerCounters | None = None, version: PolicyVersion | None = None,
-                 checkpoint: Callable[[int], object] | None = None):
+                 checkpoint: SaveCheckpoint | None = None, start: dict | None = None):
         self.collector, self.algo, self.evaluate, self.log = collector, algo, evaluate, log
-        self.checkpoint = Checkpoints(checkpoint, settings.checkpoint_every_frames)
+        # Where a resumed run left off (``trajrl.checkpoint.restore``).
+        start = start or {}
+        self.start_frames, self.start_episodes = int(start.get("frames", 0)), int(start.get("episodes", 0))
+        self.start_best_eval = float(start.get("best_eval", float("-inf")))
+        self.checkpoint = Checkpoints(checkpoint, settings.checkpoint_every_frames, self.start_frames)
         self.settings, self.audit, self.version = settings, audit, version
         self.progress = progress or Progress(settings.total_frames)
-        self.workers = WorkerStats(counters) if counters is not None else None
+        self.workers = (WorkerStats(counters, self.start_frames, self.start_episodes)
+                        if counters is not None else None)
         self.weights = TensorDict.from_module(policy)
         self.batches = MaskTally("batch")
-        self.rates = Rates()
+        self.rates = Rates(self.start_frames, int(algo.updates))
         self.lengths: list = []
         self.recent_return: float | None = None
 
@@ -294,8 +327,9 @@ class EpisodicLoop:
         s = self.settings
         self.start = time.monotonic()
         self.timings = {"collect": 0.0, "update": 0.0, "eval": 0.0}
-        self.frames, self.episodes, self.best_eval = 0, 0, float("-inf")
-        next_log, next_eval = s.log_every_frames, (s.eval_every_frames or None)
+        self.frames, self.episodes, self.best_eval = self.start_frames, self.start_episodes, self.start_best_eval
+        next_log = next_multiple(self.frames, s.log_every_frames)
+        next_eval = next_multiple(self.frames, s.eval_every_frames)
         stats: dict[str, float] = {}
         last_eval: dict[str, float] = {}
         try:
@@ -311,14 +345,16 @@ class EpisodicLoop:
                 self.frames += int(batch.get(MASK_KEY).sum())
                 self.episodes += batch.shape[0]
                 t1 = time.monotonic()
-                stats = {**episode_stats(batch), **{f"train/{k}": v for k, v in self.algo.update(batch).items()}}
-                if self.version is not None:
-                    self.version.bump()
-                self.collector.update_policy_weights_(self.weights)
+                with critical():  # a signal waits for the update and its weight push
+                    stats = {**episode_stats(batch), **{f"train/{k}": v for k, v in self.algo.update(batch).items()}}
+                    if self.version is not None:
+                        self.version.bump()
+                    self.collector.update_policy_weights_(self.weights)
                 self.timings["update"] += time.monotonic() - t1
                 self.recent_return = stats["episode/return"]
                 self.progress.status(self.frames, self.recent_return)
-                self.checkpoint.maybe(self.frames)
+                if self.checkpoint.due(self.frames):
+                    self._save_checkpoint()
                 if self.frames >= s.total_frames:
                     break
                 if next_eval is not None and self.frames >= next_eval and self.evaluate is not None:
@@ -329,14 +365,21 @@ class EpisodicLoop:
                     self._log({**stats, **last_eval})
                     last_eval = {}
                 t0 = time.monotonic()
+        except RunInterrupted:
+            close_collector(self.collector)
+            self._save_checkpoint()  # signals wait for updates: the learner is whole
+            raise
         finally:
             close_collector(self.collector)
             self.progress.close()
         final_eval = self._evaluate() if self.evaluate is not None else {}
         final = self._log({**stats, **final_eval}, closing=True)
         final["eval/best_return"] = self.best_eval if final_eval else float("nan")
-        self.checkpoint.save(self.frames)
+        self._save_checkpoint()
         return final
+
+    def _save_checkpoint(self) -> None:
+        self.checkpoint.save(self.frames, {"episodes": self.episodes, "best_eval": self.best_eval})
 
     def _evaluate(self) -> dict[str, float]:
         t0 = time.monotonic()
@@ -355,7 +398,7 @@ class EpisodicLoop:
             "train/updates": float(self.algo.updates),
             **({"train/policy_version": float(self.version.version)} if self.version is not None else {}),
             "time/elapsed_s": elapsed,
-            "time/frames_per_s": self.frames / max(elapsed, 1e-9),
+            "time/frames_per_s": (self.frames - self.start_frames) / max(elapsed, 1e-9),
             **self.rates.update(self.frames, int(self.algo.updates)),
             **time_split(elapsed, self.timings),
             **(self.audit.metrics() if self.audit is not None else {}),

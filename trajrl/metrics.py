@@ -136,10 +136,11 @@ class MaskTally:
 class WorkerStats:
     """Frames the environments stepped (in all, and per second since the last call)
     and, per worker (environment slot), frames, episodes ended and the mean return
-    of those ended since the last call, from ``WorkerCounters``."""
+    of those ended since the last call, from ``WorkerCounters``. A resumed run
+    starts from the frames and episodes its checkpoint had stored (``start_*``)."""
 
-    def __init__(self, counters):
-        self.counters = counters
+    def __init__(self, counters, start_frames: int = 0, start_episodes: int = 0):
+        self.counters, self.start_frames, self.start_episodes = counters, start_frames, start_episodes
         self.previous, self.previous_time = counters.snapshot(), time.monotonic()
 
     def update(self) -> dict[str, float]:
@@ -147,7 +148,7 @@ class WorkerStats:
         delta, self.previous = now - self.previous, now
         dt, self.previous_time = max(now_time - self.previous_time, 1e-9), now_time
         c = type(self.counters)
-        stats = {"collect/frames_stepped": float(now[:, c.FRAMES].sum()),
+        stats = {"collect/frames_stepped": self.start_frames + float(now[:, c.FRAMES].sum()),
                  "collect/frames_per_s": float(delta[:, c.FRAMES].sum()) / dt}
         if now.shape[0] > 1:
             for worker, (row, total) in enumerate(zip(delta, now)):
@@ -162,15 +163,16 @@ class WorkerStats:
         stored (episodes unfinished, or finished but not yet handed over)."""
         now = self.counters.snapshot()
         c = type(self.counters)
-        return {"buffer/frames_in_flight_dropped": float(now[:, c.FRAMES].sum()) - frames_stored,
-                "buffer/episodes_in_flight_dropped": float((now[:, c.ENDED] + now[:, c.UNDER_WAY]).sum()) - episodes_stored}
+        begun = float((now[:, c.ENDED] + now[:, c.UNDER_WAY]).sum())
+        return {"buffer/frames_in_flight_dropped": self.start_frames + float(now[:, c.FRAMES].sum()) - frames_stored,
+                "buffer/episodes_in_flight_dropped": self.start_episodes + begun - episodes_stored}
 
 
 class Rates:
     """Frames and updates per second since the last call."""
 
-    def __init__(self) -> None:
-        self.last = (time.monotonic(), 0, 0)
+    def __init__(self, frames: int = 0, updates: int = 0) -> None:
+        self.last = (time.monotonic(), frames, updates)
 
     def update(self, frames: int, updates: int) -> dict[str, float]:
         now = time.monotonic()
@@ -181,12 +183,34 @@ class Rates:
 
 
 class MetricsLog:
-    """Rows of metrics keyed by frames; rewrites ``metrics.csv`` whole (columns may grow)."""
+    """Rows of metrics keyed by frames; rewrites ``metrics.csv`` whole (columns may grow).
 
-    def __init__(self, run_dir: Path | None, loggers: list[Logger] = ()):
+    ``resume_at``: a resumed run keeps the rows up to its checkpoint's frames; the
+    rows after them (the stretch the resumed run does again) move to
+    ``metrics_superseded.csv``."""
+
+    def __init__(self, run_dir: Path | None, loggers: list[Logger] = (), resume_at: int | None = None):
         self.path = Path(run_dir) / "metrics.csv" if run_dir else None
         self.loggers = list(loggers)
         self.rows: list[dict[str, float]] = []
+        if resume_at is not None and self.path is not None and self.path.exists():
+            self.rows = self._keep_until(resume_at)
+
+    def _keep_until(self, frames: int) -> list[dict[str, str]]:
+        """The rows written up to ``frames`` (as written); the later ones are moved aside."""
+        with open(self.path, newline="") as f:
+            rows = [{k: v for k, v in row.items() if v not in ("", None)} for row in csv.DictReader(f)]
+        later = [row for row in rows if float(row["frames"]) > frames]
+        if later:
+            superseded = self.path.with_name("metrics_superseded.csv")
+            new_file = not superseded.exists()
+            with open(superseded, "a", newline="") as f:
+                writer = csv.DictWriter(f, fieldnames=list(dict.fromkeys(k for r in later for k in r)),
+                                        extrasaction="ignore")
+                if new_file:
+                    writer.writeheader()
+                writer.writerows(later)
+        return [row for row in rows if float(row["frames"]) <= frames]
 
     def log(self, frames: int, values: dict[str, float]) -> dict[str, float]:
         row = {"frames": frames, **{k: v for k, v in values.items() if v is not None and not math.isnan(v)}}

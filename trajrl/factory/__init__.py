@@ -15,11 +15,13 @@ from torchrl.envs import EnvBase
 from trajrl.algos.ppo import PPO
 from trajrl.algos.r2d2 import R2D2
 from trajrl.algos.rsac import RSAC
+from trajrl.checkpoint import load_checkpoint, restore
 from trajrl.config import validate
 from trajrl.factory.algo import PolicyVersion, build_agent
 from trajrl.factory.buffer import SequenceSampler, build_buffer
 from trajrl.factory.collector import PROCESS_COLLECTORS, build_collector, close_collector
-from trajrl.factory.env import WorkerCounters, check_env_id, env_factory, env_spaces
+from trajrl.envs import env_spaces
+from trajrl.factory.env import WorkerCounters, env_factory
 from trajrl.factory.logger import build_loggers
 
 log = logging.getLogger("trajrl")
@@ -40,8 +42,10 @@ class Pipeline:
     exploration: torch.nn.Module | None  # R2D2's EGreedyModule, whose epsilon anneals with frames
     algo: R2D2 | RSAC | PPO
     version: PolicyVersion             # the behaviour policy's weight version (staleness of samples)
+    policy_state: dict = field(default_factory=dict)  # the behaviour policy's modules a checkpoint keeps
     loggers: list = field(default_factory=list)
     eval_max_steps: int = 1000
+    resumed: dict | None = None        # ``resume=<run dir>``: the loop's counters at its checkpoint
 
     def close(self) -> None:
         close_collector(self.collector)
@@ -63,8 +67,8 @@ def build(cfg: DictConfig, run_dir: str | Path | None = None) -> Pipeline:
     """Build the pipeline for ``cfg`` (validated here). Loggers are made when ``run_dir`` is given."""
     cfg = validate(cfg)
     torch.manual_seed(cfg.seed)
-    check_env_id(cfg.env.id, cfg.env.import_module)
-    obs_dim, num_actions, limit = env_spaces(cfg.env, cfg.algo.name)
+    spaces = env_spaces(cfg.env, cfg.algo.name)
+    obs_dim, num_actions, limit = spaces.observations, spaces.actions, spaces.step_limit
 
     log.info("env %s: %d observations, %d actions, episodes up to %d steps", cfg.env.id, obs_dim, num_actions, limit)
     agent = build_agent(cfg, obs_dim, num_actions)
@@ -74,7 +78,13 @@ def build(cfg: DictConfig, run_dir: str | Path | None = None) -> Pipeline:
     kind = cfg.collector.kind
     sequences = None
     if cfg.storage.kind != "none":
-        sequences = build_buffer(cfg.storage, cfg.sampler, shared=kind in PROCESS_COLLECTORS, run_dir=run_dir)
+        sequences = build_buffer(cfg.storage, cfg.sampler, shared=kind in PROCESS_COLLECTORS, run_dir=run_dir,
+                                 reuse_files=cfg.resume is not None)
+    resumed = None
+    if cfg.resume is not None:  # before the collector copies the policy into its workers
+        resumed = restore(load_checkpoint(cfg.resume, algo_name=cfg.algo.name), agent.algo, agent.policy_state(),
+                          sequences.buffer if sequences else None)
+        log.info("resumed from %s at %d frames", cfg.resume, resumed["frames"])
     collector = build_collector(
         kind, env_fn, agent.explore, sequences.buffer if sequences else None,
         num_workers=int(cfg.collector.num_workers), frames_per_batch=int(cfg.collector.frames_per_batch),
@@ -86,4 +96,4 @@ def build(cfg: DictConfig, run_dir: str | Path | None = None) -> Pipeline:
     loggers = build_loggers(list(cfg.logger.backends), Path(run_dir), "trajrl", cfg.logger.wandb_mode) if run_dir else []
     return Pipeline(env_fn, env_factory(cfg.env, primer=agent.primer), counters, collector,
                     sequences.buffer if sequences else None, sequences, agent.explore, agent.greedy, agent.egreedy,
-                    agent.algo, agent.version, loggers, limit)
+                    agent.algo, agent.version, agent.policy_state(), loggers, limit, resumed)

@@ -43,6 +43,11 @@ class Agent:
     primer: TensorDictPrimer | None   # puts the recurrent state in every environment (None: not recurrent)
     version: PolicyVersion | None = None  # the behaviour policy's weight version
 
+    def policy_state(self) -> dict[str, nn.Module]:
+        """The behaviour policy's own state, beside the learner's: epsilon and weight version."""
+        return {name: module for name, module in (("epsilon", self.egreedy), ("version", self.version))
+                if module is not None}
+
 
 def with_version(agent: Agent) -> Agent:
     """The agent whose collection policy also stamps ``policy_version`` on each step."""

@@ -42,11 +42,14 @@ class SequenceSampler:
         self.buffer.update_priority(batch.get("index")[mask], priority[mask])
 
 
-def build_storage(storage_cfg, run_dir: Path | None):
+def build_storage(storage_cfg, run_dir: Path | None, reuse_files: bool = False):
+    """``reuse_files``: a memory-mapped storage may take over the files in its
+    directory (a resumed run's own buffer); otherwise existing files are an error."""
     if storage_cfg.kind == "lazy_tensor":
         return LazyTensorStorage(int(storage_cfg.capacity), ndim=int(storage_cfg.ndim))
     scratch = storage_cfg.get("scratch_dir") or (str(Path(run_dir) / "buffer") if run_dir else None)
-    return LazyMemmapStorage(int(storage_cfg.capacity), scratch_dir=scratch, ndim=int(storage_cfg.ndim))
+    return LazyMemmapStorage(int(storage_cfg.capacity), scratch_dir=scratch, ndim=int(storage_cfg.ndim),
+                             existsok=reuse_files)
 
 
 def build_sampler(sampler_cfg, capacity: int):
@@ -69,14 +72,15 @@ def build_sampler(sampler_cfg, capacity: int):
     return sampler, int(sampler_cfg.slices_per_batch) * slice_len
 
 
-def build_buffer(storage_cfg, sampler_cfg, shared: bool, run_dir: Path | None = None) -> SequenceSampler:
+def build_buffer(storage_cfg, sampler_cfg, shared: bool, run_dir: Path | None = None,
+                 reuse_files: bool = False) -> SequenceSampler:
     """A TensorDictReplayBuffer (shared with worker processes when they write into it).
 
     Flat complete episodes are stored as written; padded ``[N, T]`` batches with
     ``("collector", "mask")`` are stored as their valid steps (``PaddedToFlat``).
     """
     sampler, batch_size = build_sampler(sampler_cfg, int(storage_cfg.capacity))
-    storage = build_storage(storage_cfg, run_dir)
+    storage = build_storage(storage_cfg, run_dir, reuse_files)
     buffer = TensorDictReplayBuffer(storage=storage, sampler=sampler, batch_size=batch_size, shared=shared)
     buffer.append_transform(PaddedToFlat(storage))  # rb.extend(padded [N, T] + mask) stores the valid steps
     kind = sampler_cfg.kind

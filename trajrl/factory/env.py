@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import functools
-import importlib
 import tempfile
 from typing import Any, Callable
 
@@ -13,32 +12,7 @@ from tensordict import MemoryMappedTensor, TensorDictBase
 from torchrl.envs import Compose, EnvBase, GymEnv, InitTracker, RewardSum, StepCounter, TransformedEnv
 from torchrl.envs.transforms import Transform
 
-from trajrl.config import ConfigError
-
-
-def import_env_module(module: str | None) -> None:
-    """Import trajrl's own registrations and the user's module (third-party ids)."""
-    import trajrl.envs  # noqa: F401  (registers trajrl/... ids)
-
-    if module:
-        try:
-            importlib.import_module(module)
-        except ImportError as err:
-            raise ConfigError("env.import_module", module, f"cannot be imported ({err}); install it or fix the name") from None
-
-
-def check_env_id(env_id: str, module: str | None) -> None:
-    """Refuse an id gymnasium does not know, listing close ones."""
-    import_env_module(module)
-    if env_id not in gym.registry:
-        import difflib
-
-        close = difflib.get_close_matches(env_id, list(gym.registry), n=5, cutoff=0.5)
-        hint = f"did you mean {', '.join(close)}?" if close else "no close match"
-        raise ConfigError(
-            "env.id", env_id,
-            f"is not a registered gymnasium id ({hint}); for a third-party package set env.import_module=<package>",
-        )
+from trajrl.envs import import_env_module
 
 
 class WorkerCounters:
@@ -127,31 +101,6 @@ def env_factory(env_cfg, primer=None, counters: WorkerCounters | None = None) ->
         make_env, str(env_cfg.id), dict(env_cfg.kwargs or {}), env_cfg.import_module, primer,
         counters.counts if counters is not None else None,
     )
-
-
-#: What each algorithm acts with.
-ACTIONS = {"r2d2": "discrete", "ppo": "discrete", "rsac": "continuous"}
-
-
-def env_spaces(env_cfg, algo: str | None = None) -> tuple[int, int, int]:
-    """(observation size, number of actions or action size, episode step limit) from
-    gymnasium's spec; refuses actions ``algo`` cannot take."""
-    env = gym.make(env_cfg.id, **dict(env_cfg.kwargs or {}))
-    try:
-        obs_space, act_space = env.observation_space, env.action_space
-        discrete = isinstance(act_space, gym.spaces.Discrete)
-        continuous = isinstance(act_space, gym.spaces.Box) and len(act_space.shape) == 1
-        needs = ACTIONS.get(algo)
-        if (needs == "discrete" and not discrete) or (needs == "continuous" and not continuous):
-            other = "algo=rsac" if needs == "discrete" else "algo=r2d2 or algo=ppo"
-            raise ConfigError("env.id", env_cfg.id,
-                              f"algo={algo} needs {needs} actions; this one has {act_space} (try {other})")
-        if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
-            raise ConfigError("env.id", env_cfg.id, f"needs a flat Box observation; this one has {obs_space}")
-        limit = env.spec.max_episode_steps if env.spec and env.spec.max_episode_steps else 1000
-        return obs_space.shape[0], int(act_space.n) if discrete else int(act_space.shape[0]), int(limit)
-    finally:
-        env.close()
 
 
 def observation_stats(env_cfg, steps: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -9,7 +9,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from trajrl.config import validate
-from trajrl.checkpoint import checkpoint_path, save_checkpoint
+from trajrl.checkpoint import Checkpointer, checkpoint_path
 from trajrl.data.audit import LiveAudit
 from trajrl.evaluate import Evaluator
 from trajrl.factory import build
@@ -36,8 +36,12 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None, progress: Progress
     The run directory gets the resolved config (``config.yaml``), ``metrics.csv`` and
     ``checkpoints/latest.pt`` (every ``loop.checkpoint_every_frames`` and at the end);
     ``progress`` prints the metrics rows (default: to stdout, a live status line on a terminal).
+    With ``resume=<run dir>`` in ``cfg``, the run continues from that directory's
+    checkpoint (and, unless ``run_dir`` says otherwise, in that directory).
     """
     cfg = validate(cfg)
+    if run_dir is None and cfg.resume is not None:
+        run_dir = cfg.resume
     run_dir = Path(run_dir) if run_dir is not None else new_run_dir()
     run_dir.mkdir(parents=True, exist_ok=True)
     OmegaConf.save(cfg, run_dir / "config.yaml", resolve=True)
@@ -52,13 +56,14 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None, progress: Progress
                                   seed=int(cfg.seed) + 10_000, max_steps=pipe.eval_max_steps)
         audit = LiveAudit(int(cfg.audit_every)) if cfg.audit else None
         progress = progress or Progress(int(cfg.total_frames))
+        checkpoint = Checkpointer(run_dir, cfg.algo.name, pipe.algo, pipe.policy_state, pipe.buffer)
         watching = dict(progress=progress, audit=audit, counters=pipe.counters, version=pipe.version,
-                        checkpoint=lambda frames: save_checkpoint(checkpoint_path(run_dir), pipe.algo, frames,
-                                                                  cfg.algo.name))
+                        checkpoint=checkpoint, start=pipe.resumed)
+        metrics = MetricsLog(run_dir, pipe.loggers, resume_at=pipe.resumed["frames"] if pipe.resumed else None)
         try:
             if pipe.buffer is None:
                 loop = EpisodicLoop(
-                    pipe.collector, pipe.algo, pipe.policy, evaluator, MetricsLog(run_dir, pipe.loggers),
+                    pipe.collector, pipe.algo, pipe.policy, evaluator, metrics,
                     EpisodicSettings(total_frames=int(cfg.total_frames),
                                      eval_every_frames=int(loop_cfg.eval_every_frames),
                                      log_every_frames=int(loop_cfg.log_every_frames),
@@ -68,7 +73,7 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None, progress: Progress
             else:
                 loop = OffPolicyLoop(
                     pipe.collector, pipe.sequences, pipe.algo, pipe.policy, pipe.exploration, evaluator,
-                    MetricsLog(run_dir, pipe.loggers),
+                    metrics,
                     OffPolicySettings(
                         total_frames=int(cfg.total_frames), warmup_frames=int(loop_cfg.warmup_frames),
                         updates_per_frame=float(loop_cfg.updates_per_frame),

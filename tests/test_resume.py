@@ -1,0 +1,81 @@
+"""``resume=<run dir>``: a stopped run continues from its checkpoint, with its
+learner, its replay buffer and its counters exactly as they were saved."""
+import torch
+from tensordict import TensorDict
+
+import trajrl
+from test_cli import read_metrics, trajrl as cli
+from trajrl.checkpoint import load_checkpoint
+from trajrl.data.audit import audit_storage
+from trajrl.data.episodes import TRAJ_KEY
+
+
+def tensors(tree, prefix=""):
+    """Every tensor of a nested state dict, by its path."""
+    if isinstance(tree, torch.Tensor):
+        return {prefix: tree}
+    if isinstance(tree, dict):
+        return {k: v for key, sub in tree.items() for k, v in tensors(sub, f"{prefix}/{key}").items()}
+    return {}
+
+
+def stored(buffer_state) -> TensorDict:
+    """The stored steps of a saved buffer, as a TensorDict."""
+    storage = buffer_state["_storage"]
+    flat = {k: v[: storage["_len"]] for k, v in storage["_storage"].items()}
+    return TensorDict({tuple(k.split(".")): v for k, v in flat.items()}, batch_size=[storage["_len"]])
+
+
+def test_a_resumed_run_continues_where_its_checkpoint_stopped(tmp_path):
+    run_dir = tmp_path / "run"
+    first = cli("collector=multi_async", "debug=smoke", "total_frames=1500", "storage.capacity=6000",
+                "loop.log_every_frames=500", f"hydra.run.dir={run_dir}", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr[-3000:]
+    saved = load_checkpoint(run_dir)
+    frames, updates = saved["frames"], saved["loop"]["updates"]
+    before = stored(saved["buffer"])
+    rows_before = read_metrics(run_dir)
+    assert frames >= 1500 and updates > 0 and len(before) == frames
+
+    # Rebuilt from the checkpoint, before anything runs: the same learner, buffer and counters.
+    cfg = trajrl.compose(["collector=multi_async", "debug=smoke", "storage.capacity=6000", f"resume={run_dir}"])
+    with trajrl.build(cfg) as pipe:
+        assert pipe.resumed["frames"] == frames and pipe.resumed["updates"] == updates
+        assert pipe.buffer.write_count == frames and len(pipe.buffer) == frames
+        restored = tensors(pipe.algo.state_dict())
+        wanted = tensors(saved["algo"])
+        assert restored.keys() == wanted.keys()
+        assert all(torch.equal(restored[k], wanted[k]) for k in wanted)  # networks, targets, optimiser moments
+        assert pipe.algo.updates == saved["algo"]["updates"]
+        steps = [s["step"] for s in pipe.algo.state_dict()["optimizer"]["state"].values()]
+        assert steps and all(int(step) == updates for step in steps)
+        assert_same_steps(pipe.buffer[:], before)
+
+    # The CLI resumes in the same directory, with the run's own overrides and a new total.
+    second = cli(f"resume={run_dir}", "total_frames=3000", cwd=tmp_path)
+    assert second.returncode == 0, second.stderr[-3000:]
+    final = load_checkpoint(run_dir)
+    assert final["frames"] >= 3000 and final["loop"]["updates"] > updates
+    after = stored(final["buffer"])
+    assert_same_steps(after[:frames], before)  # what was stored is still there, untouched
+    assert not any(audit_storage(after, full=False).values())  # old and new episodes: whole, distinct ids
+    rows = read_metrics(run_dir)
+    kept = [r for r in rows if int(r["frames"]) <= frames]
+    assert kept == [r for r in rows_before if int(r["frames"]) <= frames]
+    resumed_rows = rows[len(kept):]
+    assert resumed_rows and all(int(r["frames"]) > frames for r in resumed_rows)
+    assert float(resumed_rows[0]["train/updates"]) > updates
+    assert float(resumed_rows[-1]["collect/frames_stepped"]) >= float(resumed_rows[-1]["frames"])
+    command = (run_dir / "command.txt").read_text()
+    assert f"# resumed by: python -m trajrl resume={run_dir} total_frames=3000" in command
+
+
+def assert_same_steps(now, then) -> None:
+    """Equal stored steps; episode ids may differ by a shift (a resumed run renumbers them)."""
+    assert now.shape == then.shape
+    for key in then.keys(include_nested=True, leaves_only=True):
+        if key == TRAJ_KEY:
+            shift = now.get(key) - then.get(key)
+            assert (shift == shift.reshape(-1)[0]).all()
+        else:
+            assert torch.equal(now.get(key), then.get(key)), key
