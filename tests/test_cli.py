@@ -121,43 +121,6 @@ def test_help_lists_every_group_and_option(tmp_path):
         assert f"{group}: {', '.join(options)}" in proc.stdout
 
 
-@pytest.mark.parametrize("overrides, words", [
-    (["collector=nope"], ["collector/nope", "Available options", "multi_async"]),
-    (["sampler=slice", "trajs_per_batch=null"], ["trajs_per_batch", "complete episodes", "trajs_per_batch=4"]),
-    (["collector=async_batched", "trajs_per_batch=4"], ["trajs_per_batch=4", "async_batched", "trajs_per_batch=1"]),
-    (["sampler.burn_in=40"], ["sampler.burn_in=40", "slice_len", "sampler.burn_in<=39"]),
-    (["sampler=random", "sampler.burn_in=3"], ["sampler.burn_in", "Key 'burn_in' is not in struct"]),
-    (["algo=ppo", "collector=multi_async"], ["collector='multi_async'", "on-policy", "collector=sync or collector=multi_sync"]),
-    (["algo=ppo", "collector=async_batched"], ["collector='async_batched'", "collector=sync or collector=multi_sync"]),
-    (["algo=ppo", "storage=lazy_tensor"], ["storage='lazy_tensor'", "storage=none"]),
-    (["algo=ppo", "sampler=slice"], ["sampler='slice'", "sampler=episode"]),
-    (["algo=ppo", "trajs_per_batch=null"], ["trajs_per_batch=None", "complete-episode batches"]),
-    (["algo=ppo", "algo.clip_epsilon=1.5"], ["algo.clip_epsilon=1.5", "between 0 and 1"]),
-    (["storage=none"], ["storage='none'", "algo=r2d2 learns from a replay buffer", "storage=lazy_tensor"]),
-    (["traj_format=stacked"], ["traj_format='stacked'", "cat, padded"]),
-    (["storage.ndim=2"], ["storage.ndim=2", "storage.ndim=auto or 1"]),
-    (["env=gym"], ["env.id", "required"]),
-    (["env=gym", "env.id=NoSuchEnv-v0"], ["env.id='NoSuchEnv-v0'", "not a registered gymnasium id"]),
-    (["env=gym", "env.id=Pendulum-v1"], ["algo=r2d2 needs discrete actions", "algo=rsac"]),
-    (["algo=ppo", "env=pendulum_novel"], ["algo=ppo needs discrete actions", "algo=rsac"]),
-    (["algo=rsac"], ["algo=rsac needs continuous actions", "Discrete(2)"]),
-    (["env=gym", "env.id=CartPole-v1", "env.import_module=no_such_module"],
-     ["env.import_module='no_such_module'", "cannot be imported"]),
-    (["collector=sync", "collector.num_workers=2"], ["collector.num_workers=2", "multi_sync or multi_async"]),
-    (["device=cuda"], ["device='cuda'", "device=cpu"]),
-    (["loop.warmup_frames=5000", "total_frames=1000"], ["loop.warmup_frames=5000", "below total_frames=1000"]),
-])
-def test_a_setting_that_cannot_work_is_refused_with_a_clear_message(overrides, words, tmp_path):
-    proc = trajrl(*overrides, "debug=smoke", f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path, timeout=60)
-    assert proc.returncode != 0
-    message = proc.stdout + proc.stderr
-    for word in words:
-        assert word in message, message[-2000:]
-    assert "Traceback" not in message
-    assert proc.elapsed < 10
-    assert not (tmp_path / "run" / "metrics.csv").exists()
-
-
 def test_any_gymnasium_id_with_kwargs_and_a_module_that_registers_it(tmp_path):
     """env=gym: the module is imported first (in the workers too), then the id is made with the kwargs."""
     (tmp_path / "my_envs.py").write_text(

@@ -43,7 +43,8 @@ def run(cfg: DictConfig) -> float:
     try:  # before torch is even imported: a refusal takes a second and leaves nothing behind
         validate(cfg)
     except ConfigError as err:
-        if cfg.get("resume") is None:
+        resumed = cfg.get("resume")
+        if resumed is None or Path(str(resumed)).resolve() != run_dir.resolve():  # never a resumed run's own
             discard_run_dir(run_dir)
         if SHOW_TRACEBACK:
             raise
@@ -177,6 +178,9 @@ def main() -> None:
 def composition_error(err: Exception) -> str:
     """Hydra's or YAML's message without the config search path (the options it lists stay)."""
     text = str(err).split("\nConfig search path:")[0].strip()
+    override = getattr(err, "override", None)  # an override Hydra cannot parse
+    if override and override not in text:
+        text = f"{override}: {text}"
     cause = err.__cause__
     if cause is not None and str(cause) not in text:
         text += f" ({str(cause).splitlines()[0]})"

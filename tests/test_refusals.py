@@ -1,0 +1,101 @@
+"""Bad input, through the real CLI: one clear message naming the setting, the value and
+what would work; exit code 2; under 10 s; no run directory written; no process left."""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from test_cli import processes_in_group
+
+#: Config files a user might write (``hydra.searchpath`` adds their directory).
+USER_CONFIGS = {
+    "experiment/wrong_type.yaml": "# @package _global_\nloop:\n  weight_sync_every: often\n",
+    "experiment/unknown_key.yaml": "# @package _global_\nloop:\n  warmup: 10\n",
+    "experiment/broken_yaml.yaml": "# @package _global_\nloop: [1, 2\n",
+    "experiment/unknown_option.yaml": "# @package _global_\ndefaults:\n  - override /collector: threads\n",
+    "experiment/contradiction.yaml": "# @package _global_\ndefaults:\n  - override /algo: ppo\ncollector:\n  kind: multi_async\n",
+}
+
+CASES = [
+    # unknown group options and keys: Hydra's message, with the valid options
+    (["collector=nope"], ["collector/nope", "Available options", "multi_async"]),
+    (["algo=dqn"], ["algo/dqn", "r2d2", "rsac"]),
+    (["foo=1"], ["Could not override 'foo'", "+foo=1"]),
+    (["sampler=random", "sampler.burn_in=3"], ["sampler.burn_in", "Key 'burn_in' is not in struct"]),
+    (["+sampler.foo=1"], ["sampler.foo=1", "sampler=slice has no such setting", "slice_len"]),
+    (["seed=[1,2"], ["seed=[1,2", "override_grammar"]),
+    # types
+    (["trajs_per_batch=abc"], ["trajs_per_batch='abc'", "must be an integer"]),
+    (["algo.lr=fast"], ["algo.lr='fast'", "must be a number"]),
+    (["audit=maybe"], ["audit='maybe'", "true or false"]),
+    (["algo.encoder_sizes=[a]"], ["algo.encoder_sizes[0]='a'", "a list of integers"]),
+    # values and combinations
+    (["trajs_per_batch=0"], ["trajs_per_batch=0", "integer >= 1"]),
+    (["sampler=slice", "trajs_per_batch=null"], ["trajs_per_batch", "complete episodes", "trajs_per_batch=4"]),
+    (["collector=async_batched", "trajs_per_batch=4"], ["trajs_per_batch=4", "async_batched", "trajs_per_batch=1"]),
+    (["sampler.burn_in=40"], ["sampler.burn_in=40", "slice_len", "sampler.burn_in<=39"]),
+    (["algo=ppo", "collector=multi_async"], ["collector='multi_async'", "on-policy", "collector=sync or collector=multi_sync"]),
+    (["algo=ppo", "collector=async_batched"], ["collector='async_batched'", "collector=sync or collector=multi_sync"]),
+    (["algo=ppo", "storage=lazy_tensor"], ["storage='lazy_tensor'", "storage=none"]),
+    (["algo=ppo", "sampler=slice"], ["sampler='slice'", "sampler=episode"]),
+    (["algo=ppo", "trajs_per_batch=null"], ["trajs_per_batch=None", "complete-episode batches"]),
+    (["algo=ppo", "algo.clip_epsilon=1.5"], ["algo.clip_epsilon=1.5", "between 0 and 1"]),
+    (["storage=none"], ["storage='none'", "algo=r2d2 learns from a replay buffer", "storage=lazy_tensor"]),
+    (["traj_format=stacked"], ["traj_format='stacked'", "cat, padded"]),
+    (["storage.ndim=2"], ["storage.ndim=2", "storage.ndim=auto or 1"]),
+    (["collector=sync", "collector.num_workers=2"], ["collector.num_workers=2", "multi_sync or multi_async"]),
+    (["collector.num_workers=64"], ["collector.num_workers=64", "cores", "at most"]),
+    (["device=cuda"], ["device='cuda'", "device=cpu"]),
+    (["loop.warmup_frames=5000", "total_frames=1000"], ["loop.warmup_frames=5000", "below total_frames=1000"]),
+    (["logger.backends=[mlflow]"], ["logger.backends='mlflow'", "csv, tensorboard or wandb"]),
+    # against the environment
+    (["env=gym"], ["env.id", "required"]),
+    (["env=gym", "env.id=NoSuchEnv-v0"], ["env.id='NoSuchEnv-v0'", "not a registered gymnasium id"]),
+    (["env=gym", "env.id=Pendulum-v1"], ["algo=r2d2 needs discrete actions", "algo=rsac"]),
+    (["algo=ppo", "env=pendulum_novel"], ["algo=ppo needs discrete actions", "algo=rsac"]),
+    (["algo=rsac"], ["algo=rsac needs continuous actions", "Discrete(2)"]),
+    (["env=gym", "env.id=CartPole-v1", "env.import_module=no_such_module"],
+     ["env.import_module='no_such_module'", "cannot be imported"]),
+    (["+env.kwargs.gravity_well=1"], ["env.kwargs=", "unexpected keyword argument 'gravity_well'"]),
+    (["sampler.slice_len=600"], ["sampler.slice_len=600", "at most 500 steps", "sampler.slice_len<=500"]),
+    (["storage.capacity=100"], ["storage.capacity=100", "up to 500 steps", "storage.capacity>=500"]),
+    (["resume=nowhere"], ["resume='nowhere'", "checkpoints/latest.pt", "outputs/<date>/<time>"]),
+    # config files
+    (["experiment=wrong_type"], ["loop.weight_sync_every='often'", "must be an integer"]),
+    (["experiment=unknown_key"], ["loop.warmup=10", "loop has no such setting", "warmup_frames"]),
+    (["experiment=broken_yaml"], ["broken_yaml.yaml", "line 2", "expected ',' or ']'"]),
+    (["experiment=unknown_option"], ["collector/threads", "Available options", "multi_sync"]),
+    (["experiment=contradiction"], ["collector='multi_async'", "algo=ppo", "collector=sync or collector=multi_sync"]),
+]
+
+
+@pytest.mark.parametrize("overrides, words", CASES, ids=[" ".join(o) for o, _ in CASES])
+def test_a_setting_that_cannot_work_is_refused_with_a_clear_message(overrides, words, tmp_path):
+    for name, text in USER_CONFIGS.items():
+        (tmp_path / "conf" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "conf" / name).write_text(text)
+    env = {**os.environ}
+    env.pop("HYDRA_FULL_ERROR", None)
+    start = time.monotonic()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trajrl", *overrides, "debug=smoke", f"hydra.searchpath=[file://{tmp_path / 'conf'}]"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    elapsed = time.monotonic() - start
+    message = out + err
+    assert proc.returncode == 2, message[-2000:]
+    for word in words:
+        assert word in message, message[-2000:]
+    assert "Traceback" not in message
+    assert err.strip().startswith("trajrl: configuration error:"), err
+    assert elapsed < 10
+    assert not (tmp_path / "outputs").exists(), sorted(str(p) for p in (tmp_path / "outputs").rglob("*"))
+    assert processes_in_group(proc.pid) == []
