@@ -61,6 +61,18 @@ def next_multiple(frames: int, every: int) -> int | None:
 SaveCheckpoint = Callable[[int, dict], object]
 
 
+def collection_failed(error: BaseException, noticed: BaseException | None = None) -> CollectorFailed:
+    """The run's error for a collector that failed with ``error`` (and its root cause);
+    ``noticed``: what the loop ran into because of it (TorchRL's report, if any)."""
+    root = error
+    while root.__cause__ is not None:  # TorchRL wraps the real cause
+        root = root.__cause__
+    cause = f"{type(error).__name__}: {error}" + (f" <- {type(root).__name__}: {root}" if root is not error else "")
+    if noticed is not None:
+        cause += f" ({type(noticed).__name__}: {str(noticed).splitlines()[0] if str(noticed) else ''})"
+    return CollectorFailed(f"collection failed: {cause}")
+
+
 class Checkpoints:
     """Saves the run every ``every`` frames (``due``, then ``save``), at the end and
     when it is interrupted; a signal waits until the checkpoint is written."""
@@ -137,12 +149,16 @@ class OffPolicyLoop:
         try:
             self._collect_and_learn(watch)
         except BaseException as stop:
-            # Shut down, but let the error that stopped the run be the one reported.
+            # Shut down, but let the error that stopped the run be the one reported: a
+            # worker's death, rather than what it broke on the way (e.g. a pause).
+            failed = None if isinstance(stop, (CollectorFailed, RunInterrupted)) else watch.error()
             watch.close()
             with contextlib.suppress(Exception):
                 self.collector.async_shutdown()
             if isinstance(stop, RunInterrupted):  # signals wait for updates: the learner is whole
                 self._save_checkpoint(self.buffer.write_count)
+            if failed is not None:
+                raise collection_failed(failed, stop) from stop
             raise
         finally:
             self.progress.close()  # the terminal's status line, before any message
@@ -192,11 +208,7 @@ class OffPolicyLoop:
     def _check_collector(self, watch: CollectorWatch) -> None:
         error = watch.error()
         if error is not None:
-            root = error
-            while root.__cause__ is not None:  # TorchRL wraps the real cause
-                root = root.__cause__
-            cause = f"{type(error).__name__}: {error}" + (f" <- {type(root).__name__}: {root}" if root is not error else "")
-            raise CollectorFailed(f"collection failed: {cause}") from error
+            raise collection_failed(error) from error
         timeout = self.settings.stall_timeout_s
         if time.monotonic() - self.last_write > timeout:
             raise CollectorFailed(f"no frame stored for {timeout:.0f} s (loop.stall_timeout_s)")
@@ -332,6 +344,7 @@ class EpisodicLoop:
         next_eval = next_multiple(self.frames, s.eval_every_frames)
         stats: dict[str, float] = {}
         last_eval: dict[str, float] = {}
+        watch = CollectorWatch(self.collector)
         try:
             t0 = time.monotonic()
             for batch in self.collector:
@@ -369,7 +382,13 @@ class EpisodicLoop:
             close_collector(self.collector)
             self._save_checkpoint()  # signals wait for updates: the learner is whole
             raise
+        except Exception as stop:
+            failed = None if isinstance(stop, CollectorFailed) else watch.error()
+            if failed is not None:  # a worker died: that is the cause, not how the iteration broke
+                raise collection_failed(failed, stop) from stop
+            raise
         finally:
+            watch.close()
             close_collector(self.collector)
             self.progress.close()
         final_eval = self._evaluate() if self.evaluate is not None else {}

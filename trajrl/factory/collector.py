@@ -136,7 +136,11 @@ class CollectorWatch:
         if thread is not None and not thread.is_alive() and not getattr(self.collector, "_stop", False):
             return CollectorFailed("the collector's background thread stopped on its own")
         for index, proc in enumerate(getattr(self.collector, "procs", None) or []):
-            if not proc.is_alive():
+            try:
+                alive = proc.is_alive()
+            except ValueError:  # closed: TorchRL found a failed worker and shut them all down
+                return CollectorFailed("collector workers shut down by TorchRL after one of them failed")
+            if not alive:
                 return CollectorFailed(f"collector worker {index} died (exit code {proc.exitcode})")
         return None
 

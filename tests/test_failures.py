@@ -1,0 +1,170 @@
+"""What goes wrong while a run trains, through the real CLI: an environment that raises,
+a worker killed, SIGINT/SIGTERM to the run, SIGKILL to the run. Each ends within 30 s
+with its cause, leaves no process behind and leaves a checkpoint that loads."""
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import trajrl
+from test_cli import processes_in_group, read_metrics
+from trajrl.checkpoint import load_checkpoint
+
+EXPLODING_ENV = '''
+import gymnasium as gym
+from gymnasium.envs.classic_control import CartPoleEnv
+
+class Exploding(CartPoleEnv):
+    def step(self, action):
+        self.steps_taken = getattr(self, "steps_taken", 0) + 1
+        if self.steps_taken > 2500:
+            raise RuntimeError("boom: the environment failed after 2500 steps")
+        return super().step(action)
+
+gym.register("Exploding-v0", entry_point=Exploding, max_episode_steps=500)
+'''
+
+
+class Run:
+    """``python -m trajrl`` in its own process group (as a shell would start it)."""
+
+    def __init__(self, tmp_path: Path, *overrides: str):
+        (tmp_path / "bad_envs.py").write_text(EXPLODING_ENV)
+        self.dir = tmp_path / "run"
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(tmp_path)}
+        env.pop("HYDRA_FULL_ERROR", None)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "trajrl", "debug=smoke", "loop.checkpoint_every_frames=500", *overrides,
+             f"hydra.run.dir={self.dir}"],
+            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+            stdin=subprocess.DEVNULL, start_new_session=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        self.pgid = self.proc.pid
+
+    def wait_for_checkpoint(self, timeout: float = 90) -> None:
+        """Until training is under way and has saved a checkpoint."""
+        deadline = time.monotonic() + timeout
+        while not (self.dir / "checkpoints" / "latest.pt").exists():
+            assert self.proc.poll() is None, self.proc.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, "no checkpoint in time"
+            time.sleep(0.2)
+
+    def workers(self) -> list[int]:
+        """The run's child processes that are collector workers."""
+        found = []
+        for pid in processes_in_group(self.pgid):
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            if b"spawn_main" in cmdline and pid != self.proc.pid:
+                found.append(pid)
+        return found
+
+    def end(self, within: float = 30) -> str:
+        """Its stderr once it has ended, asserting it ended within ``within`` seconds."""
+        start = time.monotonic()
+        try:
+            _, err = self.proc.communicate(timeout=within)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.pgid, signal.SIGKILL)
+            raise AssertionError(f"the run did not end within {within} s")
+        assert time.monotonic() - start < within
+        return err
+
+    def assert_nothing_left(self, within: float = 10) -> None:
+        deadline = time.monotonic() + within
+        while processes_in_group(self.pgid):
+            if time.monotonic() > deadline:
+                left = processes_in_group(self.pgid)
+                os.killpg(self.pgid, signal.SIGKILL)
+                raise AssertionError(f"processes left behind: {left}")
+            time.sleep(0.2)
+
+    def assert_checkpoint_loads(self) -> dict:
+        saved = load_checkpoint(self.dir)
+        assert saved["frames"] > 0
+        agent = trajrl.load_agent(self.dir)
+        assert agent.algo.updates == saved["algo"]["updates"]
+        return saved
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.pgid, signal.SIGKILL)
+
+
+@pytest.fixture
+def run_in(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(tmp_path))  # load_agent imports bad_envs too
+    runs = []
+
+    def start(*overrides: str) -> Run:
+        runs.append(Run(tmp_path, *overrides))
+        return runs[-1]
+
+    yield start
+    for r in runs:
+        r.kill()
+
+
+@pytest.mark.parametrize("collector", ["sync", "multi_async", "async_batched"])
+def test_an_environment_that_raises_ends_the_run_with_its_cause(collector, run_in):
+    """In a worker process, or in the single-process collector's thread (whose
+    exception TorchRL only prints)."""
+    run = run_in("env=gym", "env.id=Exploding-v0", "env.import_module=bad_envs", f"collector={collector}",
+                 "total_frames=8000")
+    err = run.end(within=60)
+    assert run.proc.returncode == 1, err[-3000:]
+    assert "boom: the environment failed after 2500 steps" in err
+    assert err.strip().splitlines()[-1].startswith("trajrl: run failed: collection failed")
+    run.assert_nothing_left()
+    run.assert_checkpoint_loads()
+
+
+@pytest.mark.parametrize("collector", ["multi_async", "multi_sync"])
+def test_a_killed_worker_ends_the_run_and_names_it(collector, run_in):
+    overrides = ["algo=ppo", "debug=smoke"] if collector == "multi_sync" else []
+    run = run_in(f"collector={collector}", *overrides, "total_frames=1000000")
+    run.wait_for_checkpoint()
+    workers = run.workers()
+    assert len(workers) == 2, workers
+    os.kill(workers[1], signal.SIGKILL)
+    err = run.end()
+    assert run.proc.returncode == 1, err[-3000:]
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("trajrl: run failed: collection failed") and "worker 1" in last and "-9" in last, last
+    run.assert_nothing_left()
+    run.assert_checkpoint_loads()
+
+
+@pytest.mark.parametrize("signum, whole_group", [(signal.SIGINT, True), (signal.SIGTERM, False)])
+def test_sigint_and_sigterm_stop_the_run_and_save_a_checkpoint(signum, whole_group, run_in):
+    """Ctrl-C (SIGINT to the whole process group, workers included) or SIGTERM to the
+    main process: the run ends within 30 s, says why, exits 128 + signal, keeps its
+    metrics, saves a checkpoint of where it stopped and leaves no process behind."""
+    run = run_in("total_frames=1000000")
+    run.wait_for_checkpoint()
+    time.sleep(1.0)  # past the first checkpoint
+    os.killpg(run.pgid, signum) if whole_group else run.proc.send_signal(signum)
+    err = run.end()
+    assert run.proc.returncode == 128 + signum, err[-3000:]
+    name = signal.Signals(signum).name
+    assert err.strip().splitlines()[-1].startswith(f"trajrl: run stopped: interrupted by {name}; collectors shut down")
+    run.assert_nothing_left()
+    saved = run.assert_checkpoint_loads()
+    rows = read_metrics(run.dir)
+    assert saved["frames"] >= int(rows[-1]["frames"])  # saved when it stopped, not at the last periodic save
+    assert saved["loop"]["updates"] >= float(rows[-1]["train/updates"])
+
+
+@pytest.mark.parametrize("collector", ["multi_async", "multi_sync"])
+def test_sigkill_to_the_run_leaves_no_worker_behind(collector, run_in):
+    overrides = ["algo=ppo"] if collector == "multi_sync" else []
+    run = run_in(f"collector={collector}", *overrides, "total_frames=1000000")
+    run.wait_for_checkpoint()
+    assert len(run.workers()) == 2
+    run.proc.kill()  # the main process only: nothing of it runs to clean up
+    run.end()
+    run.assert_nothing_left(within=30)
+    run.assert_checkpoint_loads()  # the last one saved, whole (written then renamed)
