@@ -100,6 +100,8 @@ def validate(cfg: DictConfig) -> DictConfig:
     for key in ("seed", "loop.eval_every_frames", "loop.eval_episodes", "loop.checkpoint_every_frames"):
         _positive(cfg, key, minimum=0)
     _positive(cfg, "loop.stall_timeout_s", minimum=1)
+    if cfg.loop.time_limit_s is not None and cfg.loop.time_limit_s <= 0:
+        raise ConfigError("loop.time_limit_s", cfg.loop.time_limit_s, "must be > 0 seconds, or null for no limit")
     if not isinstance(cfg.audit, bool):
         raise ConfigError("audit", cfg.audit, "use audit=true or audit=false")
     _positive(cfg, "audit_every")

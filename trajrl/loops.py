@@ -52,6 +52,10 @@ def progress_line(frames: int, row: dict[str, float]) -> str:
     return " | ".join(parts)
 
 
+def out_of_time(start: float, limit_s: float | None) -> bool:
+    return limit_s is not None and time.monotonic() - start >= limit_s
+
+
 def next_multiple(frames: int, every: int) -> int | None:
     """The first multiple of ``every`` above ``frames`` (None: ``every`` is 0, never)."""
     return (frames // every + 1) * every if every > 0 else None
@@ -104,6 +108,7 @@ class OffPolicySettings:
     stall_timeout_s: float     # no new frame for this long is an error
     max_update_lag: int | None = None  # pause collection when the learner is this far behind (None: never)
     checkpoint_every_frames: int = 0   # 0: only at the end
+    time_limit_s: float | None = None  # stop (as at total_frames) after this long
 
 
 class OffPolicyLoop:
@@ -126,7 +131,7 @@ class OffPolicyLoop:
         self.behaviour_policy, self.exploration, self.evaluate = behaviour_policy, exploration, evaluate
         self.log, self.settings, self.audit, self.version = log, settings, audit, version
         self.progress = progress or Progress(settings.total_frames)
-        self.episodes = StoredEpisodeStats(self.buffer)
+        self.episodes = StoredEpisodeStats(self.buffer, int(self.start_state.get("episodes", 0)))
         self.workers = (WorkerStats(counters, self.start_frames, self.episodes.episodes)
                         if counters is not None else None)
         self.samples = MaskTally("sample")
@@ -174,7 +179,8 @@ class OffPolicyLoop:
         return final
 
     def _save_checkpoint(self, frames: int) -> None:
-        self.checkpoint.save(frames, {"updates": self.updates, "best_eval": self.best_eval})
+        self.checkpoint.save(frames, {"updates": self.updates, "best_eval": self.best_eval,
+                                      "episodes": self.episodes.episodes})
 
     def _collect_and_learn(self, watch: CollectorWatch) -> None:
         s = self.settings
@@ -190,10 +196,12 @@ class OffPolicyLoop:
                 if self.exploration is not None:
                     self.exploration.step(frames - frames_seen)
                 frames_seen = frames
-            if frames >= s.total_frames:
+            if frames >= s.total_frames or out_of_time(self.start, s.time_limit_s):
                 break
             self.progress.status(frames, self.recent_return)
             self._learn(frames)
+            if self.episodes.due():
+                self.episodes.read()
             if self.checkpoint.due(frames):
                 with self._paused():
                     self._save_checkpoint(frames)
@@ -307,6 +315,7 @@ class EpisodicSettings:
     eval_every_frames: int   # 0: only at the end
     log_every_frames: int
     checkpoint_every_frames: int = 0  # 0: only at the end
+    time_limit_s: float | None = None  # stop (as at total_frames) after this long
 
 
 class EpisodicLoop:
@@ -368,7 +377,7 @@ class EpisodicLoop:
                 self.progress.status(self.frames, self.recent_return)
                 if self.checkpoint.due(self.frames):
                     self._save_checkpoint()
-                if self.frames >= s.total_frames:
+                if self.frames >= s.total_frames or out_of_time(self.start, s.time_limit_s):
                     break
                 if next_eval is not None and self.frames >= next_eval and self.evaluate is not None:
                     next_eval = (self.frames // s.eval_every_frames + 1) * s.eval_every_frames

@@ -39,36 +39,54 @@ def return_stats(returns: torch.Tensor, prefix: str) -> dict[str, float]:
 
 
 class StoredEpisodeStats:
-    """Reads the steps written to the buffer since the last call and summarises the
-    episodes they complete (returns, lengths) and how the actions were chosen."""
+    """The episodes written to the buffer: ``read()`` takes in the steps written since
+    it last read (call it before the storage wraps past them: ``due()``), ``update()``
+    summarises those read since the last summary (returns, lengths, how the actions
+    were chosen). A resumed run starts after what its buffer holds, with its count."""
 
-    def __init__(self, buffer: ReplayBuffer):
+    def __init__(self, buffer: ReplayBuffer, episodes: int = 0):
         self.buffer = buffer
-        self.seen = 0
-        self.episodes = 0
-        self.lengths = torch.zeros(0)  # lengths of the episodes completed since the last call
+        self.seen = buffer.write_count
+        self.episodes = episodes
+        self.lengths = torch.zeros(0)  # lengths of the episodes completed since the last summary
+        self._lengths: list[torch.Tensor] = []
+        self._returns: list[torch.Tensor] = []
+        self._random = [0, 0]  # actions not greedy, actions
 
-    def update(self) -> dict[str, float]:
+    def due(self) -> bool:
+        """Half the storage written since the last read: read now, or wrap-around loses steps."""
+        return self.buffer.write_count - self.seen >= self.buffer.storage.max_size // 2
+
+    def read(self) -> None:
         written = self.buffer.write_count
         capacity = self.buffer.storage.max_size
         new = min(written - self.seen, capacity)
-        self.lengths = torch.zeros(0)
         if new <= 0:
-            return {}
+            return
         index = torch.arange(written - new, written) % capacity
         self.seen = written
         steps = self.buffer.storage[index]
         done = steps.get(("next", "done")).reshape(-1)
-        stats: dict[str, float] = {}
         if done.any():
-            self.lengths = steps.get(("next", "step_count")).reshape(-1)[done].float()
+            self._lengths.append(steps.get(("next", "step_count")).reshape(-1)[done].float())
+            self._returns.append(steps.get(("next", "episode_reward")).reshape(-1)[done])
             self.episodes += int(done.sum())
-            stats.update(return_stats(steps.get(("next", "episode_reward")).reshape(-1)[done], "episode"))
-            stats.update(length_stats(self.lengths, "episode"))
-        stats["episode/completed"] = float(self.episodes)
         if "action_value" in steps.keys():
             greedy = steps.get("action_value").argmax(-1).reshape(-1)
-            stats["collect/random_action_frac"] = (steps.get("action").reshape(-1) != greedy).float().mean().item()
+            self._random[0] += int((steps.get("action").reshape(-1) != greedy).sum())
+            self._random[1] += greedy.numel()
+
+    def update(self) -> dict[str, float]:
+        self.read()
+        stats: dict[str, float] = {}
+        self.lengths = torch.cat(self._lengths) if self._lengths else torch.zeros(0)
+        if self._lengths:
+            stats.update(return_stats(torch.cat(self._returns), "episode"))
+            stats.update(length_stats(self.lengths, "episode"))
+        stats["episode/completed"] = float(self.episodes)
+        if self._random[1]:
+            stats["collect/random_action_frac"] = self._random[0] / self._random[1]
+        self._lengths, self._returns, self._random = [], [], [0, 0]
         return stats
 
 

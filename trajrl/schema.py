@@ -148,6 +148,7 @@ class Loop:
     log_every_frames: int = MISSING
     checkpoint_every_frames: int = MISSING
     stall_timeout_s: float = MISSING
+    time_limit_s: Optional[float] = None
 
 
 @dataclass

@@ -67,7 +67,8 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None, progress: Progress
                     EpisodicSettings(total_frames=int(cfg.total_frames),
                                      eval_every_frames=int(loop_cfg.eval_every_frames),
                                      log_every_frames=int(loop_cfg.log_every_frames),
-                                     checkpoint_every_frames=int(loop_cfg.checkpoint_every_frames)),
+                                     checkpoint_every_frames=int(loop_cfg.checkpoint_every_frames),
+                                     time_limit_s=loop_cfg.time_limit_s),
                     **watching,
                 )
             else:
@@ -83,6 +84,7 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None, progress: Progress
                         stall_timeout_s=float(loop_cfg.stall_timeout_s),
                         max_update_lag=loop_cfg.max_update_lag,
                         checkpoint_every_frames=int(loop_cfg.checkpoint_every_frames),
+                        time_limit_s=loop_cfg.time_limit_s,
                     ),
                     **watching,
                 )

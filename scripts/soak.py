@@ -1,0 +1,122 @@
+"""Soak test (by hand, not in CI): recurrent DQN with two worker processes writing into a
+small buffer that wraps many times, the live audit on, for a given number of minutes.
+
+    python scripts/soak.py --minutes 10
+
+Reports what a long run must not do: break the trajectory invariants (audit
+violations, in sampled batches and in the whole buffer at the end), lose frames
+(episodes the environments finished that never reached the buffer, beyond what
+the collectors still hold at shutdown), or grow in memory after warm-up (the
+proportional set size of the run's processes, sampled every few seconds).
+Exits non-zero when one of them fails.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+WORKERS, TRAJS_PER_BATCH = 2, 4
+
+
+def group_pss_mib(pgid: int) -> float:
+    """Proportional set size of the processes of group ``pgid`` (shared pages counted once)."""
+    total_kib = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[2]) != pgid:
+                continue
+            for line in (stat.parent / "smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    total_kib += int(line.split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    return total_kib / 1024
+
+
+def last_row(run_dir: Path) -> dict[str, float]:
+    with open(run_dir / "metrics.csv") as f:
+        rows = list(csv.DictReader(f))
+    return {k: float(v) for k, v in rows[-1].items() if v}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--minutes", type=float, default=10.0)
+    parser.add_argument("--capacity", type=int, default=20_000, help="replay buffer frames (small: it wraps often)")
+    parser.add_argument("--warmup-minutes", type=float, default=None,
+                        help="memory is compared from here on (default: a fifth of the run)")
+    parser.add_argument("--run-dir", type=Path, default=None)
+    parser.add_argument("--out", type=Path, default=None, help="also write the report as JSON here")
+    args = parser.parse_args(argv)
+    seconds = args.minutes * 60
+    warmup_s = (args.warmup_minutes * 60) if args.warmup_minutes is not None else seconds / 5
+    run_dir = args.run_dir or Path(tempfile.mkdtemp(prefix="trajrl-soak-"))
+
+    command = [sys.executable, "-m", "trajrl", "algo=r2d2", "collector=multi_async", "sampler=slice",
+               f"collector.num_workers={WORKERS}", f"trajs_per_batch={TRAJS_PER_BATCH}",
+               f"storage.capacity={args.capacity}", "total_frames=1000000000", f"loop.time_limit_s={seconds}",
+               "audit=true", "audit_every=50", "loop.eval_every_frames=0", "loop.eval_episodes=2",
+               "loop.log_every_frames=20000", "loop.checkpoint_every_frames=200000", f"hydra.run.dir={run_dir}"]
+    print("soak:", " ".join(command[1:]), flush=True)
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, stdin=subprocess.DEVNULL)
+    start, samples = time.monotonic(), []
+    try:
+        while proc.poll() is None:
+            samples.append((time.monotonic() - start, group_pss_mib(proc.pid)))
+            time.sleep(5)
+        _, err = proc.communicate()
+    except BaseException:
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise
+    if proc.returncode != 0:
+        print(err[-3000:], file=sys.stderr)
+        print(f"soak: the run failed (exit code {proc.returncode}); run directory {run_dir}", file=sys.stderr)
+        return 1
+
+    row = last_row(run_dir)
+    # From warm-up until training stops (the last seconds are the shutdown: workers exit).
+    after_warmup = [mib for t, mib in samples if warmup_s <= t <= seconds - 5]
+    base, end, peak = after_warmup[0], after_warmup[-1], max(after_warmup)
+    ended = sum(v for k, v in row.items() if k.startswith("collect/worker") and k.endswith("/episodes"))
+    held = ended - row["episode/completed"]  # finished, not yet handed over when the run stopped
+    report = {
+        "minutes": round((time.monotonic() - start) / 60, 2),
+        "frames_stored": int(row["frames"]),
+        "buffer_wraps": round(row["frames"] / args.capacity, 1),
+        "frames_per_s": round(row["time/frames_per_s"]),
+        "updates": int(row["train/updates"]),
+        "audit_batches_checked": int(row["audit/batches_checked"]),
+        "audit_violations": int(row["audit/violations"]),
+        "frames_stepped": int(row["collect/frames_stepped"]),
+        "frames_in_flight_at_stop": int(row["buffer/frames_in_flight_dropped"]),
+        "episodes_ended": int(ended),
+        "episodes_stored": int(row["episode/completed"]),
+        "episodes_held_by_collectors_at_stop": int(held),
+        "episodes_lost": int(max(0.0, held - WORKERS * TRAJS_PER_BATCH)),
+        "pss_mib_after_warmup": round(base, 1),
+        "pss_mib_end": round(end, 1),
+        "pss_mib_peak": round(peak, 1),
+        "pss_growth_after_warmup": round(end / base - 1, 4),
+        "run_dir": str(run_dir),
+    }
+    width = max(map(len, report))
+    for key, value in report.items():
+        print(f"{key:<{width}}  {value}")
+    if args.out:
+        args.out.write_text(json.dumps({"report": report, "pss_samples": samples}, indent=1))
+    ok = report["audit_violations"] == 0 and report["episodes_lost"] == 0 and report["pss_growth_after_warmup"] < 0.10
+    print("soak:", "passed" if ok else "FAILED", "(0 violations, 0 episodes lost, memory growth under 10% after warm-up)")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
