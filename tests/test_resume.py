@@ -79,3 +79,39 @@ def assert_same_steps(now, then) -> None:
             assert (shift == shift.reshape(-1)[0]).all()
         else:
             assert torch.equal(now.get(key), then.get(key)), key
+
+
+def test_a_resumed_ppo_run_continues_its_frames_and_updates(tmp_path):
+    run_dir = tmp_path / "run"
+    first = cli("algo=ppo", "debug=smoke", "total_frames=1000", "loop.log_every_frames=200",
+                f"hydra.run.dir={run_dir}", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr[-3000:]
+    saved = load_checkpoint(run_dir)
+    assert "buffer" not in saved and saved["frames"] >= 1000
+    second = cli(f"resume={run_dir}", "total_frames=2000", cwd=tmp_path)
+    assert second.returncode == 0, second.stderr[-3000:]
+    final = load_checkpoint(run_dir)
+    assert final["frames"] >= 2000
+    assert final["algo"]["updates"] > saved["algo"]["updates"]
+    assert final["loop"]["episodes"] > saved["loop"]["episodes"]
+    frames = [int(r["frames"]) for r in read_metrics(run_dir)]
+    assert frames == sorted(frames) and frames[-1] == final["frames"]
+    assert any(f <= saved["frames"] for f in frames) and any(f > saved["frames"] for f in frames)
+
+
+def test_resuming_from_a_checkpoint_that_does_not_fit_is_refused_and_the_run_kept(tmp_path):
+    run_dir = tmp_path / "run"
+    assert cli("debug=smoke", "total_frames=1000", "loop.warmup_frames=400", f"hydra.run.dir={run_dir}",
+               cwd=tmp_path).returncode == 0
+    metrics = (run_dir / "metrics.csv").read_bytes()
+    proc = cli(f"resume={run_dir}", "storage.capacity=3000", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "trajrl: cannot resume: the checkpoint's buffer holds 1,500 frames and this run's 3,000; " \
+           "resume with storage.capacity=1500" in proc.stderr
+
+    checkpoint = run_dir / "checkpoints" / "latest.pt"
+    checkpoint.write_bytes(checkpoint.read_bytes()[:1000])
+    proc = cli(f"resume={run_dir}", cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "trajrl: cannot resume:" in proc.stderr and "truncated, corrupt or not a trajrl checkpoint" in proc.stderr
+    assert (run_dir / "metrics.csv").read_bytes() == metrics  # nothing written lost

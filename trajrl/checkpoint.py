@@ -69,17 +69,22 @@ def buffer_locked(buffer):
         yield
 
 
-def restore(payload: dict, algo, policy_state: dict, buffer=None) -> dict[str, float]:
-    """Put a checkpoint back into freshly built objects (before any collector starts);
-    returns the loop's counters."""
+def restore(payload: dict, algo, policy_state: dict, buffer=None, rng: bool = True) -> dict[str, float]:
+    """Put a checkpoint back into freshly built objects (before any collector starts),
+    and torch's RNG state with ``rng``; returns the loop's counters."""
     algo.load_state_dict(payload["algo"])
     for name, module in policy_state.items():
         module.load_state_dict(payload["policy"][name])
     if buffer is not None:
         if "buffer" not in payload:
             raise CheckpointError("the checkpoint holds no replay buffer; it cannot resume an off-policy run")
+        saved = next(iter(payload["buffer"]["_storage"]["_storage"].values()), None)
+        if saved is not None and saved.shape[0] != buffer.storage.max_size:
+            raise CheckpointError(f"the checkpoint's buffer holds {saved.shape[0]:,} frames and this run's "
+                                  f"{buffer.storage.max_size:,}; resume with storage.capacity={saved.shape[0]}")
         buffer.load_state_dict(renumber_episodes(payload["buffer"]))
-    torch.set_rng_state(payload["rng"])
+    if rng:
+        torch.set_rng_state(payload["rng"])
     return {"frames": payload["frames"], **payload["loop"]}
 
 
@@ -138,5 +143,5 @@ def load_agent(run_dir: str | Path):
     payload = load_checkpoint(run_dir, algo_name=cfg.algo.name)
     spaces = env_spaces(cfg.env, cfg.algo.name)
     agent = build_agent(cfg, spaces.observations, spaces.actions)
-    restore(payload, agent.algo, agent.policy_state())
+    restore(payload, agent.algo, agent.policy_state(), rng=False)
     return agent
