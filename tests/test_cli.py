@@ -1,7 +1,6 @@
 """The real CLI in a subprocess: every collector x sampler smoke run, sweeps, help, refusals."""
 import csv
 import os
-import signal
 import subprocess
 import sys
 import time
