@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from trajrl.config import COLLECTORS
+from trajrl.config import LOCAL_COLLECTORS
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -43,7 +43,7 @@ def read_metrics(run_dir: Path) -> list[dict]:
 
 
 @pytest.mark.parametrize("sampler", ["slice", "slice_without_replacement", "prioritized_slice", "episode", "random"])
-@pytest.mark.parametrize("collector", COLLECTORS)
+@pytest.mark.parametrize("collector", LOCAL_COLLECTORS)
 def test_smoke_run_of_every_collector_and_sampler_writes_metrics(collector, sampler, tmp_path):
     run_dir = tmp_path / "run"
     proc = trajrl(f"collector={collector}", f"sampler={sampler}", "debug=smoke", "audit=true", "audit_every=1",
@@ -83,7 +83,7 @@ def test_smoke_run_of_ppo_learns_from_complete_episodes(collector, traj_format, 
     assert "eval/return" in last
 
 
-@pytest.mark.parametrize("collector", COLLECTORS)
+@pytest.mark.parametrize("collector", LOCAL_COLLECTORS)
 def test_smoke_run_of_recurrent_sac_on_every_collector(collector, tmp_path):
     run_dir = tmp_path / "run"
     proc = trajrl("experiment=rsac_pendulum_novel", f"collector={collector}", "debug=smoke", "audit=true",

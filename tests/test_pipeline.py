@@ -11,7 +11,7 @@ import time
 import pytest
 
 import trajrl
-from trajrl.config import COLLECTORS
+from trajrl.config import LOCAL_COLLECTORS
 from trajrl.data.audit import audit_batch, audit_storage
 
 SAMPLERS = {  # name -> overrides
@@ -39,7 +39,7 @@ def no_violations(counts):
 
 
 @pytest.mark.parametrize("sampler", SAMPLERS)
-@pytest.mark.parametrize("collector", COLLECTORS)
+@pytest.mark.parametrize("collector", LOCAL_COLLECTORS)
 def test_collector_writes_complete_episodes_and_samples_stay_inside_them(collector, sampler):
     cfg = trajrl.compose([f"collector={collector}", "debug=smoke", f"storage.capacity={CAPACITY}", TIME_LIMIT,
                           "sampler.slices_per_batch=32" if "slice" in sampler else "seed=0", *SAMPLERS[sampler]])
@@ -78,7 +78,7 @@ def test_collector_writes_complete_episodes_and_samples_stay_inside_them(collect
         assert math.isfinite(stats["loss"]) and stats["learn_frac"] > 0
 
 
-@pytest.mark.parametrize("collector", COLLECTORS)
+@pytest.mark.parametrize("collector", LOCAL_COLLECTORS)
 def test_weights_and_epsilon_pushed_by_the_loop_reach_the_collector(collector):
     """After a push, new steps are acted by the learner's network with its epsilon."""
     import torch

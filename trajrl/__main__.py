@@ -17,7 +17,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.errors import HydraException
 from omegaconf import DictConfig
 
-from trajrl.config import CONFIG_DIR, ConfigError, validate
+from trajrl.config import CONFIG_DIR, ConfigError, check_launcher, validate
 from trajrl.interrupts import RunInterrupted
 
 log = logging.getLogger("trajrl")
@@ -42,6 +42,8 @@ def run(cfg: DictConfig) -> float:
     run_dir = Path(hydra_cfg.runtime.output_dir)
     try:  # before torch is even imported: a refusal takes a second and leaves nothing behind
         validate(cfg)
+        check_launcher(hydra_cfg.launcher.get("_target_", ""), cfg.collector.kind,
+                       cfg.collector.get("env_backend", "threading"))
     except ConfigError as err:
         resumed = cfg.get("resume")
         if resumed is None or Path(str(resumed)).resolve() != run_dir.resolve():  # never a resumed run's own
@@ -88,13 +90,19 @@ def last_logged_frames(run_dir: Path) -> str:
 
 def discard_run_dir(run_dir: Path) -> None:
     """Remove what Hydra wrote for a run that was refused before it began (its
-    ``.hydra/`` and log), and the date directory if that leaves it empty. A directory
-    holding anything else is left alone."""
+    ``.hydra/`` and log), and the directories above it that this leaves empty (a
+    sweep's, with only its ``multirun.yaml``). A directory holding anything else is
+    left alone."""
     hydra_files = {".hydra", f"{HydraConfig.get().job.name}.log"}
     if not run_dir.is_dir() or any(p.name not in hydra_files for p in run_dir.iterdir()):
         return
     shutil.rmtree(run_dir, ignore_errors=True)
-    for parent in (run_dir.parent, run_dir.parent.parent):
+    cwd = Path.cwd().resolve()
+    for parent in run_dir.resolve().parents:
+        if parent == cwd or cwd not in parent.parents:  # only what the run made under the working directory
+            break
+        if [p.name for p in parent.iterdir()] == ["multirun.yaml"]:  # a sweep that ran no job
+            (parent / "multirun.yaml").unlink()
         try:
             parent.rmdir()  # only if empty
         except OSError:
@@ -181,6 +189,9 @@ def composition_error(err: Exception) -> str:
     override = getattr(err, "override", None)  # an override Hydra cannot parse
     if override and override not in text:
         text = f"{override}: {text}"
+    missing_plugin = "Could not find" in text or "Could not load" in text
+    if missing_plugin and any(name in text for name in ("submitit", "optuna", "launcher/parallel", "launcher/slurm")):
+        text += "\n(the sweep launchers and the Optuna sweeper are an optional extra: pip install 'trajrl[sweep]')"
     cause = err.__cause__
     if cause is not None and str(cause) not in text:
         text += f" ({str(cause).splitlines()[0]})"

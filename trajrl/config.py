@@ -12,7 +12,9 @@ from omegaconf.errors import MissingMandatoryValue
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 
-COLLECTORS = ("sync", "async", "multi_sync", "multi_async", "async_batched")
+#: Collectors on this machine (threads and worker processes), and the one on Ray.
+LOCAL_COLLECTORS = ("sync", "async", "multi_sync", "multi_async", "async_batched")
+COLLECTORS = LOCAL_COLLECTORS + ("ray",)
 TRAJECTORY_SAMPLERS = ("slice", "slice_without_replacement", "prioritized_slice", "episode")
 SAMPLERS = TRAJECTORY_SAMPLERS + ("random",)
 STORAGES = ("lazy_tensor", "lazy_memmap", "none")
@@ -87,6 +89,8 @@ def validate(cfg: DictConfig) -> DictConfig:
         raise ConfigError("collector.num_workers", workers, f"this machine has {cores} cores; use at most {4 * cores}")
     if collector == "async_batched":
         _one_of(cfg, "collector.env_backend", ("threading", "multiprocessing"))
+    if collector == "ray":
+        _check_ray(cfg)
 
     trajs = cfg.trajs_per_batch
     if trajs is not None and (not isinstance(trajs, int) or trajs < 1):
@@ -123,6 +127,28 @@ def validate(cfg: DictConfig) -> DictConfig:
         cfg.storage.ndim = 1
         OmegaConf.set_struct(cfg, with_flag)
     return cfg
+
+
+def check_launcher(launcher: str, collector: str, env_backend: str = "threading") -> None:
+    """Refuse a Hydra launcher that cannot run this collector (``launcher``: its ``_target_``)."""
+    in_processes = collector in ("async", "multi_sync", "multi_async") or (
+        collector == "async_batched" and env_backend == "multiprocessing")
+    if "joblib" in launcher.lower() and in_processes:
+        raise ConfigError(
+            "hydra/launcher", "joblib",
+            f"cannot start collector={collector}'s worker processes inside its jobs (they cannot pickle its "
+            "shared memory); use hydra/launcher=parallel (each job its own process) or collector=sync",
+        )
+
+
+def _check_ray(cfg: DictConfig) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("ray") is None:
+        raise ConfigError("collector", "ray", "needs Ray, an optional extra: pip install 'trajrl[ray]' "
+                          "(or use collector=multi_async on this machine)")
+    if cfg.trajs_per_batch is None:
+        raise ConfigError("trajs_per_batch", None, "collector=ray sends complete episodes; set trajs_per_batch=4")
 
 
 def _check_ppo(cfg: DictConfig, collector: str, storage: str, sampler: str, trajs: int | None) -> None:

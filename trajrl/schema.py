@@ -37,6 +37,11 @@ class AsyncBatchedCollector(Collector):
 
 
 @dataclass
+class RayCollector(Collector):
+    address: Optional[str] = None  # null: a local Ray instance for the run; "auto" or "ray://host:10001": a cluster
+
+
+@dataclass
 class Storage:
     kind: str = MISSING
     capacity: int = MISSING
@@ -167,7 +172,8 @@ class Top:
 GROUPS: dict[str, tuple[str | None, dict[str, type]]] = {
     "env": (None, {"": Env}),
     "collector": ("kind", {"sync": Collector, "async": Collector, "multi_sync": Collector,
-                           "multi_async": Collector, "async_batched": AsyncBatchedCollector}),
+                           "multi_async": Collector, "async_batched": AsyncBatchedCollector,
+                           "ray": RayCollector}),
     "storage": ("kind", {"lazy_tensor": Storage, "lazy_memmap": MemmapStorage, "none": NoStorage}),
     "sampler": ("kind", {"slice": StepSliceSampler, "slice_without_replacement": SliceSampler,
                          "prioritized_slice": PrioritizedSliceSampler, "episode": EpisodeSampler,

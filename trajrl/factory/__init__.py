@@ -33,7 +33,7 @@ class Pipeline:
 
     env_fn: Callable[..., EnvBase]     # the collector's environments (``slot=i`` counts their frames)
     eval_env_fn: Callable[[], EnvBase]  # the same environment, uncounted, for evaluation
-    counters: WorkerCounters           # what the collector's environments did (frames, episodes, returns)
+    counters: WorkerCounters | None    # what the collector's environments did (None: on a Ray cluster)
     collector: BaseCollector
     buffer: TensorDictReplayBuffer | None     # None: on-policy, batches go straight to the learner
     sequences: SequenceSampler | None
@@ -72,10 +72,12 @@ def build(cfg: DictConfig, run_dir: str | Path | None = None) -> Pipeline:
 
     log.info("env %s: %d observations, %d actions, episodes up to %d steps", cfg.env.id, obs_dim, num_actions, limit)
     agent = build_agent(cfg, obs_dim, num_actions)
-    counters = WorkerCounters(slots=int(cfg.collector.num_workers))
+    kind = cfg.collector.kind
+    ray_address = cfg.collector.get("address") if kind == "ray" else None
+    # Environments count their frames in a file: not on other machines of a Ray cluster.
+    counters = WorkerCounters(slots=int(cfg.collector.num_workers)) if ray_address is None else None
     env_fn = env_factory(cfg.env, primer=agent.primer, counters=counters)
 
-    kind = cfg.collector.kind
     sequences = None
     if cfg.storage.kind != "none":
         sequences = build_buffer(cfg.storage, cfg.sampler, shared=kind in PROCESS_COLLECTORS, run_dir=run_dir,
@@ -89,7 +91,7 @@ def build(cfg: DictConfig, run_dir: str | Path | None = None) -> Pipeline:
         kind, env_fn, agent.explore, sequences.buffer if sequences else None,
         num_workers=int(cfg.collector.num_workers), frames_per_batch=int(cfg.collector.frames_per_batch),
         trajs_per_batch=cfg.trajs_per_batch, seed=int(cfg.seed), traj_format=cfg.traj_format,
-        env_backend=cfg.collector.get("env_backend", "threading"),
+        env_backend=cfg.collector.get("env_backend", "threading"), ray_address=ray_address,
     )
     log.info("collector %s (%s), storage %s, sampler %s", kind, type(collector).__name__,
              f"{cfg.storage.kind} x {cfg.storage.capacity}" if sequences else "none", cfg.sampler.kind)

@@ -51,6 +51,7 @@ def build_collector(
     seed: int,
     traj_format: str = "cat",
     env_backend: str = "threading",
+    ray_address: str | None = None,
 ) -> BaseCollector:
     """A collector that, once ``start()``-ed, writes into ``buffer`` until shut down;
     without a buffer, iterating it yields the batches.
@@ -76,6 +77,11 @@ def build_collector(
             cls = MultiSyncCollector if kind == "multi_sync" else MultiAsyncCollector
             # One torch thread per worker: on a 2-core machine more threads only contend.
             collector = cls([env_fn] * num_workers, policy, create_env_kwargs=slots, **workers, **common, **traj)
+    elif kind == "ray":
+        from trajrl.factory.ray_collector import RayEpisodes
+
+        collector = RayEpisodes(env_fn, policy, buffer, num_workers=num_workers, frames_per_batch=frames_per_batch,
+                                trajs_per_batch=trajs_per_batch, address=ray_address, slots=ray_address is None)
     elif kind == "async_batched":
         collector = AsyncBatchedCollector(
             [env_fn] * num_workers, policy=policy, yield_completed_trajectories=True,

@@ -1,0 +1,96 @@
+"""``collector=ray``: TorchRL's ``RayCollector`` (one remote ``Collector`` actor per
+worker, on a local Ray instance started for the run or on an existing cluster) with
+the complete episodes it yields written into the learner's replay buffer.
+
+TorchRL's own path for remote actors writing into a buffer needs a Ray-hosted
+buffer (``service_backend="ray"``), which every statistic, sampler and audit of the
+loop would then reach through remote calls. Here the actors send their batches of
+complete episodes (padded ``[N, T]`` + mask) through Ray's object store, and a
+thread of the learner's process writes them as they arrive: the buffer stays a
+local TorchRL buffer, and ``PaddedToFlat`` gives the episodes fresh ids (each actor
+numbers its own from 0). To the loop it is a collector like the others: ``start()``,
+``pause()``, ``update_policy_weights_()``, ``async_shutdown()``.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from typing import Callable, Iterator
+
+from torchrl.collectors import Collector
+from torchrl.data import ReplayBuffer
+
+FOREVER = 2**62  # RayCollector stops at total_frames; the loop decides when to stop
+
+
+class RayEpisodes:
+    """Remote collector actors, whose complete episodes a thread writes into ``buffer``."""
+
+    def __init__(self, env_fn: Callable, policy, buffer: ReplayBuffer, *, num_workers: int, frames_per_batch: int,
+                 trajs_per_batch: int, address: str | None, slots: bool = True):
+        import ray
+        from torchrl.collectors.distributed import RayCollector
+
+        self.buffer = buffer
+        self.started_ray = address is None and not ray.is_initialized()
+        init = ({"address": address} if address else
+                {"num_cpus": max(os.cpu_count() or 1, num_workers), "include_dashboard": False,
+                 "log_to_driver": False})
+        per_worker = [{"traj_format": "padded", **({"create_env_kwargs": {"slot": i}} if slots else {})}
+                      for i in range(num_workers)]
+        self.collector = RayCollector(
+            [env_fn] * num_workers, policy, collector_class=Collector, num_collectors=num_workers,
+            collector_kwargs=per_worker, frames_per_batch=frames_per_batch, total_frames=FOREVER,
+            trajs_per_batch=trajs_per_batch, sync=False, ray_init_config=init,
+        )
+        self.policy = policy
+        self._thread: threading.Thread | None = None
+        self._stop = False
+        self._writing = threading.Lock()  # held while pausing: the thread writes nothing meanwhile
+        self._replay_error: BaseException | None = None  # read by CollectorWatch
+
+    def start(self) -> None:
+        self.collector.update_policy_weights_(self.policy)  # the actors act with the learner's weights from the start
+        self._stop = False
+        self._thread = threading.Thread(target=self._write, name="ray-episodes", daemon=True)
+        self._thread.start()
+
+    def _write(self) -> None:
+        try:
+            for batch in self.collector:
+                if self._stop:
+                    break
+                with self._writing:
+                    self.buffer.extend(batch)
+        except BaseException as err:  # an actor or its environment failed: the loop reports it
+            if not self._stop:
+                self._replay_error = err
+
+    @contextlib.contextmanager
+    def pause(self) -> Iterator[None]:
+        """Nothing is written meanwhile (the actors finish the batch under way, then wait)."""
+        with self._writing:
+            yield
+
+    def update_policy_weights_(self, weights=None) -> None:
+        self.collector.update_policy_weights_(weights)
+
+    def set_seed(self, seed: int) -> None:
+        self.collector.set_seed(seed)
+
+    def async_shutdown(self) -> None:
+        self.shutdown()
+
+    def shutdown(self) -> None:
+        """Stop writing, stop the actors, and stop Ray if this run started it."""
+        self._stop = True
+        try:
+            self.collector.shutdown(timeout=10, shutdown_ray=self.started_ray)
+        finally:
+            if self._thread is not None:
+                self._thread.join(timeout=10)
+            if self.started_ray:
+                import ray
+
+                ray.shutdown()
