@@ -22,6 +22,11 @@ $(VENV)/.installed-test: $(VENV)/.installed
 	$(PY) -m pip install --quiet -e ".[test]"
 	touch $@
 
+# The slow tests also cover the optional extras (Ray, submitit, Optuna).
+$(VENV)/.installed-extras: $(VENV)/.installed-test
+	$(PY) -m pip install --quiet -e ".[test,ray,sweep]"
+	touch $@
+
 install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
 
@@ -31,7 +36,7 @@ run: install
 test: install-test
 	$(PY) -m pytest $(ARGS)
 
-test-slow: install-test
+test-slow: $(VENV)/.installed-extras
 	$(PY) -m pytest -m slow $(ARGS)
 
 clean:
