@@ -130,7 +130,8 @@ def test_any_gymnasium_id_with_kwargs_and_a_module_that_registers_it(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
     proc = subprocess.run(
         [sys.executable, "-m", "trajrl", "env=gym", "env.id=MyCartPole-v0", "env.import_module=my_envs",
-         "+env.kwargs.max_episode_steps=25", "collector=multi_async", "debug=smoke", f"hydra.run.dir={run_dir}"],
+         "+env.kwargs.max_episode_steps=25", "sampler.slice_len=20", "sampler.burn_in=5", "collector=multi_async",
+         "debug=smoke", f"hydra.run.dir={run_dir}"],
         cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env, stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, proc.stderr[-3000:]
     last = read_metrics(run_dir)[-1]
