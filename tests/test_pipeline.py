@@ -2,9 +2,9 @@
 the buffer holds complete episodes and every sample stays inside one episode.
 
 Episodes end by termination and by a 30-step time limit; the storage wraps around
-three times; slices are shorter (12) and longer (40) than many episodes. The four
-slice samplers x five collectors audit 20 x 160 batches x 32 slices = 102,400
-slices, with 0 violations allowed."""
+three times; slices are shorter (12) and longer (25) than many episodes (longer than
+the 30-step limit is refused as a configuration error). The four slice samplers x five
+collectors audit 20 x 160 batches x 32 slices = 102,400 slices, with 0 violations allowed."""
 import math
 import time
 
@@ -16,8 +16,8 @@ from trajrl.data.audit import audit_batch, audit_storage
 
 SAMPLERS = {  # name -> overrides
     "slice": ["sampler=slice", "sampler.slice_len=12"],
-    "slice_by_episode": ["sampler=slice", "sampler.slice_len=40", "sampler.weighting=episode"],
-    "slice_without_replacement": ["sampler=slice_without_replacement", "sampler.slice_len=40"],
+    "slice_by_episode": ["sampler=slice", "sampler.slice_len=25", "sampler.weighting=episode"],
+    "slice_without_replacement": ["sampler=slice_without_replacement", "sampler.slice_len=25"],
     "prioritized_slice": ["sampler=prioritized_slice", "sampler.slice_len=12"],
     "episode": ["sampler=episode"],
     "random": ["sampler=random"],
