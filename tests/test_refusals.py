@@ -50,6 +50,7 @@ CASES = [
     (["collector.num_workers=64"], ["collector.num_workers=64", "cores", "at most"]),
     (["device=cuda"], ["device='cuda'", "device=cpu"]),
     (["loop.warmup_frames=5000", "total_frames=1000"], ["loop.warmup_frames=5000", "below total_frames=1000"]),
+    (["algo=ppo", "loop.updates_per_frame=2"], ["loop.updates_per_frame='2'", "off-policy loop only", "algo.epochs"]),
     (["logger.backends=[mlflow]"], ["logger.backends='mlflow'", "csv, tensorboard or wandb"]),
     # against the environment
     (["env=gym"], ["env.id", "required"]),

@@ -17,7 +17,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.errors import HydraException
 from omegaconf import DictConfig
 
-from trajrl.config import CONFIG_DIR, ConfigError, check_launcher, validate
+from trajrl.config import CONFIG_DIR, ConfigError, check_launcher, check_overrides, validate
 from trajrl.interrupts import RunInterrupted
 
 log = logging.getLogger("trajrl")
@@ -44,6 +44,7 @@ def run(cfg: DictConfig) -> float:
         validate(cfg)
         check_launcher(hydra_cfg.launcher.get("_target_", ""), cfg.collector.kind,
                        cfg.collector.get("env_backend", "threading"))
+        check_overrides(list(hydra_cfg.overrides.task), cfg.algo.name)
     except ConfigError as err:
         resumed = cfg.get("resume")
         if resumed is None or Path(str(resumed)).resolve() != run_dir.resolve():  # never a resumed run's own

@@ -129,6 +129,24 @@ def validate(cfg: DictConfig) -> DictConfig:
     return cfg
 
 
+#: Settings only the off-policy loop reads (algo=r2d2, rsac).
+OFF_POLICY_ONLY = ("loop.warmup_frames", "loop.updates_per_frame", "loop.max_update_lag", "loop.weight_sync_every")
+
+
+def check_overrides(overrides: list[str], algo: str) -> None:
+    """Refuse an override of a setting this run would not read (``overrides``: as typed)."""
+    if algo != "ppo":
+        return
+    for override in overrides:
+        key, _, value = override.lstrip("+~").partition("=")
+        if key in OFF_POLICY_ONLY:
+            raise ConfigError(
+                key, value, "is read by the off-policy loop only; algo=ppo learns from each batch of episodes as "
+                "it comes (algo.epochs passes, weights pushed after each): drop it, or set algo.epochs, "
+                "trajs_per_batch or sampler.episodes_per_batch",
+            )
+
+
 def check_launcher(launcher: str, collector: str, env_backend: str = "threading") -> None:
     """Refuse a Hydra launcher that cannot run this collector (``launcher``: its ``_target_``)."""
     in_processes = collector in ("async", "multi_sync", "multi_async") or (
