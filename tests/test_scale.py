@@ -3,6 +3,7 @@ are optional extras (``trajrl[ray]``, ``trajrl[sweep]``); the long tests are mar
 slow (``pytest -m slow``), the refusals run by default."""
 import importlib.util
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -36,6 +37,32 @@ def test_collector_ray_trains_with_two_actors_audits_clean_and_leaves_no_ray_pro
     assert int(last["frames"]) >= 2000 and float(last["train/updates"]) > 0
     assert float(last["audit/violations"]) == 0 and float(last["audit/batches_checked"]) > 0
     assert float(last["collect/worker0/episodes"]) > 0 and float(last["collect/worker1/episodes"]) > 0
+    deadline = time.monotonic() + 30
+    while ray_processes():
+        assert time.monotonic() < deadline, ray_processes()
+        time.sleep(0.5)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not HAS_RAY, reason="needs the ray extra: pip install 'trajrl[ray]'")
+def test_collector_ray_joins_a_running_cluster_and_leaves_it_running(tmp_path):
+    """collector.address=auto: the run joins the cluster `ray start --head` made, and
+    stops only its own actors (the cluster's daemons are the cluster owner's)."""
+    assert ray_processes() == [], "a Ray instance is already running"
+    ray_cli = str(Path(sys.executable).with_name("ray"))
+    subprocess.run([ray_cli, "start", "--head", "--num-cpus=2", "--include-dashboard=false", "--disable-usage-stats"],
+                   check=True, capture_output=True, timeout=120)
+    try:
+        run_dir = tmp_path / "run"
+        proc = trajrl("collector=ray", "collector.address=auto", "debug=smoke", "audit=true",
+                      f"hydra.run.dir={run_dir}", cwd=tmp_path, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        last = read_metrics(run_dir)[-1]
+        assert int(last["frames"]) >= 2000 and float(last["audit/violations"]) == 0
+        assert "collect/frames_stepped" not in last  # no frame counters across a cluster
+        assert any("raylet" in p for p in ray_processes())  # the cluster still runs
+    finally:
+        subprocess.run([ray_cli, "stop", "--force"], capture_output=True, timeout=120)
     deadline = time.monotonic() + 30
     while ray_processes():
         assert time.monotonic() < deadline, ray_processes()
