@@ -7,6 +7,7 @@ from pathlib import Path
 import torch
 from tensordict import TensorDictBase
 from torchrl.data import LazyMemmapStorage, LazyTensorStorage, TensorDictReplayBuffer
+from torchrl.envs.transforms import ExcludeTransform
 from torchrl.data.replay_buffers.samplers import (
     RandomSampler,
     SliceSampler,
@@ -73,16 +74,19 @@ def build_sampler(sampler_cfg, capacity: int):
 
 
 def build_buffer(storage_cfg, sampler_cfg, shared: bool, run_dir: Path | None = None,
-                 reuse_files: bool = False) -> SequenceSampler:
+                 reuse_files: bool = False, not_stored: list = ()) -> SequenceSampler:
     """A TensorDictReplayBuffer (shared with worker processes when they write into it).
 
     Flat complete episodes are stored as written; padded ``[N, T]`` batches with
     ``("collector", "mask")`` are stored as their valid steps (``PaddedToFlat``).
+    ``not_stored``: keys the policy writes that learning never reads (dropped on write).
     """
     sampler, batch_size = build_sampler(sampler_cfg, int(storage_cfg.capacity))
     storage = build_storage(storage_cfg, run_dir, reuse_files)
     buffer = TensorDictReplayBuffer(storage=storage, sampler=sampler, batch_size=batch_size, shared=shared)
     buffer.append_transform(PaddedToFlat(storage))  # rb.extend(padded [N, T] + mask) stores the valid steps
+    if not_stored:
+        buffer.append_transform(ExcludeTransform(*not_stored), invert=True)  # run by rb.extend
     kind = sampler_cfg.kind
     return SequenceSampler(
         buffer, transitions=kind == "random", prioritized=kind == "prioritized_slice",
