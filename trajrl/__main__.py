@@ -22,7 +22,9 @@ from trajrl.interrupts import RunInterrupted
 
 log = logging.getLogger("trajrl")
 #: HYDRA_FULL_ERROR=1 as the user set it: errors show their traceback instead of one line.
-SHOW_TRACEBACK = os.environ.get("HYDRA_FULL_ERROR") == "1"
+#: (main() sets HYDRA_FULL_ERROR for Hydra itself; the user's value travels to sweep jobs
+#: started in other processes as TRAJRL_FULL_ERROR.)
+SHOW_TRACEBACK = os.environ.get("TRAJRL_FULL_ERROR", os.environ.get("HYDRA_FULL_ERROR", "")) == "1"
 #: The arguments as typed (``resume=`` adds the resumed run's own before Hydra sees them).
 TYPED_ARGS: list[str] = sys.argv[1:]
 
@@ -174,6 +176,7 @@ def main() -> None:
     global TYPED_ARGS
     TYPED_ARGS = sys.argv[1:]
     sys.argv[1:] = resume_arguments(sys.argv[1:])
+    os.environ["TRAJRL_FULL_ERROR"] = "1" if SHOW_TRACEBACK else "0"
     os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra raises what it cannot compose; it is reported here in one go
     try:
         run()

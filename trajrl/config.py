@@ -257,8 +257,8 @@ def _check_against_env(cfg: DictConfig, spaces) -> None:
     if cfg.algo.name != "ppo" and "slice_len" in cfg.sampler and cfg.sampler.slice_len > limit:
         raise ConfigError(
             "sampler.slice_len", cfg.sampler.slice_len,
-            f"is longer than any episode of {cfg.env.id} (at most {limit} steps), so every slice would be "
-            f"padding past its end; use sampler.slice_len<={limit}",
+            f"is longer than any episode of {cfg.env.id} (at most {limit} steps): no slice could be full, "
+            f"each would be a whole episode and padding; use sampler.slice_len<={limit}",
         )
 
 
