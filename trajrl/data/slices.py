@@ -44,30 +44,30 @@ class StepSliceSampler(Sampler):
     def sample(self, storage: Storage, batch_size: int) -> tuple[torch.Tensor, dict]:
         size = len(storage)
         traj_ids = storage[:].get(self.traj_key).reshape(-1)
-        new = traj_ids != self.ids_seen[:size]
-        self.priority[:size][new] = self.max_priority
-        self.ids_seen[:size] = traj_ids
-
         num_slices = max(1, batch_size // self.slice_len)
-        weights = (self.priority[:size] + self.eps) ** self.alpha
-        probability = weights / weights.sum()
-        picked = torch.multinomial(probability, num_slices, replacement=True, generator=self._rng)
+        if self.alpha > 0:  # by priority: new steps get the largest one seen so far
+            new = traj_ids != self.ids_seen[:size]
+            self.priority[:size][new] = self.max_priority
+            self.ids_seen[:size] = traj_ids
+            weights = (self.priority[:size] + self.eps) ** self.alpha
+            probability = weights / weights.sum()
+            picked = torch.multinomial(probability, num_slices, replacement=True, generator=self._rng)
+            importance = (size * probability[picked]) ** (-self.beta)
+            importance = importance / importance.max()
+        else:  # uniformly over the stored steps: no per-step bookkeeping
+            picked = torch.randint(size, (num_slices,), generator=self._rng)
+            importance = torch.ones(num_slices)
 
-        # For every storage position: its run (episode) and its offset in the run.
+        # The run (episode) of each picked step, by binary search over the runs' starts;
+        # a step before the first start belongs to the last run, which wraps around.
         starts, lengths = find_runs(traj_ids)
-        run_of, offset_of, position = run_steps(starts, lengths, size)
-        run_at, offset_at = torch.empty_like(run_of), torch.empty_like(offset_of)
-        run_at[position], offset_at[position] = run_of, offset_of
-
-        run, offset = run_at[picked], offset_at[picked]
+        run = (torch.searchsorted(starts, picked, right=True) - 1) % starts.numel()
+        offset = (picked - starts[run]) % size
         run_len = lengths[run]
         slice_len = run_len.clamp_max(self.slice_len)
         first = torch.minimum(offset, run_len - slice_len)
         _, steps, index = run_steps(starts[run] + first, slice_len, size)
         is_init = steps == 0
-
-        importance = (size * probability[picked]) ** (-self.beta)
-        importance = importance / importance.max()
         return index, {"is_init": is_init.unsqueeze(-1),
                        "priority_weight": torch.repeat_interleave(importance, slice_len)}
 
