@@ -13,7 +13,6 @@ Exits non-zero when one of them fails.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import signal
@@ -22,6 +21,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from trajrl.runs import read_metrics
 
 WORKERS, TRAJS_PER_BATCH = 2, 4
 
@@ -39,12 +40,6 @@ def group_pss_mib(pgid: int) -> float:
         except (OSError, ValueError, IndexError):
             continue
     return total_kib / 1024
-
-
-def last_row(run_dir: Path) -> dict[str, float]:
-    with open(run_dir / "metrics.csv") as f:
-        rows = list(csv.DictReader(f))
-    return {k: float(v) for k, v in rows[-1].items() if v}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"soak: the run failed (exit code {proc.returncode}); run directory {run_dir}", file=sys.stderr)
         return 1
 
-    row = last_row(run_dir)
+    row = read_metrics(run_dir / "metrics.csv")[-1]
     # From warm-up until training stops (the last seconds are the shutdown: workers exit).
     after_warmup = [mib for t, mib in samples if warmup_s <= t <= seconds - 5]
     base, end, peak = after_warmup[0], after_warmup[-1], max(after_warmup)

@@ -17,7 +17,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.errors import HydraException
 from omegaconf import DictConfig
 
-from trajrl.config import CONFIG_DIR, ConfigError, check_launcher, check_overrides, validate
+from trajrl.config import CONFIG_DIR, ConfigError, check_launcher, check_overrides, key_of, validate
 from trajrl.interrupts import RunInterrupted
 
 log = logging.getLogger("trajrl")
@@ -110,11 +110,6 @@ def discard_run_dir(run_dir: Path) -> None:
             parent.rmdir()  # only if empty
         except OSError:
             break
-
-
-def key_of(override: str) -> str:
-    """The setting an override sets (``+a.b=1`` -> ``a.b``)."""
-    return override.split("=", 1)[0].lstrip("+~")
 
 
 def record_command(run_dir: Path, overrides: list[str]) -> None:

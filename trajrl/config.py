@@ -133,12 +133,17 @@ def validate(cfg: DictConfig) -> DictConfig:
 OFF_POLICY_ONLY = ("loop.warmup_frames", "loop.updates_per_frame", "loop.max_update_lag", "loop.weight_sync_every")
 
 
+def key_of(override: str) -> str:
+    """The setting an override sets (``+a.b=1`` -> ``a.b``)."""
+    return override.split("=", 1)[0].lstrip("+~")
+
+
 def check_overrides(overrides: list[str], algo: str) -> None:
     """Refuse an override of a setting this run would not read (``overrides``: as typed)."""
     if algo != "ppo":
         return
     for override in overrides:
-        key, _, value = override.lstrip("+~").partition("=")
+        key, value = key_of(override), override.partition("=")[2]
         if key in OFF_POLICY_ONLY:
             raise ConfigError(
                 key, value, "is read by the off-policy loop only; algo=ppo learns from each batch of episodes as "
