@@ -134,3 +134,35 @@ def test_evaluation_acts_with_the_network_it_is_asked_for(network):
     assert not evaluated & {id(p) for p in other.parameters()}
     # The behaviour policy always acts with the online network.
     assert {id(p) for p in agent.algo.qnet.parameters()} <= {id(p) for p in agent.explore.parameters()}
+
+
+def test_lr_decays_linearly_to_lr_end_over_the_planned_updates():
+    """algo.lr_end: the factory plans (total_frames - warmup) * updates_per_frame updates;
+    the lr falls linearly from lr to lr_end over them, then stays."""
+    from test_rsac import slices
+    from trajrl.config import validate
+    from trajrl.factory.algo import build_agent
+
+    cfg = trajrl.compose(["debug=smoke", "algo.lr=1e-3", "algo.lr_end=1e-4", "total_frames=2400",
+                          "loop.warmup_frames=400", "loop.updates_per_frame=0.002"])
+    assert build_agent(validate(cfg), obs_dim=2, actions=2).algo.settings.decay_updates == 4
+    algo = R2D2(RecurrentQNet(2, 2, [8], 8), R2D2Settings(lr=1e-3, lr_end=1e-4, decay_updates=4))
+    batch = slices([12, 5], horizon=12)
+    batch.set("action", torch.randint(2, (2, 12)))
+    seen = []
+    for _ in range(6):
+        algo.update(batch)
+        seen.append(algo.optimizer.param_groups[0]["lr"])
+    assert seen == pytest.approx([1e-3, 7.75e-4, 5.5e-4, 3.25e-4, 1e-4, 1e-4])
+
+
+def test_dueling_head_is_value_plus_centred_advantage():
+    from trajrl.algos.r2d2 import DuelingHead
+
+    torch.manual_seed(0)
+    head = DuelingHead(8, 3)
+    features = torch.randn(5, 8)
+    q = head(features)
+    advantage = head.advantage(features)
+    torch.testing.assert_close(q.mean(-1, keepdim=True), head.value(features))
+    torch.testing.assert_close(q - q.mean(-1, keepdim=True), advantage - advantage.mean(-1, keepdim=True))

@@ -114,6 +114,8 @@ class R2D2(Recurrent):
     eps_end: float = MISSING
     eps_decay_frames: int = MISSING
     eval_network: str = "online"
+    lr_end: Optional[float] = None
+    dueling: bool = False
 
 
 @dataclass

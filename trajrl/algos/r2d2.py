@@ -34,23 +34,37 @@ class R2D2Settings:
     double_q: bool = True          # online network picks the next action, target network scores it
     value_rescaling: bool = False  # h(x) = sign(x)(sqrt(|x|+1)-1) + eps x on targets
     lr: float = 1e-3
+    lr_end: float | None = None    # decay lr linearly to this over decay_updates (None: constant)
+    decay_updates: int = 0         # the run's planned gradient updates
     max_grad_norm: float = 10.0
     target_tau: float = 0.002      # soft update of the target network per gradient step
     priority_eta: float = 0.9      # sequence priority: eta * max|td| + (1 - eta) * mean|td|
 
 
 # ---------------------------------------------------------------- network
+class DuelingHead(nn.Module):
+    """Q = V + A - mean(A) (Wang et al., 2016): the state's value learnt apart from the actions' advantages."""
+
+    def __init__(self, hidden_size: int, num_actions: int):
+        super().__init__()
+        self.value, self.advantage = nn.Linear(hidden_size, 1), nn.Linear(hidden_size, num_actions)
+
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        advantage = self.advantage(features)
+        return self.value(features) + advantage - advantage.mean(-1, keepdim=True)
+
+
 class RecurrentQNet(nn.Module):
     """observation -> standardisation (``obs_loc``/``obs_scale``) -> MLP encoder -> LSTM/GRU
-    -> one Q-value per action."""
+    -> one Q-value per action (a linear head, or a dueling one)."""
 
     def __init__(self, obs_dim: int, num_actions: int, encoder_sizes: list[int], hidden_size: int, rnn: str = "lstm",
-                 obs_loc: torch.Tensor | None = None, obs_scale: torch.Tensor | None = None):
+                 obs_loc: torch.Tensor | None = None, obs_scale: torch.Tensor | None = None, dueling: bool = False):
         super().__init__()
         self.encoder = encoder(obs_dim, encoder_sizes, obs_loc, obs_scale)
         rnn_class = {"lstm": nn.LSTM, "gru": nn.GRU}[rnn]
         self.rnn = rnn_class(encoder_sizes[-1], hidden_size, batch_first=True)
-        self.head = nn.Linear(hidden_size, num_actions)
+        self.head = DuelingHead(hidden_size, num_actions) if dueling else nn.Linear(hidden_size, num_actions)
         self.kind = rnn
 
     def sequence_q(self, obs: torch.Tensor, state: tuple[torch.Tensor, ...]) -> torch.Tensor:
@@ -170,6 +184,7 @@ class R2D2:
 
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
+        self.set_lr()
         grad_norm = nn.utils.clip_grad_norm_(self.qnet.parameters(), s.max_grad_norm)
         self.optimizer.step()
         self.soft_update_target()
@@ -202,6 +217,14 @@ class R2D2:
         last = (steps + m - 1).clamp_max(horizon - 1)
         alive = 1.0 - terminated.gather(-1, last)
         return ret + (s.gamma ** m) * alive * bootstrap.gather(-1, last)
+
+    def set_lr(self) -> None:
+        """The learning rate of this update: ``lr`` decayed linearly to ``lr_end``."""
+        s = self.settings
+        if s.lr_end is not None and s.decay_updates > 0:
+            progress = min(1.0, self.updates / s.decay_updates)
+            for group in self.optimizer.param_groups:
+                group["lr"] = s.lr + (s.lr_end - s.lr) * progress
 
     @torch.no_grad()
     def soft_update_target(self) -> None:

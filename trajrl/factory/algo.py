@@ -71,16 +71,18 @@ def action_spec(env_cfg):
 
 
 def build_r2d2(algo_cfg, env_cfg, obs_dim: int, num_actions: int, seed: int, burn_in: int,
-               priority_eta: float) -> Agent:
+               priority_eta: float, planned_updates: int = 0) -> Agent:
     """Recurrent Q-network, its policies and the R2D2 learner from ``algo_cfg``."""
     a = algo_cfg
     loc, scale = observation_stats(env_cfg, 2_000, seed) if a.normalize_observations else (None, None)
-    qnet = RecurrentQNet(obs_dim, num_actions, list(a.encoder_sizes), int(a.hidden_size), a.rnn, loc, scale)
+    qnet = RecurrentQNet(obs_dim, num_actions, list(a.encoder_sizes), int(a.hidden_size), a.rnn, loc, scale,
+                         dueling=bool(a.get("dueling", False)))
     spec = action_spec(env_cfg)
     greedy, explore, egreedy, core = make_policies(qnet, spec, a.eps_start, a.eps_end, int(a.eps_decay_frames))
     algo = R2D2(qnet, R2D2Settings(
         gamma=a.gamma, n_step=a.n_step, burn_in=burn_in, initial_state=a.initial_state, double_q=a.double_q,
-        value_rescaling=a.value_rescaling, lr=a.lr, max_grad_norm=a.max_grad_norm, target_tau=a.target_tau,
+        value_rescaling=a.value_rescaling, lr=a.lr, lr_end=a.get("lr_end"), decay_updates=planned_updates,
+        max_grad_norm=a.max_grad_norm, target_tau=a.target_tau,
         priority_eta=priority_eta,
     ))
     if a.eval_network == "target":  # the slowly averaged network acts in evaluation
@@ -131,6 +133,8 @@ def build_agent(cfg, obs_dim: int, actions: int) -> Agent:
     elif cfg.algo.name == "rsac":
         agent = build_rsac(cfg.algo, cfg.env, obs_dim, actions, seed=seed, burn_in=burn_in)
     else:
+        loop = cfg.loop
+        planned = int(max(0, cfg.total_frames - loop.warmup_frames) * loop.updates_per_frame)
         agent = build_r2d2(cfg.algo, cfg.env, obs_dim, actions, seed=seed, burn_in=burn_in,
-                           priority_eta=cfg.sampler.get("eta", 0.9))
+                           priority_eta=cfg.sampler.get("eta", 0.9), planned_updates=planned)
     return with_version(agent)
