@@ -16,11 +16,13 @@ def episodes(lengths, first_id=0, terminal=True):
     for i, length in enumerate(lengths):
         steps = torch.arange(length)
         done = steps == length - 1
+        seen = torch.randn(length + 1, 3)  # each step observes what the one before led to
         parts.append(TensorDict({
             TRAJ_KEY: torch.full((length,), first_id + i),
             "step_count": steps.unsqueeze(-1),
             "is_init": (steps == 0).unsqueeze(-1),
-            "observation": torch.randn(length, 3),
+            "observation": seen[:-1],
+            ("next", "observation"): seen[1:],
             ("next", "done"): done.unsqueeze(-1),
             ("next", "terminated"): (done & terminal).unsqueeze(-1),
         }, [length]))
@@ -100,6 +102,20 @@ def test_storage_audit_finds_nothing_wrong_in_a_wrapped_buffer_but_finds_broken_
     assert counts["done_inside_episode"] == 1
     assert counts["id_in_two_places"] == 1
     assert counts["steps_not_consecutive"] == 1
+
+
+def test_audits_catch_steps_of_two_environments_mixed_into_one_episode():
+    """What a vector env's bookkeeping could get wrong: ids, step counts and done
+    flags all right, but a step's observation from another environment."""
+    flat = episodes([6, 6])
+    mixed = flat.clone()
+    mixed["observation"][3] = flat["observation"][9]  # step 3 of the first episode is the second's step 3
+    mixed["next", "observation"][3] = flat["next", "observation"][9]
+    assert audit_storage(flat, full=False)["observation_not_chained"] == 0
+    assert audit_storage(mixed, full=False)["observation_not_chained"] == 2  # into step 3, and out of it
+    rows = as_sequences(mixed, mixed["is_init"])
+    assert audit_batch(rows)["observation_not_chained"] == 2
+    assert audit_batch(as_sequences(flat, flat["is_init"]))["observation_not_chained"] == 0
 
 
 def test_batch_audit_catches_a_slice_across_episodes_and_a_bad_mask():

@@ -34,6 +34,8 @@ CASES = [
     (["algo.encoder_sizes=[a]"], ["algo.encoder_sizes[0]='a'", "a list of integers"]),
     # values and combinations
     (["trajs_per_batch=0"], ["trajs_per_batch=0", "integer >= 1"]),
+    (["env.num_envs=0"], ["env.num_envs=0", "must be a number >= 1"]),
+    (["env.vectorization=threads"], ["env.vectorization='threads'", "use one of sync, async"]),
     (["sampler=slice", "trajs_per_batch=null"], ["trajs_per_batch", "complete episodes", "trajs_per_batch=4"]),
     (["collector=async_batched", "trajs_per_batch=4"], ["trajs_per_batch=4", "async_batched", "trajs_per_batch=1"]),
     (["sampler.burn_in=40"], ["sampler.burn_in=40", "slice_len", "sampler.burn_in<=39"]),

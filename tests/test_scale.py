@@ -28,10 +28,11 @@ def ray_processes() -> list[str]:
 @pytest.mark.slow
 @pytest.mark.skipif(not HAS_RAY, reason="needs the ray extra: pip install 'trajrl[ray]'")
 def test_collector_ray_trains_with_two_actors_audits_clean_and_leaves_no_ray_process(tmp_path):
+    """Two actors, each stepping a vector of 2 environments."""
     assert ray_processes() == [], "a Ray instance is already running"
     run_dir = tmp_path / "run"
-    proc = trajrl("collector=ray", "collector.num_workers=2", "debug=smoke", "audit=true", "audit_every=1",
-                  f"hydra.run.dir={run_dir}", cwd=tmp_path, timeout=300)
+    proc = trajrl("collector=ray", "collector.num_workers=2", "env.num_envs=2", "debug=smoke", "audit=true",
+                  "audit_every=1", f"hydra.run.dir={run_dir}", cwd=tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     last = read_metrics(run_dir)[-1]
     assert int(last["frames"]) >= 2000 and float(last["train/updates"]) > 0

@@ -75,6 +75,8 @@ def validate(cfg: DictConfig) -> DictConfig:
     algo = _one_of(cfg, "algo.name", ALGOS)
     _one_of(cfg, "algo.rnn", ("lstm", "gru"))
     _get(cfg, "env.id")
+    _positive(cfg, "env.num_envs")
+    _one_of(cfg, "env.vectorization", ("sync", "async"))
     _positive(cfg, "total_frames")
     _positive(cfg, "collector.frames_per_batch")
     _one_of(cfg, "traj_format", ("cat", "padded"))

@@ -3,6 +3,7 @@ the checks of an environment setting (gymnasium only: no torch is loaded)."""
 from __future__ import annotations
 
 import difflib
+import functools
 import importlib
 from dataclasses import dataclass
 from typing import Any
@@ -68,6 +69,27 @@ def check_env_id(env_id: str, module: str | None) -> None:
             "env.id", env_id,
             f"is not a registered gymnasium id ({hint}); for a third-party package set env.import_module=<package>",
         )
+
+
+#: How a vector of environments steps: all in this process, or one process each.
+VECTORIZATION = ("sync", "async")
+
+
+def make_gym(env_id: str, kwargs: dict[str, Any], import_module: str | None = None) -> gym.Env:
+    """One gymnasium environment (picklable by reference: async vector envs make
+    theirs in subprocesses, where trajrl's ids and the user's module must be registered)."""
+    import_env_module(import_module)
+    return gym.make(env_id, **kwargs)
+
+
+def make_vector(env_id: str, kwargs: dict[str, Any], import_module: str | None, num_envs: int,
+                vectorization: str = "sync") -> gym.vector.VectorEnv:
+    """``num_envs`` copies stepped together by gymnasium, each reset in the step that
+    ends its episode (same-step autoreset: the episode's last observation stays in
+    the step's results, the next episode's first one arrives with them)."""
+    fns = [functools.partial(make_gym, env_id, dict(kwargs), import_module)] * num_envs
+    vector_class = gym.vector.SyncVectorEnv if vectorization == "sync" else gym.vector.AsyncVectorEnv
+    return vector_class(fns, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
 
 
 #: What each algorithm acts with.

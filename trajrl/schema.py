@@ -22,6 +22,8 @@ class Env:
     id: str = MISSING
     kwargs: dict[str, Any] = field(default_factory=dict)
     import_module: Optional[str] = None
+    num_envs: int = 1
+    vectorization: str = "sync"
 
 
 @dataclass

@@ -14,12 +14,13 @@ def audit_storage(stored: TensorDictBase, full: bool) -> dict[str, int]:
     """Invariants of a flat storage of episodes (``stored = buffer[:]``).
 
     Every episode is complete (first step ``step_count == 0``, last step done, no
-    done before), its steps are consecutive, and its id is used by no other run.
+    done before), its steps are consecutive, each observes what the one before
+    led to, and its id is used by no other run.
     When the storage is full, one episode whose head was overwritten is expected.
     """
     traj_ids = stored.get(TRAJ_KEY).reshape(-1)
     counts = {"episode_without_start": 0, "episode_without_end": 0, "done_inside_episode": 0,
-              "steps_not_consecutive": 0, "id_in_two_places": 0}
+              "steps_not_consecutive": 0, "observation_not_chained": 0, "id_in_two_places": 0}
     size = traj_ids.numel()
     if size == 0:
         return counts
@@ -35,22 +36,39 @@ def audit_storage(stored: TensorDictBase, full: bool) -> dict[str, int]:
     nxt = (position + 1) % size
     same_run = torch.cat([run_of[1:] == run_of[:-1], torch.tensor([False])])
     counts["steps_not_consecutive"] = int(((step[nxt] != step[position] + 1) & same_run).sum())
+    counts["observation_not_chained"] = _not_chained(stored, position, nxt, same_run)
     counts["id_in_two_places"] = starts.numel() - int(traj_ids[starts].unique().numel())
     return counts
 
 
+def _not_chained(data: TensorDictBase, step: torch.Tensor, following: torch.Tensor, pairs: torch.Tensor) -> int:
+    """Pairs of steps of one episode where the second does not observe what the
+    first led to (``observation[following] != ("next", "observation")[step]``):
+    steps of two environments mixed into one episode. 0 when the observations are
+    not stored."""
+    keys = data.keys(include_nested=True)
+    if "observation" not in keys or ("next", "observation") not in keys:
+        return 0
+    now = data.get("observation").reshape(data.numel(), -1)
+    led_to = data.get(("next", "observation")).reshape(data.numel(), -1)
+    return int(((now[following] != led_to[step]).any(-1) & pairs).sum())
+
+
 def audit_batch(batch: TensorDictBase) -> dict[str, int]:
     """Invariants of a ``[N, T]`` batch: masks are non-empty prefixes, and the valid
-    steps of each row are consecutive steps of one episode."""
+    steps of each row are consecutive, chained steps of one episode."""
     mask = batch.get(MASK_KEY)
     ids = batch.get(TRAJ_KEY).reshape(mask.shape)
     step = batch.get("step_count").reshape(mask.shape)
     both_valid = mask[:, 1:] & mask[:, :-1]
+    cells = torch.arange(mask.numel()).reshape(mask.shape)
     return {
         "mask_not_prefix": int((mask[:, 1:] & ~mask[:, :-1]).any(-1).sum()),
         "empty_sequence": int((mask.sum(-1) == 0).sum()),
         "slice_across_episodes": int(((ids[:, 1:] != ids[:, :-1]) & both_valid).any(-1).sum()),
         "steps_not_consecutive": int(((step[:, 1:] != step[:, :-1] + 1) & both_valid).any(-1).sum()),
+        "observation_not_chained": _not_chained(batch, cells[:, :-1].reshape(-1), cells[:, 1:].reshape(-1),
+                                                both_valid.reshape(-1)),
     }
 
 

@@ -19,7 +19,7 @@ from trajrl.checkpoint import load_checkpoint, restore
 from trajrl.config import validate
 from trajrl.factory.algo import PolicyVersion, build_agent
 from trajrl.factory.buffer import SequenceSampler, build_buffer
-from trajrl.factory.collector import PROCESS_COLLECTORS, build_collector, close_collector
+from trajrl.factory.collector import PROCESS_COLLECTORS, build_collector, close_collector, collector_slots
 from trajrl.envs import env_spaces
 from trajrl.factory.env import WorkerCounters, env_factory
 from trajrl.factory.logger import build_loggers
@@ -75,7 +75,9 @@ def build(cfg: DictConfig, run_dir: str | Path | None = None) -> Pipeline:
     kind = cfg.collector.kind
     ray_address = cfg.collector.get("address") if kind == "ray" else None
     # Environments count their frames in a file: not on other machines of a Ray cluster.
-    counters = WorkerCounters(slots=int(cfg.collector.num_workers)) if ray_address is None else None
+    num_workers, num_envs = int(cfg.collector.num_workers), int(cfg.env.num_envs)
+    slots = collector_slots(kind, num_workers, num_envs)
+    counters = WorkerCounters(slots=slots) if ray_address is None else None
     env_fn = env_factory(cfg.env, primer=agent.primer, counters=counters)
 
     sequences = None
@@ -89,13 +91,14 @@ def build(cfg: DictConfig, run_dir: str | Path | None = None) -> Pipeline:
         log.info("resumed from %s at %d frames", cfg.resume, resumed["frames"])
     collector = build_collector(
         kind, env_fn, agent.explore, sequences.buffer if sequences else None,
-        num_workers=int(cfg.collector.num_workers), frames_per_batch=int(cfg.collector.frames_per_batch),
+        num_workers=num_workers, frames_per_batch=int(cfg.collector.frames_per_batch),
         trajs_per_batch=cfg.trajs_per_batch, seed=int(cfg.seed), traj_format=cfg.traj_format,
-        env_backend=cfg.collector.get("env_backend", "threading"), ray_address=ray_address,
+        env_backend=cfg.collector.get("env_backend", "threading"), ray_address=ray_address, num_envs=num_envs,
     )
-    log.info("collector %s (%s), storage %s, sampler %s", kind, type(collector).__name__,
+    log.info("collector %s (%s) x %d environments, storage %s, sampler %s", kind, type(collector).__name__,
+             slots if kind == "async_batched" else num_workers * num_envs,
              f"{cfg.storage.kind} x {cfg.storage.capacity}" if sequences else "none", cfg.sampler.kind)
     loggers = build_loggers(list(cfg.logger.backends), Path(run_dir), "trajrl", cfg.logger.wandb_mode) if run_dir else []
-    return Pipeline(env_fn, env_factory(cfg.env, primer=agent.primer), counters, collector,
+    return Pipeline(env_fn, env_factory(cfg.env, primer=agent.primer, num_envs=1), counters, collector,
                     sequences.buffer if sequences else None, sequences, agent.explore, agent.greedy, agent.egreedy,
                     agent.algo, agent.version, agent.policy_state(), loggers, limit, resumed)

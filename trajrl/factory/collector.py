@@ -39,6 +39,11 @@ class StampTrajectoryIds:
         return episode
 
 
+def collector_slots(kind: str, num_workers: int, num_envs: int) -> int:
+    """How many environment factories the collector calls (one ``WorkerCounters`` slot each)."""
+    return num_workers * num_envs if kind == "async_batched" else num_workers
+
+
 def build_collector(
     kind: str,
     env_fn: Callable,
@@ -52,6 +57,7 @@ def build_collector(
     traj_format: str = "cat",
     env_backend: str = "threading",
     ray_address: str | None = None,
+    num_envs: int = 1,
 ) -> BaseCollector:
     """A collector that, once ``start()``-ed, writes into ``buffer`` until shut down;
     without a buffer, iterating it yields the batches.
@@ -61,10 +67,17 @@ def build_collector(
     ``("collector", "mask")`` (the buffer stores their valid steps, each episode
     contiguous). ``total_frames`` is left open (-1): the training loop decides
     when to stop.
+
+    ``env_fn`` makes ``num_envs`` environments at once (a vector, batch
+    ``[num_envs]``), each worker one; ``frames_per_batch`` is rounded up to
+    whole steps of the vector. ``async_batched`` batches single environments
+    itself: it gets ``num_workers * num_envs`` of them.
     """
     traj = dict(trajs_per_batch=trajs_per_batch, traj_format=traj_format) if trajs_per_batch else {}
+    step = num_envs * (num_workers if kind == "multi_sync" else 1)  # frames of one step of every vector
+    frames_per_batch = -(-frames_per_batch // step) * step
     common = dict(frames_per_batch=frames_per_batch, total_frames=-1, replay_buffer=buffer)
-    slots = [{"slot": index} for index in range(num_workers)]  # each environment's frame-count slot
+    slots = [{"slot": index} for index in range(collector_slots(kind, num_workers, num_envs))]
     if kind == "sync":
         collector = Collector(env_fn, policy, create_env_kwargs=slots[0], **common, **traj)
     elif kind in PROCESS_COLLECTORS:
@@ -83,8 +96,9 @@ def build_collector(
         collector = RayEpisodes(env_fn, policy, buffer, num_workers=num_workers, frames_per_batch=frames_per_batch,
                                 trajs_per_batch=trajs_per_batch, address=ray_address, slots=ray_address is None)
     elif kind == "async_batched":
+        slots = [{**slot, "num_envs": 1} for slot in slots]
         collector = AsyncBatchedCollector(
-            [env_fn] * num_workers, policy=policy, yield_completed_trajectories=True,
+            [env_fn] * len(slots), policy=policy, yield_completed_trajectories=True,
             env_backend=env_backend, postproc=StampTrajectoryIds(), create_env_kwargs=slots, **common,
         )
     else:  # validated before; kept for direct callers

@@ -9,16 +9,17 @@ import gymnasium as gym
 import numpy as np
 import torch
 from tensordict import MemoryMappedTensor, TensorDictBase
-from torchrl.envs import Compose, EnvBase, GymEnv, InitTracker, RewardSum, StepCounter, TransformedEnv
+from torchrl.envs import Compose, EnvBase, GymEnv, GymWrapper, InitTracker, RewardSum, StepCounter, TransformedEnv
 from torchrl.envs.transforms import Transform
 
-from trajrl.envs import import_env_module
+from trajrl.envs import import_env_module, make_vector
 
 
 class WorkerCounters:
-    """What the collector's environments did, wherever they run: per environment
-    (slot), frames stepped, episodes ended, the summed return of the ended ones,
-    and whether an episode is under way (begun = ended + under way).
+    """What the collector's environments did, wherever they run: per slot (one
+    collector environment, or a vector of them summed), frames stepped, episodes
+    ended, the summed return of the ended ones, and the episodes under way
+    (begun = ended + under way).
 
     Each environment writes its own running totals into its row of one
     memory-mapped tensor (writes, not increments, so processes never race).
@@ -47,59 +48,72 @@ class WorkerCounters:
 
 
 class CountSteps(Transform):
-    """Writes this environment's running totals into ``counts[slot]`` (see
-    ``WorkerCounters``): the frame count at every step, the rest only where an
-    episode begins or ends (this runs on every environment step)."""
+    """Writes this collector slot's running totals into ``counts[slot]`` (see
+    ``WorkerCounters``), summed over the environments of a vector: the frame count
+    at every step, the rest only where an episode ends (this runs on every step)."""
 
     def __init__(self, counts: torch.Tensor, slot: int):
         super().__init__()
         self.counts, self.slot = counts, slot
-        self.frames, self.ended, self.return_sum, self.steps_in_episode = 0, 0, 0.0, 0
+        self.frames, self.ended, self.return_sum, self.under_way = 0, 0, 0.0, 0
 
     def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
         row = self.counts[self.slot]
-        self.frames += max(1, next_tensordict.numel())
+        width = max(1, next_tensordict.numel())
+        self.frames += width
         row[WorkerCounters.FRAMES] = self.frames
-        self.steps_in_episode += 1
         done = next_tensordict.get("done")
-        if done.any():
-            self.ended += int(done.sum())
+        ended = int(done.sum())
+        if ended:
+            self.ended += ended
             self.return_sum += float(next_tensordict.get("episode_reward")[done].sum())
-            self.steps_in_episode = 0
             row[WorkerCounters.ENDED], row[WorkerCounters.RETURN_SUM] = self.ended, self.return_sum
-            row[WorkerCounters.UNDER_WAY] = 0
-        elif self.steps_in_episode == 1:
-            row[WorkerCounters.UNDER_WAY] = 1
+        if width - ended != self.under_way:  # episodes with at least one step and no end yet
+            self.under_way = width - ended
+            row[WorkerCounters.UNDER_WAY] = self.under_way
         return next_tensordict
 
 
 def make_env(env_id: str, kwargs: dict[str, Any], import_module: str | None = None, primer=None,
-             counts: torch.Tensor | None = None, slot: int = 0) -> EnvBase:
-    """One environment with episode bookkeeping (and the recurrent-state primer, if given).
+             counts: torch.Tensor | None = None, slot: int = 0, num_envs: int = 1,
+             vectorization: str = "sync") -> EnvBase:
+    """One environment, or a vector of ``num_envs`` (batch size ``[num_envs]``), with
+    episode bookkeeping (and the recurrent-state primer, if given).
 
     ``InitTracker`` marks each episode's first step (``is_init``), which resets
     a recurrent policy's state; ``StepCounter`` and ``RewardSum`` give each step
     its position and the running return, so episode statistics can be read from
-    stored steps.
+    stored steps. All three keep one entry per environment of a vector.
     """
-    import_env_module(import_module)
-    env = GymEnv(env_id, categorical_action_encoding=True, **dict(kwargs))
+    if num_envs > 1:
+        env = GymWrapper(make_vector(env_id, kwargs, import_module, num_envs, vectorization),
+                         categorical_action_encoding=True)
+    else:
+        import_env_module(import_module)
+        env = GymEnv(env_id, categorical_action_encoding=True, **dict(kwargs))
     transforms = [InitTracker(), StepCounter(), RewardSum()]
     if primer is not None:
         transforms.append(primer.clone())
     if counts is not None:
         transforms.append(CountSteps(counts, slot))
+    if isinstance(env, TransformedEnv):  # a vector env comes with TorchRL's autoreset transform
+        env.append_transform(Compose(*transforms))
+        return env
     return TransformedEnv(env, Compose(*transforms))
 
 
-def env_factory(env_cfg, primer=None, counters: WorkerCounters | None = None) -> Callable[..., EnvBase]:
-    """A picklable environment factory (it crosses into worker processes).
+def env_factory(env_cfg, primer=None, counters: WorkerCounters | None = None,
+                num_envs: int | None = None) -> Callable[..., EnvBase]:
+    """A picklable environment factory (it crosses into worker processes), making
+    ``env_cfg.num_envs`` environments at once unless ``num_envs`` says otherwise.
 
-    With ``counters``, call it with ``slot=<index of the environment>``.
+    With ``counters``, call it with ``slot=<index of the collector's environment>``.
     """
     return functools.partial(
         make_env, str(env_cfg.id), dict(env_cfg.kwargs or {}), env_cfg.import_module, primer,
         counters.counts if counters is not None else None,
+        num_envs=int(num_envs if num_envs is not None else env_cfg.get("num_envs", 1)),
+        vectorization=str(env_cfg.get("vectorization", "sync")),
     )
 
 
