@@ -3,42 +3,81 @@ hand-wired TorchRL, slice sampling against TorchRL's SliceSampler, and stored by
 per frame, all measured in one run on this machine.
 
     python scripts/bench_pipeline.py                  # every measurement, 10 s each
-    python scripts/bench_pipeline.py --seconds 5 --skip-sampling
+    python scripts/bench_pipeline.py --seconds 5 --skip loops sampling
 
-Collection (CartPole-v1, the recurrent DQN's behaviour policy, 200-frame rollouts,
-complete episodes written 4 at a time):
+Collection (CartPole-v1, the recurrent DQN's behaviour policy, complete episodes),
+for one env, vector widths 16, 64 and 256, and 2 workers:
 
-- limit: raw gymnasium stepping with a random policy, one environment and vector
-  environments of 16, 64 and 256 (``SyncVectorEnv``);
+- limit: raw gymnasium stepping with a random policy at the same vector width
+  (``SyncVectorEnv``), per worker process;
 - hand-wired TorchRL: the code a user writes today, a collector over the same
-  environment (``GymEnv`` with ``InitTracker``, ``StepCounter``, ``RewardSum`` and
-  the recurrent-state primer) and the same policy, iterated, each batch
-  ``rb.extend``-ed into a ``LazyTensorStorage`` buffer;
-- trajrl: the pipeline ``trajrl.build`` makes from the config, started into its buffer.
+  environments and the same policy, iterated, each batch ``rb.extend``-ed into a
+  ``LazyTensorStorage`` buffer;
+- trajrl: the pipeline ``trajrl.build`` makes from the config, started into its
+  buffer; the trajectory audit then checks the whole storage.
 
-Prints frames/s and the ratios trajrl / limit and trajrl / hand-wired, then the
-sampling latencies and the bytes per frame.
+Then the asynchronous training loop against a synchronous one (same frames and
+updates), the stored bytes per frame against the payload, and slice-sampling
+latency against TorchRL's ``SliceSampler``.
 """
 from __future__ import annotations
 
 import argparse
+import io
+import tempfile
 import threading
 import time
+from dataclasses import dataclass
 
 import gymnasium as gym
 import numpy as np
 import torch
 
 import trajrl
+from trajrl.data.audit import audit_storage
 from trajrl.data.episodes import TRAJ_KEY
+from trajrl.progress import Progress
 
 ENV = "CartPole-v1"
-OVERRIDES = ["env=cartpole", "trajs_per_batch=4", "collector.frames_per_batch=200", "storage.capacity=200000",
-             "loop.warmup_frames=0"]
+COMMON = ["env=cartpole", "storage.capacity=200000", "loop.warmup_frames=0"]
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One collection configuration, measured three ways."""
+
+    label: str
+    collector: str   # trajrl's collector kind (the hand-wired code uses TorchRL's class of the same name)
+    workers: int
+    width: int       # environments per worker (a gymnasium vector env when > 1)
+
+    @property
+    def frames_per_batch(self) -> int:  # rollouts of 200 steps of one env; 8 steps of a wide vector
+        return max(200, 8 * self.width)
+
+    @property
+    def trajs_per_batch(self) -> int:  # write 4 episodes at a time, or a quarter of the vector's
+        return max(4, self.width // 4)
+
+    def overrides(self) -> list[str]:
+        return [*COMMON, f"collector={self.collector}", f"collector.num_workers={self.workers}",
+                f"env.num_envs={self.width}", f"collector.frames_per_batch={self.frames_per_batch}",
+                f"trajs_per_batch={self.trajs_per_batch}"]
+
+
+SETTINGS = [
+    Setting("1 env, collector=sync", "sync", 1, 1),
+    Setting("16 envs, collector=sync", "sync", 1, 16),
+    Setting("64 envs, collector=sync", "sync", 1, 64),
+    Setting("256 envs, collector=sync", "sync", 1, 256),
+    Setting("2 workers x 1 env, multi_async", "multi_async", 2, 1),
+    Setting("2 workers x 128 envs, multi_async", "multi_async", 2, 128),
+]
 
 
 def raw_limit(width: int, seconds: float) -> float:
-    """Frames/s of gymnasium alone, random actions, ``width`` environments side by side."""
+    """Frames/s of gymnasium alone in one process, random actions, ``width`` environments
+    side by side (``SyncVectorEnv`` with same-step autoreset, as trajrl steps them)."""
     if width == 1:
         env = gym.make(ENV)
         env.reset(seed=0)
@@ -50,7 +89,7 @@ def raw_limit(width: int, seconds: float) -> float:
                     env.reset()
             frames += 1000
         return frames / (time.perf_counter() - start)
-    envs = gym.vector.SyncVectorEnv([lambda: gym.make(ENV)] * width)
+    envs = gym.vector.SyncVectorEnv([lambda: gym.make(ENV)] * width, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     envs.reset(seed=0)
     frames, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:
@@ -69,26 +108,35 @@ def stored_per_second(buffer, seconds: float, warmup_s: float = 3.0) -> float:
     return (buffer.write_count - first) / (time.perf_counter() - start)
 
 
-def hand_wired(collector_kind: str, seconds: float) -> float:
-    """A TorchRL collector iterated by hand, each batch extended into a plain buffer."""
+def hand_wired(setting: Setting, seconds: float) -> float:
+    """The code a user writes today: a TorchRL collector over the same environments
+    (``GymEnv``, or ``GymWrapper`` over the same gymnasium vector env, with
+    ``InitTracker``, ``StepCounter``, ``RewardSum`` and the recurrent-state primer)
+    and the same policy, iterated, each batch ``rb.extend``-ed into a plain buffer."""
     from torchrl.collectors import Collector, MultiAsyncCollector
     from torchrl.data import LazyTensorStorage, TensorDictReplayBuffer
-    from torchrl.envs import Compose, GymEnv, InitTracker, RewardSum, StepCounter, TransformedEnv
+    from torchrl.envs import Compose, GymEnv, GymWrapper, InitTracker, RewardSum, StepCounter, TransformedEnv
 
-    cfg = trajrl.compose([f"collector={collector_kind}", *OVERRIDES])
-    with trajrl.build(cfg) as pipe:  # only for the same policy (and its recurrent-state primer)
+    with trajrl.build(trajrl.compose(setting.overrides())) as pipe:  # only for the same policy and primer
         policy, primer = pipe.policy, pipe.env_fn.args[3]
+    width = setting.width
 
     def make_env():
-        return TransformedEnv(GymEnv(ENV, categorical_action_encoding=True),
-                              Compose(InitTracker(), StepCounter(), RewardSum(), primer.clone()))
+        if width == 1:
+            env = GymEnv(ENV, categorical_action_encoding=True)
+        else:
+            vector = gym.vector.SyncVectorEnv([lambda: gym.make(ENV)] * width,
+                                              autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+            env = GymWrapper(vector, categorical_action_encoding=True)
+        return TransformedEnv(env, Compose(InitTracker(), StepCounter(), RewardSum(), primer.clone()))
 
     buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(200_000))
-    common = dict(frames_per_batch=200, total_frames=-1, trajs_per_batch=4, traj_format="cat")
-    if collector_kind == "sync":
+    common = dict(frames_per_batch=setting.frames_per_batch, total_frames=-1,
+                  trajs_per_batch=setting.trajs_per_batch, traj_format="cat")
+    if setting.collector == "sync":
         collector = Collector(make_env, policy, **common)
     else:
-        collector = MultiAsyncCollector([make_env] * 2, policy, num_threads=1, **common)
+        collector = MultiAsyncCollector([make_env] * setting.workers, policy, num_threads=1, **common)
     stop = threading.Event()
 
     def run():
@@ -107,16 +155,53 @@ def hand_wired(collector_kind: str, seconds: float) -> float:
         collector.shutdown()
 
 
-def trajrl_pipeline(collector_kind: str, seconds: float) -> tuple[float, dict]:
-    """trajrl's pipeline from the config, started into its buffer; also its bytes per frame."""
-    cfg = trajrl.compose([f"collector={collector_kind}", *OVERRIDES])
-    with trajrl.build(cfg) as pipe:
+def trajrl_pipeline(setting: Setting, seconds: float) -> tuple[float, int, dict]:
+    """trajrl's pipeline from the config, started into its buffer: frames/s, the audit's
+    violations over the whole storage afterwards, and the bytes per frame."""
+    with trajrl.build(trajrl.compose(setting.overrides())) as pipe:
         pipe.collector.start()
         try:
             fps = stored_per_second(pipe.buffer, seconds)
         finally:
             pipe.collector.async_shutdown()
-        return fps, bytes_per_frame(pipe.buffer)
+        full = len(pipe.buffer) == pipe.buffer.storage.max_size
+        violations = sum(audit_storage(pipe.buffer[:], full=full).values())
+        return fps, violations, bytes_per_frame(pipe.buffer)
+
+
+def loops(collector: str, workers: int, frames: int) -> tuple[float, float, int, int]:
+    """Wall-clock of trajrl's asynchronous loop (collector running beside the learner)
+    and of a synchronous loop (collect a batch, then the updates it is owed, as
+    hand-wired TorchRL and most libraries do) over the same frames and updates:
+    (async s, sync s, frames, updates)."""
+    overrides = ["total_frames=%d" % frames, "loop.eval_every_frames=0", "loop.eval_episodes=0",
+                 "loop.checkpoint_every_frames=0", "logger=none", "loop.warmup_frames=2000"]
+    with tempfile.TemporaryDirectory() as run_dir:
+        final = trajrl.train(trajrl.compose([f"collector={collector}", f"collector.num_workers={workers}",
+                                             *overrides]), run_dir=run_dir,
+                             progress=Progress(frames, stream=io.StringIO(), live=False))
+    async_s, updates = float(final["time/elapsed_s"]), int(final["train/updates"])
+    stored = int(final["frames"])
+
+    # The same environments in the learner's process, stepped in turns with the updates.
+    cfg = trajrl.compose(["collector=sync", f"env.num_envs={workers}", *overrides])
+    with trajrl.build(cfg) as pipe:
+        settings = cfg.loop
+        done_updates, start = 0, time.monotonic()
+        for _ in pipe.collector:  # each iteration writes one batch of episodes into the buffer
+            written = pipe.buffer.write_count
+            owed = min(updates, int((min(written, stored) - settings.warmup_frames) * settings.updates_per_frame))
+            while done_updates < owed:
+                batch = pipe.sequences.sample()
+                pipe.algo.update(batch)
+                done_updates += 1
+                if done_updates % settings.weight_sync_every == 0:
+                    pipe.version.bump()
+                    pipe.collector.update_policy_weights_()
+            if written >= stored and done_updates >= updates:
+                break
+        sync_s = time.monotonic() - start
+    return async_s, sync_s, stored, updates
 
 
 def bytes_per_frame(buffer) -> dict:
@@ -160,6 +245,8 @@ def sampling_latency(kind: str, writes: bool, repeats: int) -> float:
     sampler = (SliceSampler(slice_len=32, traj_key=TRAJ_KEY, strict_length=False) if kind == "torchrl"
                else StepSliceSampler(capacity, 32))
     buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(capacity), sampler=sampler, batch_size=256 * 32)
+    if kind == "trajrl":
+        sampler.follow(buffer._writer)  # as trajrl's buffer factory does
     data, next_id = synthetic_episodes(capacity, 0, rng)
     buffer.extend(data)
     stop = threading.Event()
@@ -189,34 +276,51 @@ def sampling_latency(kind: str, writes: bool, repeats: int) -> float:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=10.0, help="per collection measurement")
-    parser.add_argument("--skip-sampling", action="store_true")
+    parser.add_argument("--loop-frames", type=int, default=20_000, help="frames of each loop measurement")
+    parser.add_argument("--skip", nargs="*", default=[], choices=["collection", "loops", "sampling"])
     parser.add_argument("--repeats", type=int, default=30, help="samples timed per sampling measurement")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
 
-    print(f"# collection, {ENV}, frames stored per second ({args.seconds:.0f} s each)")
-    limits = {w: raw_limit(w, args.seconds) for w in (1, 16, 64, 256)}
-    for width, fps in limits.items():
-        print(f"limit (raw gymnasium, random actions), {width:>3} env{'s' if width > 1 else ' '}  {fps:>10,.0f}")
-    print("vector widths 16/64/256 through trajrl: not measured (env.num_envs is not built yet)")
-    print()
-    print("| setting | limit | hand-wired TorchRL | trajrl | trajrl / limit | trajrl / hand-wired |")
-    print("|---|---|---|---|---|---|")
     storage = None
-    for kind, label in (("sync", "1 env, collector=sync"), ("multi_async", "2 workers, collector=multi_async")):
-        baseline = hand_wired(kind, args.seconds)
-        fps, storage = trajrl_pipeline(kind, args.seconds)
-        limit = limits[1] * (2 if kind == "multi_async" else 1)  # two workers: twice one environment
-        print(f"| {label} | {limit:,.0f} | {baseline:,.0f} | {fps:,.0f} | {fps / limit:.3f} | {fps / baseline:.2f} |",
-              flush=True)
-    print()
-    print(f"# stored bytes per frame (trajrl's buffer, the default recurrent DQN): {storage['stored_bytes_per_frame']:.0f} "
-          f"in {storage['fields']} fields, payload {storage['payload_bytes_per_frame']:.0f} "
-          f"(ratio {storage['stored_bytes_per_frame'] / storage['payload_bytes_per_frame']:.2f})")
-    if args.skip_sampling:
+    if "collection" not in args.skip:
+        print(f"# collection, {ENV}, the recurrent DQN's behaviour policy, frames stored per second "
+              f"({args.seconds:.0f} s each); limit: gymnasium alone, random actions, per worker process")
+        print()
+        print("| setting | limit | hand-wired TorchRL | trajrl | trajrl / limit | trajrl / hand-wired | audit violations |")
+        print("|---|---|---|---|---|---|---|")
+        limits: dict[int, float] = {}
+        for setting in SETTINGS:
+            if setting.width not in limits:
+                limits[setting.width] = raw_limit(setting.width, args.seconds)
+            limit = limits[setting.width] * setting.workers  # one core per worker
+            baseline = hand_wired(setting, args.seconds)
+            fps, violations, measured = trajrl_pipeline(setting, args.seconds)
+            storage = storage or measured
+            print(f"| {setting.label} | {limit:,.0f} | {baseline:,.0f} | {fps:,.0f} | {fps / limit:.3f} | "
+                  f"{fps / baseline:.2f} | {violations} |", flush=True)
+        print()
+        print(f"# stored bytes per frame (trajrl's buffer, the default recurrent DQN, 1 env): "
+              f"{storage['stored_bytes_per_frame']:.0f} in {storage['fields']} fields, payload "
+              f"{storage['payload_bytes_per_frame']:.0f} (ratio "
+              f"{storage['stored_bytes_per_frame'] / storage['payload_bytes_per_frame']:.2f})")
+        print()
+    if "loops" not in args.skip:
+        print(f"# the asynchronous loop against a synchronous one, {args.loop_frames:,} frames, the default recurrent "
+              f"DQN (updates_per_frame 0.25), wall-clock s")
+        print()
+        print("| collection | frames | updates | synchronous loop | trajrl async loop | async / sync |")
+        print("|---|---|---|---|---|---|")
+        for collector, workers, label in (("async", 1, "1 env, collector=async"),
+                                          ("multi_async", 2, "2 workers x 1 env, multi_async")):
+            async_s, sync_s, frames, updates = loops(collector, workers, args.loop_frames)
+            print(f"| {label} | {frames:,} | {updates:,} | {sync_s:.1f} | {async_s:.1f} | {async_s / sync_s:.2f} |",
+                  flush=True)
+        print()
+    if "sampling" in args.skip:
         return
-    print()
     print("# sampling 256 slices of 32 from a 1,000,000-frame buffer, ms per sample")
+    print()
     print("| sampler | no writes | while writing | vs TorchRL (while writing) |")
     print("|---|---|---|---|")
     results = {kind: (sampling_latency(kind, False, args.repeats), sampling_latency(kind, True, args.repeats))

@@ -127,6 +127,46 @@ def test_batch_audit_catches_a_slice_across_episodes_and_a_bad_mask():
     assert counts["mask_not_prefix"] == 1
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_slice_sampler_keeps_its_episode_index_equal_to_a_search_of_the_whole_storage(seed):
+    """The index the sampler updates from each write's new steps equals what a pass
+    over the whole storage finds, through wrap-around, writes that end exactly at the
+    storage's end, an episode as long as the storage, and a write larger than it."""
+    from trajrl.data.episodes import find_runs
+    from trajrl.data.slices import StepSliceSampler
+
+    capacity = 50
+    gen = torch.Generator().manual_seed(seed)
+    sampler = StepSliceSampler(capacity, slice_len=5)
+    buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(capacity), sampler=sampler, batch_size=20)
+    sampler.follow(buffer._writer)
+    next_id = 0
+    plans = [torch.randint(1, 20, (int(torch.randint(1, 4, (1,), generator=gen)),), generator=gen).tolist()
+             for _ in range(40)]
+    plans[10] = plans[25] = None  # episodes up to the storage's last position exactly
+    plans[20], plans[30] = [capacity], [30, 40]  # one episode as long as the storage; more than all of it
+    for lengths in plans:
+        if lengths is None:
+            to_end = capacity - buffer.write_count % capacity
+            lengths = [to_end // 2, to_end - to_end // 2] if to_end > 1 else [to_end]
+        buffer.extend(episodes(lengths, first_id=next_id))
+        next_id += len(lengths)
+        for _ in range(int(torch.randint(0, 3, (1,), generator=gen))):  # several writes between samples
+            lengths = torch.randint(1, 20, (2,), generator=gen).tolist()
+            buffer.extend(episodes(lengths, first_id=next_id))
+            next_id += len(lengths)
+        flat = buffer.sample()
+        ids = buffer.storage[:].get(TRAJ_KEY).reshape(-1)
+        if lengths == [capacity]:  # the last write, one episode, fills the storage: it begins where the write began
+            expected = torch.tensor([buffer.write_count % capacity])
+        else:
+            expected = find_runs(ids)[0]
+        assert torch.equal(sampler._starts, expected)
+        batch = as_sequences(flat, flat["is_init"])
+        assert audit_batch(batch)["slice_across_episodes"] == 0
+        assert audit_batch(batch)["steps_not_consecutive"] == 0  # a slice never runs from an end into a start
+
+
 def test_prioritized_slices_follow_priorities_and_stay_inside_episodes():
     from trajrl.data.slices import StepSliceSampler
 
@@ -134,6 +174,7 @@ def test_prioritized_slices_follow_priorities_and_stay_inside_episodes():
     buffer = fill_with_wraparound(capacity)
     sampler = StepSliceSampler(capacity, slice_len=5, alpha=1.0, beta=0.4)
     sampler._rng = torch.Generator().manual_seed(0)
+    sampler.follow(buffer._writer)
     buffer._sampler, buffer._batch_size = sampler, 5 * 32
     flat = buffer.sample()  # every step new: equal priorities
     assert audit_batch(as_sequences(flat, flat["is_init"])) == {k: 0 for k in audit_batch(as_sequences(flat, flat["is_init"]))}

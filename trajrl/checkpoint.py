@@ -91,7 +91,7 @@ def restore(payload: dict, algo, policy_state: dict, buffer=None, rng: bool = Tr
 def renumber_episodes(buffer_state: dict) -> dict:
     """The stored episodes' ids made negative (order kept, still distinct): the
     resumed run's collectors number their episodes from 0 again, and no new id may
-    equal a stored one. The sampler's record of the ids it has seen moves with them."""
+    equal a stored one."""
     storage = buffer_state["_storage"]
     ids = storage["_storage"].get("collector.traj_ids")
     size = int(storage.get("_len", 0))
@@ -100,9 +100,6 @@ def renumber_episodes(buffer_state: dict) -> dict:
     ids = ids.reshape(-1)
     shift = int(ids[:size].max()) + 2  # below -1, which samplers use for "no episode"
     ids[:size] -= shift
-    seen = buffer_state.get("_sampler", {}).get("ids_seen")
-    if seen is not None:
-        seen[seen >= 0] -= shift
     return buffer_state
 
 

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import torch
+from tensordict import TensorDict
+from tensordict.nn import TensorDictModule
 from torch import nn
 from torchrl.modules import MLP
 
@@ -31,3 +33,23 @@ def encoder(obs_dim: int, sizes: list[int], obs_loc: torch.Tensor | None = None,
         MLP(in_features=obs_dim, out_features=sizes[-1], num_cells=list(sizes[:-1]),
             activation_class=activation, activate_last_layer=True),
     )
+
+
+class KeyedModule(TensorDictModule):
+    """``TensorDictModule`` for modules that return tensors: writes each output with
+    ``set``. tensordict 0.14 passes every output through ``TensorDict.from_any``,
+    which looks pandas up with ``importlib.util.find_spec`` on each call (about
+    0.1 ms when pandas is not installed): on a policy's per-step path, a few of
+    those cost as much as the network."""
+
+    def _write_to_tensordict(self, tensordict, tensors, tensordict_out=None, out_keys=None):
+        out_keys = self.out_keys_source if out_keys is None else out_keys
+        if tensordict_out is None:
+            tensordict_out = tensordict if self.inplace is True else (
+                tensordict.empty() if self.inplace == "empty" else TensorDict())
+        if len(tensors) != len(out_keys):
+            raise RuntimeError(f"{len(tensors)} outputs for out_keys {out_keys}")
+        for key, tensor in zip(out_keys, tensors):
+            if key != "_":
+                tensordict_out.set(key, tensor)
+        return tensordict_out

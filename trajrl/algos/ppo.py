@@ -15,12 +15,12 @@ from dataclasses import dataclass
 
 import torch
 from tensordict import TensorDictBase
-from tensordict.nn import TensorDictModule, TensorDictSequential
+from tensordict.nn import TensorDictSequential
 from torch import nn
 from torch.distributions import Categorical
 from torchrl.modules import GRUModule, LSTMModule, ProbabilisticActor
 
-from trajrl.algos.networks import encoder
+from trajrl.algos.networks import KeyedModule, encoder
 from trajrl.algos.sequences import observations_with_next, without_padding_columns
 from trajrl.data.episodes import MASK_KEY
 
@@ -81,13 +81,13 @@ def make_actor(net: ActorCritic, action_spec):
     Returns ``(policy, recurrent core or None)``; the core's primer must be on every env.
     """
     tower = net.actor
-    modules = [TensorDictModule(tower.encoder, ["observation"], ["features"])]
+    modules = [KeyedModule(tower.encoder, ["observation"], ["features"])]
     core = None
     if tower.rnn is not None:
         cls = LSTMModule if tower.kind == "lstm" else GRUModule
         core = cls(**{tower.kind: tower.rnn}, in_key="features", out_key="features")
         modules.append(core)
-    modules.append(TensorDictModule(tower.head, ["features"], ["logits"]))
+    modules.append(KeyedModule(tower.head, ["features"], ["logits"]))
     policy = ProbabilisticActor(
         TensorDictSequential(*modules), in_keys=["logits"], distribution_class=Categorical,
         return_log_prob=True, log_prob_key=LOG_PROB_KEY, spec=action_spec,

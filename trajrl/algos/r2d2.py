@@ -16,11 +16,11 @@ from dataclasses import dataclass
 
 import torch
 from tensordict import TensorDictBase
-from tensordict.nn import TensorDictModule, TensorDictSequential
+from tensordict.nn import TensorDictSequential
 from torch import nn
 from torchrl.modules import EGreedyModule, GRUModule, LSTMModule, QValueModule
 
-from trajrl.algos.networks import encoder
+from trajrl.algos.networks import KeyedModule, encoder
 from trajrl.algos.sequences import observations_with_next, stored_state, without_padding_columns
 
 
@@ -94,9 +94,9 @@ def make_policies(qnet: RecurrentQNet, action_spec, eps_start: float, eps_end: f
     else:
         core = GRUModule(gru=qnet.rnn, in_key="embed", out_key="features")
     greedy = TensorDictSequential(
-        TensorDictModule(qnet.encoder, ["observation"], ["embed"]),
+        KeyedModule(qnet.encoder, ["observation"], ["embed"]),
         core,
-        TensorDictModule(qnet.head, ["features"], ["action_value"]),
+        KeyedModule(qnet.head, ["features"], ["action_value"]),
         QValueModule(spec=action_spec, action_value_key="action_value"),
     )
     egreedy = EGreedyModule(

@@ -17,12 +17,12 @@ from dataclasses import dataclass
 
 import torch
 from tensordict import TensorDictBase
-from tensordict.nn import TensorDictModule, TensorDictSequential
+from tensordict.nn import TensorDictSequential
 from torch import nn
 from torchrl.envs.utils import ExplorationType, exploration_type
 from torchrl.modules import MLP, GRUModule, LSTMModule
 
-from trajrl.algos.networks import encoder
+from trajrl.algos.networks import KeyedModule, encoder
 from trajrl.algos.sequences import observations_with_next, stored_state, without_padding_columns
 from trajrl.data.episodes import MASK_KEY
 
@@ -120,9 +120,9 @@ def make_policy(actor: RecurrentActor):
     cls = LSTMModule if actor.kind == "lstm" else GRUModule
     core = cls(**{actor.kind: actor.rnn}, in_key="embed", out_key="features")
     policy = TensorDictSequential(
-        TensorDictModule(actor.encoder, ["observation"], ["embed"]),
+        KeyedModule(actor.encoder, ["observation"], ["embed"]),
         core,
-        TensorDictModule(actor.head, ["features"], ["action"]),
+        KeyedModule(actor.head, ["features"], ["action"]),
     )
     return policy, core
 

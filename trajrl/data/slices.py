@@ -9,8 +9,8 @@ Its ``PrioritizedSliceSampler`` needs TorchRL's C++ segment trees, whose
 extension in the torchrl 0.14.1 wheel does not load against torch 2.13
 (undefined symbol), and it would miss episodes written by worker processes into
 a shared buffer, since those writes never reach the learner's sampler. This one
-keeps a priority per storage position and notices new episodes by their
-trajectory ids, whoever wrote them.
+keeps a priority per storage position and learns of new steps from the buffer's
+writer, whoever wrote them.
 """
 from __future__ import annotations
 
@@ -31,6 +31,12 @@ class StepSliceSampler(Sampler):
     A slice starts at the drawn step, moved back if the episode ends sooner, and is
     shorter only when the whole episode is. ``is_init`` marks each slice's first step.
     New steps get the largest priority seen so far.
+
+    The episodes' starts are kept up to date as the buffer is written: each sample
+    reads only the steps written since the last one (the buffer's writer counts
+    them, whichever process wrote), including what wrap-around overwrote. ``follow``
+    gives it the writer; without one it finds the episodes in the whole storage at
+    every sample (and cannot sample by priority).
     """
 
     def __init__(self, capacity: int, slice_len: int, alpha: float = 0.0, beta: float = 0.0,
@@ -38,17 +44,52 @@ class StepSliceSampler(Sampler):
         self.capacity, self.slice_len = capacity, slice_len
         self.alpha, self.beta, self.eps, self.traj_key = alpha, beta, eps, traj_key
         self.priority = torch.zeros(capacity)
-        self.ids_seen = torch.full((capacity,), -1, dtype=torch.long)
         self.max_priority = 1.0
+        self.writer = None
+        self._starts = torch.zeros(0, dtype=torch.long)  # sorted storage positions where an episode begins
+        self._indexed: int | None = None  # the writer's count of written steps when the starts were last updated
+
+    def follow(self, writer) -> None:
+        """Keep the episode index up to date from ``writer``'s count of written steps."""
+        self.writer = writer
+
+    def _update_index(self, storage: Storage) -> torch.Tensor:
+        """The positions written since the last call (all of them after a rebuild),
+        with ``self._starts`` brought up to date."""
+        size = len(storage)
+        written = int(self.writer._write_count) if self.writer is not None else None
+        fresh = written is None or self._indexed is None or written - self._indexed >= size
+        if fresh:
+            starts, lengths = find_runs(storage[:].get(self.traj_key))
+            if written is not None and starts.numel() == 1 and int(lengths[0]) == size == storage.max_size:
+                starts = torch.tensor([int(self.writer._cursor) % size])  # one episode fills it: the last write
+            self._starts, self._indexed = starts, written
+            return torch.arange(size)
+        new = written - self._indexed
+        self._indexed = written
+        if new == 0:
+            return torch.zeros(0, dtype=torch.long)
+        cursor = int(self.writer._cursor)
+        changed = (cursor - new + torch.arange(new)) % size  # the new steps
+        # Whether a step begins an episode depends on the step before it: recheck the new
+        # steps and the one after them (its predecessor changed), if the storage has it.
+        check = torch.cat([changed, torch.tensor([cursor % size])]) if size == storage.max_size else changed
+        ids = storage[check].get(self.traj_key).reshape(-1)
+        before = storage[(check - 1) % size].get(self.traj_key).reshape(-1)
+        begins = (ids != before) | ((check == 0) & (size < storage.max_size))
+        kept = self._starts[~torch.isin(self._starts, check)]
+        self._starts = torch.cat([kept, check[begins]]).sort().values
+        return changed
 
     def sample(self, storage: Storage, batch_size: int) -> tuple[torch.Tensor, dict]:
         size = len(storage)
-        traj_ids = storage[:].get(self.traj_key).reshape(-1)
+        new = self._update_index(storage)
         num_slices = max(1, batch_size // self.slice_len)
         if self.alpha > 0:  # by priority: new steps get the largest one seen so far
-            new = traj_ids != self.ids_seen[:size]
-            self.priority[:size][new] = self.max_priority
-            self.ids_seen[:size] = traj_ids
+            if self.writer is None:
+                raise RuntimeError("StepSliceSampler with priorities needs follow(<the buffer's writer>) "
+                                   "to tell new steps from old ones")
+            self.priority[new] = self.max_priority
             weights = (self.priority[:size] + self.eps) ** self.alpha
             probability = weights / weights.sum()
             picked = torch.multinomial(probability, num_slices, replacement=True, generator=self._rng)
@@ -60,7 +101,8 @@ class StepSliceSampler(Sampler):
 
         # The run (episode) of each picked step, by binary search over the runs' starts;
         # a step before the first start belongs to the last run, which wraps around.
-        starts, lengths = find_runs(traj_ids)
+        starts = self._starts
+        lengths = torch.diff(starts, append=starts[:1] + size)
         run = (torch.searchsorted(starts, picked, right=True) - 1) % starts.numel()
         offset = (picked - starts[run]) % size
         run_len = lengths[run]
@@ -78,16 +120,17 @@ class StepSliceSampler(Sampler):
 
     def _empty(self) -> None:
         self.priority.zero_()
-        self.ids_seen.fill_(-1)
         self.max_priority = 1.0
+        self._indexed = None
 
     def state_dict(self) -> dict[str, Any]:
-        return {"priority": self.priority, "ids_seen": self.ids_seen, "max_priority": self.max_priority}
+        """Priorities only: the episode index is rebuilt from the storage after a load."""
+        return {"priority": self.priority, "max_priority": self.max_priority}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.priority.copy_(state_dict["priority"])
-        self.ids_seen.copy_(state_dict["ids_seen"])
         self.max_priority = float(state_dict["max_priority"])
+        self._indexed = None
 
     def dumps(self, path) -> None:
         torch.save(self.state_dict(), f"{path}/prioritized_slice_sampler.pt")

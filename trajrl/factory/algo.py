@@ -4,11 +4,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from tensordict.nn import TensorDictModule, TensorDictSequential
+from tensordict.nn import TensorDictSequential
 from torch import nn
 from torchrl.envs.transforms import TensorDictPrimer
 
 from trajrl.algos.ppo import PPO, ActorCritic, PPOSettings, make_actor
+from trajrl.algos.networks import KeyedModule
 from trajrl.algos.r2d2 import R2D2, R2D2Settings, RecurrentQNet, make_policies
 from trajrl.algos.rsac import RSAC, RecurrentActor, RecurrentCritic, RSACSettings, make_policy
 from trajrl.data.episodes import VERSION_KEY
@@ -59,7 +60,7 @@ class Agent:
 def with_version(agent: Agent) -> Agent:
     """The agent whose collection policy also stamps ``policy_version`` on each step."""
     version = PolicyVersion()
-    explore = TensorDictSequential(agent.explore, TensorDictModule(version, ["observation"], [VERSION_KEY]))
+    explore = TensorDictSequential(agent.explore, KeyedModule(version, ["observation"], [VERSION_KEY]))
     return Agent(agent.algo, agent.greedy, explore, agent.egreedy, agent.primer, version)
 
 

@@ -84,6 +84,8 @@ def build_buffer(storage_cfg, sampler_cfg, shared: bool, run_dir: Path | None = 
     sampler, batch_size = build_sampler(sampler_cfg, int(storage_cfg.capacity))
     storage = build_storage(storage_cfg, run_dir, reuse_files)
     buffer = TensorDictReplayBuffer(storage=storage, sampler=sampler, batch_size=batch_size, shared=shared)
+    if isinstance(sampler, StepSliceSampler):
+        sampler.follow(buffer._writer)  # the writer counts every write, in whichever process
     buffer.append_transform(PaddedToFlat(storage))  # rb.extend(padded [N, T] + mask) stores the valid steps
     if not_stored:
         buffer.append_transform(ExcludeTransform(*not_stored), invert=True)  # run by rb.extend
