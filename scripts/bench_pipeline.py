@@ -205,16 +205,22 @@ def loops(collector: str, workers: int, frames: int) -> tuple[float, float, int,
 
 
 def bytes_per_frame(buffer) -> dict:
-    """Bytes the storage holds per frame, against the payload (observation, action,
-    reward, done flags) of one frame."""
+    """Bytes the storage holds per frame, against the payload of one frame: what the
+    environment gives (observation, action, reward, done flags, next observation),
+    and that plus the recurrent state a slice starts from (``algo.initial_state=stored``)."""
     stored = buffer.storage[: len(buffer)]
     frames = stored.numel()
-    total = sum(t.element_size() * t.numel() for t in stored.values(include_nested=True, leaves_only=True))
-    payload_keys = ["observation", "action", ("next", "reward"), ("next", "done"), ("next", "terminated"),
-                    ("next", "truncated"), ("next", "observation")]
-    payload = sum(stored.get(k).element_size() * stored.get(k).numel() for k in payload_keys)
-    return {"stored_bytes_per_frame": total / frames, "payload_bytes_per_frame": payload / frames,
-            "fields": len(list(stored.keys(include_nested=True, leaves_only=True)))}
+
+    def size(keys) -> float:
+        return sum(stored.get(k).element_size() * stored.get(k).numel() for k in keys) / frames
+
+    keys = list(stored.keys(include_nested=True, leaves_only=True))
+    env = ["observation", "action", ("next", "reward"), ("next", "done"), ("next", "terminated"),
+           ("next", "truncated"), ("next", "observation")]
+    state = [k for k in keys if isinstance(k, str) and k.startswith("recurrent_state")]
+    extra = [k for k in keys if k not in env and k not in state]
+    return {"stored": size(keys), "env": size(env), "learner": size(env + state), "fields": len(keys),
+            "extra": ", ".join(f"{k if isinstance(k, str) else '.'.join(k)} {size([k]):.0f}" for k in extra)}
 
 
 def synthetic_episodes(frames: int, first_id: int, rng: np.random.Generator):
@@ -300,10 +306,12 @@ def main(argv: list[str] | None = None) -> None:
             print(f"| {setting.label} | {limit:,.0f} | {baseline:,.0f} | {fps:,.0f} | {fps / limit:.3f} | "
                   f"{fps / baseline:.2f} | {violations} |", flush=True)
         print()
-        print(f"# stored bytes per frame (trajrl's buffer, the default recurrent DQN, 1 env): "
-              f"{storage['stored_bytes_per_frame']:.0f} in {storage['fields']} fields, payload "
-              f"{storage['payload_bytes_per_frame']:.0f} (ratio "
-              f"{storage['stored_bytes_per_frame'] / storage['payload_bytes_per_frame']:.2f})")
+        print(f"# stored bytes per frame (trajrl's buffer, the default recurrent DQN): {storage['stored']:.0f} "
+              f"in {storage['fields']} fields")
+        print(f"against the environment's payload {storage['env']:.0f}: {storage['stored'] / storage['env']:.2f}x; "
+              f"against that plus the stored recurrent state {storage['learner']:.0f}: "
+              f"{storage['stored'] / storage['learner']:.3f}x")
+        print(f"the rest, bytes per frame: {storage['extra']}")
         print()
     if "loops" not in args.skip:
         print(f"# the asynchronous loop against a synchronous one, {args.loop_frames:,} frames, the default recurrent "

@@ -68,8 +68,10 @@ class StoredEpisodeStats:
         steps = self.buffer.storage[index]
         done = steps.get(("next", "done")).reshape(-1)
         if done.any():
-            self._lengths.append(steps.get(("next", "step_count")).reshape(-1)[done].float())
-            self._returns.append(steps.get(("next", "episode_reward")).reshape(-1)[done])
+            # An episode's last step: its step count is the length less one, its running
+            # return before the step plus the step's reward is the return.
+            self._lengths.append(steps.get("step_count").reshape(-1)[done].float() + 1)
+            self._returns.append((steps.get("episode_reward") + steps.get(("next", "reward"))).reshape(-1)[done])
             self.episodes += int(done.sum())
         if "action_value" in steps.keys():
             greedy = steps.get("action_value").argmax(-1).reshape(-1)

@@ -24,7 +24,7 @@ class PolicyVersion(nn.Module):
 
     def __init__(self) -> None:
         super().__init__()
-        self.register_buffer("version", torch.zeros((), dtype=torch.int64))
+        self.register_buffer("version", torch.zeros((), dtype=torch.int32))  # stored with every step
 
     def forward(self, observation: torch.Tensor) -> torch.Tensor:
         return self.version.expand(observation.shape[:-1]).clone()

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import torch
 from tensordict import TensorDictBase
-from torchrl.data import LazyMemmapStorage, LazyTensorStorage, TensorDictReplayBuffer
+from torchrl.data import LazyMemmapStorage, LazyTensorStorage, RoundRobinWriter, TensorDictReplayBuffer
 from torchrl.envs.transforms import ExcludeTransform
 from torchrl.data.replay_buffers.samplers import (
     RandomSampler,
@@ -18,6 +18,13 @@ from trajrl.data import EpisodeSampler, as_sequences
 from trajrl.data.episodes import TRAJ_KEY
 from trajrl.data.padded import PaddedToFlat
 from trajrl.data.slices import StepSliceSampler
+
+
+#: What every step carries that the buffer does not store, since what it stores
+#: gives it: the done flags before the step (those after the step before it), and
+#: after the step ``is_init``, ``step_count`` and ``episode_reward`` (the step's own
+#: plus one, and plus its reward).
+DERIVED = ["done", "terminated", "truncated", ("next", "is_init"), ("next", "step_count"), ("next", "episode_reward")]
 
 
 @dataclass
@@ -79,16 +86,18 @@ def build_buffer(storage_cfg, sampler_cfg, shared: bool, run_dir: Path | None = 
 
     Flat complete episodes are stored as written; padded ``[N, T]`` batches with
     ``("collector", "mask")`` are stored as their valid steps (``PaddedToFlat``).
-    ``not_stored``: keys the policy writes that learning never reads (dropped on write).
+    ``not_stored``: keys the policy writes that learning never reads; they, and what
+    ``DERIVED`` lists, are dropped on write.
     """
     sampler, batch_size = build_sampler(sampler_cfg, int(storage_cfg.capacity))
     storage = build_storage(storage_cfg, run_dir, reuse_files)
-    buffer = TensorDictReplayBuffer(storage=storage, sampler=sampler, batch_size=batch_size, shared=shared)
+    # RoundRobinWriter: TorchRL's TensorDict writer also stores each step's position ("index").
+    buffer = TensorDictReplayBuffer(storage=storage, sampler=sampler, writer=RoundRobinWriter(),
+                                    batch_size=batch_size, shared=shared)
     if isinstance(sampler, StepSliceSampler):
         sampler.follow(buffer._writer)  # the writer counts every write, in whichever process
     buffer.append_transform(PaddedToFlat(storage))  # rb.extend(padded [N, T] + mask) stores the valid steps
-    if not_stored:
-        buffer.append_transform(ExcludeTransform(*not_stored), invert=True)  # run by rb.extend
+    buffer.append_transform(ExcludeTransform(*DERIVED, *not_stored), invert=True)  # run by rb.extend
     kind = sampler_cfg.kind
     return SequenceSampler(
         buffer, transitions=kind == "random", prioritized=kind == "prioritized_slice",
