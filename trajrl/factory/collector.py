@@ -11,7 +11,6 @@ from torchrl.collectors import (
     AsyncBatchedCollector,
     AsyncCollector,
     BaseCollector,
-    Collector,
     MultiAsyncCollector,
     MultiSyncCollector,
 )
@@ -19,6 +18,7 @@ from torchrl.data import ReplayBuffer
 from torchrl.weight_update import SharedMemWeightSyncScheme
 
 from trajrl.data.episodes import TRAJ_KEY
+from trajrl.factory.assembly import EpisodeCollector
 
 #: Collectors whose workers are separate processes writing into a shared buffer.
 PROCESS_COLLECTORS = ("async", "multi_sync", "multi_async")
@@ -79,11 +79,13 @@ def build_collector(
     common = dict(frames_per_batch=frames_per_batch, total_frames=-1, replay_buffer=buffer)
     slots = [{"slot": index} for index in range(collector_slots(kind, num_workers, num_envs))]
     if kind == "sync":
-        collector = Collector(env_fn, policy, create_env_kwargs=slots[0], **common, **traj)
+        collector = EpisodeCollector(env_fn, policy, create_env_kwargs=slots[0], **common, **traj)
     elif kind in PROCESS_COLLECTORS:
         # Weights go through shared memory; not waiting for the workers' acks means a
         # dead worker cannot hang the learner (TorchRL's default waits with no timeout).
-        workers = dict(num_threads=1, weight_sync_schemes={"policy": SharedMemWeightSyncScheme(sync=False)})
+        # Each worker runs an EpisodeCollector (faster episode assembly).
+        workers = dict(num_threads=1, weight_sync_schemes={"policy": SharedMemWeightSyncScheme(sync=False)},
+                       collector_class=EpisodeCollector)
         if kind == "async":
             collector = AsyncCollector(env_fn, policy, create_env_kwargs=slots[0], **workers, **common, **traj)
         else:

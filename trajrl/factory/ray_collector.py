@@ -18,7 +18,7 @@ import os
 import threading
 from typing import Callable, Iterator
 
-from torchrl.collectors import Collector
+from trajrl.factory.assembly import EpisodeCollector
 from torchrl.data import ReplayBuffer
 
 FOREVER = 2**62  # RayCollector stops at total_frames; the loop decides when to stop
@@ -40,7 +40,7 @@ class RayEpisodes:
         per_worker = [{"traj_format": "padded", **({"create_env_kwargs": {"slot": i}} if slots else {})}
                       for i in range(num_workers)]
         self.collector = RayCollector(
-            [env_fn] * num_workers, policy, collector_class=Collector, num_collectors=num_workers,
+            [env_fn] * num_workers, policy, collector_class=EpisodeCollector, num_collectors=num_workers,
             collector_kwargs=per_worker, frames_per_batch=frames_per_batch, total_frames=FOREVER,
             trajs_per_batch=trajs_per_batch, sync=False, ray_init_config=init,
         )
