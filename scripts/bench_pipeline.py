@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import argparse
 import io
+import logging
 import tempfile
 import threading
 import time
+import warnings
 from dataclasses import dataclass
 
 import gymnasium as gym
@@ -287,6 +289,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=30, help="samples timed per sampling measurement")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
+    logging.getLogger("torchrl").setLevel(logging.WARNING)
+    warnings.filterwarnings("ignore")  # TorchRL's notes on nested transforms and batch rounding
 
     storage = None
     if "collection" not in args.skip:

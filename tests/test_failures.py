@@ -158,10 +158,17 @@ def test_sigint_and_sigterm_stop_the_run_and_save_a_checkpoint(signum, whole_gro
     assert saved["loop"]["updates"] >= float(rows[-1]["train/updates"])
 
 
-@pytest.mark.parametrize("collector", ["multi_async", "multi_sync"])
-def test_sigkill_to_the_run_leaves_no_worker_behind(collector, run_in):
-    overrides = ["algo=ppo"] if collector == "multi_sync" else []
-    run = run_in(f"collector={collector}", *overrides, "total_frames=1000000")
+SIGKILLED = {  # case -> overrides
+    "multi_async": ["collector=multi_async"],
+    "multi_sync": ["collector=multi_sync", "algo=ppo"],
+    # the learner far behind: the environments wait at the closed gate most of the time
+    "multi_async_gate_closed": ["collector=multi_async", "loop.updates_per_frame=5", "loop.max_update_lag=1"],
+}
+
+
+@pytest.mark.parametrize("case", SIGKILLED)
+def test_sigkill_to_the_run_leaves_no_worker_behind(case, run_in):
+    run = run_in(*SIGKILLED[case], "total_frames=1000000")
     run.wait_for_checkpoint()
     assert len(run.workers()) == 2
     run.proc.kill()  # the main process only: nothing of it runs to clean up

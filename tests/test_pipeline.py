@@ -136,3 +136,27 @@ def test_vector_envs_store_each_environments_episodes_whole(case):
             assert slots.shape[0] == 3 * cfg.collector.num_workers
         in_flight = pipe.counters.frames - pipe.buffer.write_count
         assert 0 <= in_flight <= slots.shape[0] * 3 * (cfg.collector.frames_per_batch + cfg.trajs_per_batch * 30)
+
+
+@pytest.mark.parametrize("collector", ["sync", "multi_async"])
+def test_closed_gate_holds_every_environment_and_opening_it_resumes(collector):
+    """The loop pauses collection by closing the counters' gate: environments stop at
+    their next step (no frame counted while it is closed), and go on when it opens."""
+    cfg = trajrl.compose([f"collector={collector}", "debug=smoke", "env.num_envs=2"])
+    with trajrl.build(cfg) as pipe:
+        pipe.collector.start()
+        try:
+            wait_for_frames(pipe, 200)
+            pipe.counters.close_gate()
+            time.sleep(0.5)  # each environment finishes the step it is in
+            held = pipe.counters.frames
+            time.sleep(1.0)
+            assert pipe.counters.frames == held
+            pipe.counters.open_gate()
+            deadline = time.monotonic() + 30
+            while pipe.counters.frames == held:
+                assert time.monotonic() < deadline, "collection did not resume"
+                time.sleep(0.05)
+        finally:
+            pipe.counters.open_gate()
+            pipe.collector.async_shutdown()

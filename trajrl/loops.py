@@ -139,8 +139,11 @@ class OffPolicyLoop:
         self.recent_return: float | None = None
         # The live parameters and buffers (epsilon included) of the behaviour policy.
         self.weights = TensorDict.from_module(behaviour_policy)
-        # TorchRL's single-process Collector cannot pause; the others can.
-        self.can_pause = type(collector).pause.__qualname__ != "BaseCollector.pause"
+        # The environments wait at the counters' gate (any collector whose environments
+        # count their steps); otherwise TorchRL's pause, which the single-process
+        # Collector lacks and which waits for the workers to finish their rollouts.
+        self.gate = counters
+        self.can_pause = counters is not None or type(collector).pause.__qualname__ != "BaseCollector.pause"
 
     def run(self) -> dict[str, float]:
         """Train until ``total_frames`` are stored; return the final metrics."""
@@ -245,8 +248,15 @@ class OffPolicyLoop:
             yield
             return
         t0 = time.monotonic()
-        with self.collector.pause():
-            yield
+        if self.gate is not None:
+            self.gate.close_gate()
+            try:
+                yield
+            finally:
+                self.gate.open_gate()
+        else:
+            with self.collector.pause():
+                yield
         self.timings["paused"] += time.monotonic() - t0
         self.last_write = time.monotonic()
 

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import functools
+import os
 import tempfile
+import time
 from typing import Any, Callable
 
 import gymnasium as gym
@@ -36,6 +38,17 @@ class WorkerCounters:
         self.counts = MemoryMappedTensor.from_tensor(
             torch.zeros(slots, 4, dtype=torch.float64), filename=f"{self._dir.name}/counters.memmap"
         )
+        # The gate: while it is closed (1), every environment waits before its next step.
+        self.gate = MemoryMappedTensor.from_tensor(torch.zeros(1, dtype=torch.int8),
+                                                   filename=f"{self._dir.name}/gate.memmap")
+
+    def close_gate(self) -> None:
+        """Hold every environment at its next step (takes effect within one step; no
+        message to the workers, nothing to wait for)."""
+        self.gate[0] = 1
+
+    def open_gate(self) -> None:
+        self.gate[0] = 0
 
     @property
     def frames(self) -> int:
@@ -50,14 +63,25 @@ class WorkerCounters:
 class CountSteps(Transform):
     """Writes this collector slot's running totals into ``counts[slot]`` (see
     ``WorkerCounters``), summed over the environments of a vector: the frame count
-    at every step, the rest only where an episode ends (this runs on every step)."""
+    at every step, the rest only where an episode ends (this runs on every step).
+    While the gate is closed it waits before handing the step back, unless the
+    process that made the gate has died (then nobody would open it)."""
 
-    def __init__(self, counts: torch.Tensor, slot: int):
+    def __init__(self, counts: torch.Tensor, slot: int, gate: torch.Tensor | None = None):
         super().__init__()
-        self.counts, self.slot = counts, slot
+        self.counts, self.slot, self.gate = counts, slot, gate
         self.frames, self.ended, self.return_sum, self.under_way = 0, 0, 0.0, 0
+        self._parent: int | None = None
+
+    def _wait_at_gate(self) -> None:
+        if self._parent is None:
+            self._parent = os.getppid()
+        while self.gate[0] and os.getppid() == self._parent:
+            time.sleep(0.001)
 
     def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
+        if self.gate is not None and self.gate[0]:
+            self._wait_at_gate()
         row = self.counts[self.slot]
         width = max(1, next_tensordict.numel())
         self.frames += width
@@ -76,7 +100,7 @@ class CountSteps(Transform):
 
 def make_env(env_id: str, kwargs: dict[str, Any], import_module: str | None = None, primer=None,
              counts: torch.Tensor | None = None, slot: int = 0, num_envs: int = 1,
-             vectorization: str = "sync") -> EnvBase:
+             vectorization: str = "sync", gate: torch.Tensor | None = None) -> EnvBase:
     """One environment, or a vector of ``num_envs`` (batch size ``[num_envs]``), with
     episode bookkeeping (and the recurrent-state primer, if given).
 
@@ -95,7 +119,7 @@ def make_env(env_id: str, kwargs: dict[str, Any], import_module: str | None = No
     if primer is not None:
         transforms.append(primer.clone())
     if counts is not None:
-        transforms.append(CountSteps(counts, slot))
+        transforms.append(CountSteps(counts, slot, gate))
     if isinstance(env, TransformedEnv):  # a vector env comes with TorchRL's autoreset transform
         env.append_transform(Compose(*transforms))
         return env
@@ -114,6 +138,7 @@ def env_factory(env_cfg, primer=None, counters: WorkerCounters | None = None,
         counters.counts if counters is not None else None,
         num_envs=int(num_envs if num_envs is not None else env_cfg.get("num_envs", 1)),
         vectorization=str(env_cfg.get("vectorization", "sync")),
+        gate=counters.gate if counters is not None else None,
     )
 
 
