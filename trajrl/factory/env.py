@@ -72,22 +72,31 @@ class CountSteps(Transform):
         self.counts, self.slot, self.gate = counts, slot, gate
         self.frames, self.ended, self.return_sum, self.under_way = 0, 0, 0.0, 0
         self._parent: int | None = None
+        self._row = self._gate = None
+
+    def __getstate__(self) -> dict:
+        """Copies (pickled into workers, deep-copied) make their own views of the files."""
+        state = super().__getstate__() if hasattr(super(), "__getstate__") else self.__dict__.copy()
+        return {**state, "_row": None, "_gate": None}
 
     def _wait_at_gate(self) -> None:
         if self._parent is None:
             self._parent = os.getppid()
-        while self.gate[0] and os.getppid() == self._parent:
+        while self._gate[0] and os.getppid() == self._parent:
             time.sleep(0.001)
 
     def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
-        if self.gate is not None and self.gate[0]:
+        if self._row is None:  # numpy views of the shared files, made where the environment runs
+            self._row = self.counts.numpy()[self.slot]
+            self._gate = self.gate.numpy() if self.gate is not None else np.zeros(1, dtype=np.int8)
+        if self._gate[0]:
             self._wait_at_gate()
-        row = self.counts[self.slot]
+        row = self._row
         width = max(1, next_tensordict.numel())
         self.frames += width
         row[WorkerCounters.FRAMES] = self.frames
         done = next_tensordict.get("done")
-        ended = int(done.sum())
+        ended = int(done.sum()) if width > 1 else int(done.item())
         if ended:
             self.ended += ended
             self.return_sum += float(next_tensordict.get("episode_reward")[done].sum())
