@@ -107,9 +107,12 @@ VECTORS = {  # name -> (collector, vectorization)
     **{kind: (kind, "sync") for kind in LOCAL_COLLECTORS},
     "sync_over_async_vector": ("sync", "async"),
 }
+# async and multi_sync run the same worker collector as multi_async: in the slow run
+SLOW_VECTORS = ("async", "multi_sync", "sync_over_async_vector")
 
 
-@pytest.mark.parametrize("case", VECTORS)
+@pytest.mark.parametrize("case", [pytest.param(case, marks=pytest.mark.slow) if case in SLOW_VECTORS else case
+                                  for case in VECTORS])
 def test_vector_envs_store_each_environments_episodes_whole(case):
     """env.num_envs=3 with every collector kind: the storage wraps, holds only complete
     episodes whose steps chain (no step of one environment inside another's episode),
