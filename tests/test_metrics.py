@@ -207,3 +207,28 @@ def test_a_run_in_a_pipe_prints_plain_lines(tmp_path):
     assert "\r" not in proc.stdout and "\x1b" not in proc.stdout
     lines = [line for line in proc.stdout.splitlines() if line.startswith("frames ") and " fps " in line]
     assert len(lines) >= 3 and all(" | updates " in line for line in lines)
+
+
+def test_environments_count_the_actions_that_were_not_the_greedy_one():
+    """collect/random_action_frac comes from the environments' counters (the buffer no
+    longer stores the Q-values): per step, actions that differ from argmax Q."""
+    import torch
+    from tensordict import TensorDict
+
+    from trajrl.factory.env import CountSteps, WorkerCounters
+    from trajrl.metrics import WorkerStats
+
+    counters = WorkerCounters(slots=1)
+    stats = WorkerStats(counters)
+    count = CountSteps(counters.counts, 0, counters.gate)
+    after = TensorDict({"done": torch.zeros(3, 1, dtype=torch.bool), "episode_reward": torch.zeros(3, 1)}, [3])
+    for action in ([0, 1, 1], [1, 0, 1]):  # Q prefers actions 0, 1, 0: one then three not greedy
+        acted = TensorDict({"action_value": torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0]]),
+                            "action": torch.tensor(action)}, [3])
+        count._step(acted, after)
+    assert stats.update()["collect/random_action_frac"] == pytest.approx(4 / 6)
+    no_q = WorkerCounters(slots=1)  # a policy without Q-values: no such statistic
+    no_q_stats = WorkerStats(no_q)
+    CountSteps(no_q.counts, 0, no_q.gate)._step(TensorDict({"action": torch.zeros(3)}, [3]), after)
+    row = no_q_stats.update()
+    assert row["collect/frames_per_s"] > 0 and "collect/random_action_frac" not in row

@@ -41,8 +41,7 @@ def return_stats(returns: torch.Tensor, prefix: str) -> dict[str, float]:
 class StoredEpisodeStats:
     """The episodes written to the buffer: ``read()`` takes in the steps written since
     it last read (call it before the storage wraps past them: ``due()``), ``update()``
-    summarises those read since the last summary (returns, lengths, how the actions
-    were chosen). A resumed run starts after what its buffer holds, with its count."""
+    summarises those read since the last summary (returns, lengths). A resumed run starts after what its buffer holds, with its count."""
 
     def __init__(self, buffer: ReplayBuffer, episodes: int = 0):
         self.buffer = buffer
@@ -51,7 +50,6 @@ class StoredEpisodeStats:
         self.lengths = torch.zeros(0)  # lengths of the episodes completed since the last summary
         self._lengths: list[torch.Tensor] = []
         self._returns: list[torch.Tensor] = []
-        self._random = [0, 0]  # actions not greedy, actions
 
     def due(self) -> bool:
         """Half the storage written since the last read: read now, or wrap-around loses steps."""
@@ -73,10 +71,6 @@ class StoredEpisodeStats:
             self._lengths.append(steps.get("step_count").reshape(-1)[done].float() + 1)
             self._returns.append((steps.get("episode_reward") + steps.get(("next", "reward"))).reshape(-1)[done])
             self.episodes += int(done.sum())
-        if "action_value" in steps.keys():
-            greedy = steps.get("action_value").argmax(-1).reshape(-1)
-            self._random[0] += int((steps.get("action").reshape(-1) != greedy).sum())
-            self._random[1] += greedy.numel()
 
     def update(self) -> dict[str, float]:
         self.read()
@@ -86,9 +80,7 @@ class StoredEpisodeStats:
             stats.update(return_stats(torch.cat(self._returns), "episode"))
             stats.update(length_stats(self.lengths, "episode"))
         stats["episode/completed"] = float(self.episodes)
-        if self._random[1]:
-            stats["collect/random_action_frac"] = self._random[0] / self._random[1]
-        self._lengths, self._returns, self._random = [], [], [0, 0]
+        self._lengths, self._returns = [], []
         return stats
 
 
@@ -156,7 +148,8 @@ class MaskTally:
 class WorkerStats:
     """Frames the environments stepped (in all, and per second since the last call)
     and, per worker (environment slot), frames, episodes ended and the mean return
-    of those ended since the last call, from ``WorkerCounters``. A resumed run
+    of those ended since the last call, and the share of actions that were not the
+    greedy one, from ``WorkerCounters``. A resumed run
     starts from the frames and episodes its checkpoint had stored (``start_*``)."""
 
     def __init__(self, counters, start_frames: int = 0, start_episodes: int = 0):
@@ -170,6 +163,8 @@ class WorkerStats:
         c = type(self.counters)
         stats = {"collect/frames_stepped": self.start_frames + float(now[:, c.FRAMES].sum()),
                  "collect/frames_per_s": float(delta[:, c.FRAMES].sum()) / dt}
+        if now[:, c.NOT_GREEDY].sum() > 0 and delta[:, c.FRAMES].sum() > 0:  # a Q-learning policy explores
+            stats["collect/random_action_frac"] = float(delta[:, c.NOT_GREEDY].sum() / delta[:, c.FRAMES].sum())
         if now.shape[0] > 1:
             for worker, (row, total) in enumerate(zip(delta, now)):
                 stats[f"collect/worker{worker}/frames"] = float(total[c.FRAMES])

@@ -46,10 +46,11 @@ class Agent:
 
     def not_stored(self) -> list:
         """What the policy writes on each step that learning never reads: its layers'
-        outputs and the recurrent state after the step (a slice starts from the
-        state before its first step, which is stored)."""
+        outputs (Q-values included: the environments count the non-greedy actions)
+        and the recurrent state after the step (a slice starts from the state
+        before its first step, which is stored)."""
         after = [("next", key) for key in self.primer.primers.keys()] if self.primer is not None else []
-        return ["embed", "features", "chosen_action_value", *after]
+        return ["embed", "features", "action_value", "chosen_action_value", *after]
 
     def policy_state(self) -> dict[str, nn.Module]:
         """The behaviour policy's own state, beside the learner's: epsilon and weight version."""

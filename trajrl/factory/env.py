@@ -20,8 +20,9 @@ from trajrl.envs import import_env_module, make_vector
 class WorkerCounters:
     """What the collector's environments did, wherever they run: per slot (one
     collector environment, or a vector of them summed), frames stepped, episodes
-    ended, the summed return of the ended ones, and the episodes under way
-    (begun = ended + under way).
+    ended, the summed return of the ended ones, the episodes under way
+    (begun = ended + under way), and the actions that were not the greedy one
+    (a Q-learning policy's exploration, where it writes ``action_value``).
 
     Each environment writes its own running totals into its row of one
     memory-mapped tensor (writes, not increments, so processes never race).
@@ -31,12 +32,12 @@ class WorkerCounters:
     the difference is what was still in flight.
     """
 
-    FRAMES, ENDED, RETURN_SUM, UNDER_WAY = range(4)
+    FRAMES, ENDED, RETURN_SUM, UNDER_WAY, NOT_GREEDY = range(5)
 
     def __init__(self, slots: int):
         self._dir = tempfile.TemporaryDirectory(prefix="trajrl-counters-")
         self.counts = MemoryMappedTensor.from_tensor(
-            torch.zeros(slots, 4, dtype=torch.float64), filename=f"{self._dir.name}/counters.memmap"
+            torch.zeros(slots, 5, dtype=torch.float64), filename=f"{self._dir.name}/counters.memmap"
         )
         # The gate: while it is closed (1), every environment waits before its next step.
         self.gate = MemoryMappedTensor.from_tensor(torch.zeros(1, dtype=torch.int8),
@@ -70,14 +71,13 @@ class CountSteps(Transform):
     def __init__(self, counts: torch.Tensor, slot: int, gate: torch.Tensor | None = None):
         super().__init__()
         self.counts, self.slot, self.gate = counts, slot, gate
-        self.frames, self.ended, self.return_sum, self.under_way = 0, 0, 0.0, 0
+        self.frames, self.ended, self.return_sum, self.under_way, self.not_greedy = 0, 0, 0.0, 0, 0
         self._parent: int | None = None
         self._row = self._gate = None
 
     def __getstate__(self) -> dict:
-        """Copies (pickled into workers, deep-copied) make their own views of the files."""
-        state = super().__getstate__() if hasattr(super(), "__getstate__") else self.__dict__.copy()
-        return {**state, "_row": None, "_gate": None}
+        """A copy pickled into a worker makes its own views of the shared files."""
+        return {**super().__getstate__(), "_row": None, "_gate": None}
 
     def _wait_at_gate(self) -> None:
         if self._parent is None:
@@ -104,6 +104,12 @@ class CountSteps(Transform):
         if width - ended != self.under_way:  # episodes with at least one step and no end yet
             self.under_way = width - ended
             row[WorkerCounters.UNDER_WAY] = self.under_way
+        values = tensordict.get("action_value", None)
+        if values is not None:
+            not_greedy = values.argmax(-1) != tensordict.get("action").reshape(values.shape[:-1])
+            if not_greedy.any():
+                self.not_greedy += int(not_greedy.sum())
+                row[WorkerCounters.NOT_GREEDY] = self.not_greedy
         return next_tensordict
 
 
