@@ -41,7 +41,8 @@ def return_stats(returns: torch.Tensor, prefix: str) -> dict[str, float]:
 class StoredEpisodeStats:
     """The episodes written to the buffer: ``read()`` takes in the steps written since
     it last read (call it before the storage wraps past them: ``due()``), ``update()``
-    summarises those read since the last summary (returns, lengths). A resumed run starts after what its buffer holds, with its count."""
+    summarises those read since the last summary (returns, lengths). A resumed run
+    starts after what its buffer holds, with its count."""
 
     def __init__(self, buffer: ReplayBuffer, episodes: int = 0):
         self.buffer = buffer

@@ -96,7 +96,7 @@ def build(cfg: DictConfig, run_dir: str | Path | None = None) -> Pipeline:
         env_backend=cfg.collector.get("env_backend", "threading"), ray_address=ray_address, num_envs=num_envs,
     )
     log.info("collector %s (%s) x %d environments, storage %s, sampler %s", kind, type(collector).__name__,
-             slots if kind == "async_batched" else num_workers * num_envs,
+             num_workers * num_envs,
              f"{cfg.storage.kind} x {cfg.storage.capacity}" if sequences else "none", cfg.sampler.kind)
     loggers = build_loggers(list(cfg.logger.backends), Path(run_dir), "trajrl", cfg.logger.wandb_mode) if run_dir else []
     return Pipeline(env_fn, env_factory(cfg.env, primer=agent.primer, num_envs=1), counters, collector,
