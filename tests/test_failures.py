@@ -19,10 +19,14 @@ import gymnasium as gym
 from gymnasium.envs.classic_control import CartPoleEnv
 
 class Exploding(CartPoleEnv):
+    def __init__(self, explode_after=1000, **kwargs):
+        super().__init__(**kwargs)
+        self.explode_after, self.steps_taken = explode_after, 0
+
     def step(self, action):
-        self.steps_taken = getattr(self, "steps_taken", 0) + 1
-        if self.steps_taken > 2500:
-            raise RuntimeError("boom: the environment failed after 2500 steps")
+        self.steps_taken += 1
+        if self.steps_taken > self.explode_after:
+            raise RuntimeError(f"boom: the environment failed after {self.explode_after} steps")
         return super().step(action)
 
 gym.register("Exploding-v0", entry_point=Exploding, max_episode_steps=500)
@@ -113,13 +117,26 @@ def test_an_environment_that_raises_ends_the_run_with_its_cause(collector, run_i
     """In a worker process, or in the single-process collector's thread (whose
     exception TorchRL only prints)."""
     run = run_in("env=gym", "env.id=Exploding-v0", "env.import_module=bad_envs", f"collector={collector}",
-                 "total_frames=8000")
+                 "total_frames=8000", "algo.normalize_observations=false")  # the collector's steps are the first
     err = run.end(within=60)
     assert run.proc.returncode == 1, err[-3000:]
-    assert "boom: the environment failed after 2500 steps" in err
+    assert "boom: the environment failed after 1000 steps" in err
     assert err.strip().splitlines()[-1].startswith("trajrl: run failed: collection failed")
     run.assert_nothing_left()
     run.assert_checkpoint_loads()
+
+
+def test_an_environment_that_raises_before_collection_ends_the_run_with_one_line(run_in):
+    """Standardising observations steps the environment in the learner's process first."""
+    run = run_in("env=gym", "env.id=Exploding-v0", "env.import_module=bad_envs")
+    err = run.end(within=60)
+    assert run.proc.returncode == 1, err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    assert err.strip().splitlines()[-1].startswith(
+        "trajrl: run failed: the environment env.id=Exploding-v0 raised while trajrl measured its observations "
+        "(2,000 random steps for algo.normalize_observations=true): RuntimeError: boom: the environment failed "
+        "after 1000 steps"), err[-3000:]
+    run.assert_nothing_left()
 
 
 @pytest.mark.parametrize("collector", ["multi_async", "multi_sync"])

@@ -57,13 +57,14 @@ def run(cfg: DictConfig) -> float:
         sys.exit(2)
 
     from trajrl.checkpoint import CheckpointError
+    from trajrl.envs import EnvironmentFailed
     from trajrl.factory.collector import CollectorFailed
     from trajrl.training import summary, train
 
     record_command(run_dir, list(hydra_cfg.overrides.task))
     try:
         final = train(cfg, run_dir=run_dir)
-    except (ConfigError, CheckpointError, CollectorFailed) as err:
+    except (ConfigError, CheckpointError, CollectorFailed, EnvironmentFailed) as err:
         if SHOW_TRACEBACK:
             raise
         kind = {ConfigError: "configuration error", CheckpointError: "cannot resume"}.get(type(err), "run failed")

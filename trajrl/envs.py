@@ -2,11 +2,12 @@
 the checks of an environment setting (gymnasium only: no torch is loaded)."""
 from __future__ import annotations
 
+import contextlib
 import difflib
 import functools
 import importlib
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 import gymnasium as gym
 import numpy as np
@@ -69,6 +70,20 @@ def check_env_id(env_id: str, module: str | None) -> None:
             "env.id", env_id,
             f"is not a registered gymnasium id ({hint}); for a third-party package set env.import_module=<package>",
         )
+
+
+class EnvironmentFailed(RuntimeError):
+    """The environment raised while trajrl stepped it in the learner's process."""
+
+
+@contextlib.contextmanager
+def stepping(env_id: str, doing: str) -> Iterator[None]:
+    """Turn an exception the environment raises while ``doing`` into one that names it."""
+    try:
+        yield
+    except Exception as err:
+        raise EnvironmentFailed(f"the environment env.id={env_id} raised while {doing}: "
+                                f"{type(err).__name__}: {err}") from err
 
 
 #: How a vector of environments steps: all in this process, or one process each.

@@ -7,12 +7,16 @@ import torch
 from torchrl.envs import EnvBase, SerialEnv
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
+from trajrl.envs import stepping
+
 
 class Evaluator:
     """Runs ``episodes`` environments side by side with the greedy policy; returns mean return."""
 
-    def __init__(self, env_fn: Callable[[], EnvBase], policy, episodes: int, seed: int, max_steps: int):
+    def __init__(self, env_fn: Callable[[], EnvBase], policy, episodes: int, seed: int, max_steps: int,
+                 env_id: str):
         self.env = SerialEnv(episodes, env_fn)
+        self.env_id = env_id
         self.env.set_seed(seed)
         self.policy = policy
         self.episodes = episodes
@@ -23,7 +27,7 @@ class Evaluator:
         returns = torch.zeros(self.episodes)
         lengths = torch.zeros(self.episodes, dtype=torch.long)
         finished = torch.zeros(self.episodes, dtype=torch.bool)
-        with set_exploration_type(ExplorationType.DETERMINISTIC):
+        with set_exploration_type(ExplorationType.DETERMINISTIC), stepping(self.env_id, "trajrl evaluated the policy"):
             td = self.env.reset()
             for _ in range(self.max_steps):
                 td = self.policy(td)

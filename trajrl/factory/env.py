@@ -14,7 +14,7 @@ from tensordict import MemoryMappedTensor, TensorDictBase
 from torchrl.envs import Compose, EnvBase, GymEnv, GymWrapper, InitTracker, RewardSum, StepCounter, TransformedEnv
 from torchrl.envs.transforms import Transform
 
-from trajrl.envs import import_env_module, make_vector
+from trajrl.envs import import_env_module, make_vector, stepping
 
 
 class WorkerCounters:
@@ -161,10 +161,14 @@ def observation_stats(env_cfg, steps: int, seed: int) -> tuple[torch.Tensor, tor
     """Mean and std of observations under a uniformly random policy (fixed for the run)."""
     env = gym.make(env_cfg.id, **dict(env_cfg.kwargs or {}))
     env.action_space.seed(seed)
-    observations = [env.reset(seed=seed)[0]]
-    for _ in range(steps):
-        obs, _, terminated, truncated, _ = env.step(env.action_space.sample())
-        observations.append(env.reset()[0] if terminated or truncated else obs)
-    env.close()
+    doing = f"trajrl measured its observations ({steps:,} random steps for algo.normalize_observations=true)"
+    try:
+        with stepping(env_cfg.id, doing):
+            observations = [env.reset(seed=seed)[0]]
+            for _ in range(steps):
+                obs, _, terminated, truncated, _ = env.step(env.action_space.sample())
+                observations.append(env.reset()[0] if terminated or truncated else obs)
+    finally:
+        env.close()
     stacked = torch.as_tensor(np.stack(observations), dtype=torch.float)
     return stacked.mean(0), stacked.std(0).clamp_min(1e-3)
