@@ -83,10 +83,12 @@ class RayEpisodes:
         self.shutdown()
 
     def shutdown(self) -> None:
-        """Stop writing, stop the actors, and stop Ray if this run started it."""
+        """Stop writing, stop the actors, and stop Ray if this run started it: only once
+        the writing thread has ended (a thread inside a Ray call when Ray stops makes
+        Ray end the whole process)."""
         self._stop = True
         try:
-            self.collector.shutdown(timeout=10, shutdown_ray=self.started_ray)
+            self.collector.shutdown(timeout=10, shutdown_ray=False)
         finally:
             if self._thread is not None:
                 self._thread.join(timeout=10)
