@@ -27,11 +27,13 @@ class Evaluator:
         returns = torch.zeros(self.episodes)
         lengths = torch.zeros(self.episodes, dtype=torch.long)
         finished = torch.zeros(self.episodes, dtype=torch.bool)
-        with set_exploration_type(ExplorationType.DETERMINISTIC), stepping(self.env_id, "trajrl evaluated the policy"):
-            td = self.env.reset()
+        with set_exploration_type(ExplorationType.DETERMINISTIC):
+            with stepping(self.env_id, "trajrl evaluated the policy"):
+                td = self.env.reset()
             for _ in range(self.max_steps):
                 td = self.policy(td)
-                td, next_td = self.env.step_and_maybe_reset(td)
+                with stepping(self.env_id, "trajrl evaluated the policy"):  # the environment's errors, not the policy's
+                    td, next_td = self.env.step_and_maybe_reset(td)
                 running = ~finished
                 returns += td.get(("next", "reward")).reshape(-1) * running
                 lengths += running.long()
