@@ -1,0 +1,65 @@
+"""Why a trained recurrent DQN's greedy episodes on CartPole without velocities end.
+
+    python scripts/cartpole_episodes.py <run dir> [--episodes 20]
+
+Loads the run's agent (``trajrl.load_agent``), plays ``--episodes`` episodes of
+``trajrl/CartPoleNoVel-v1`` seeded 1000, 1001, ... with its greedy Q-network, and
+prints for each how long it lasted, why it ended (the pole fell, the cart left the
+track, or the 500-step limit), where the cart and the pole were then, the largest
+pole angle, and how many times in a row the policy pushed the same way on average.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+
+import gymnasium as gym
+import torch
+
+import trajrl
+import trajrl.envs  # noqa: F401  (registers trajrl's environment ids)
+
+POLE_LIMIT, CART_LIMIT = 12 * 2 * 3.141592653589793 / 360, 2.4  # CartPole's termination thresholds
+
+
+@torch.no_grad()
+def play(qnet, seed: int) -> dict:
+    env = gym.make("trajrl/CartPoleNoVel-v1")
+    obs, _ = env.reset(seed=seed)
+    state = tuple(torch.zeros(qnet.rnn.num_layers, 1, qnet.rnn.hidden_size) for _ in range(2))
+    if qnet.kind == "gru":
+        state = state[:1]
+    actions, angles, steps, ended = [], [], 0, False
+    while not ended:
+        q, state = qnet.run(torch.as_tensor(obs, dtype=torch.float).view(1, 1, -1), state)
+        actions.append(int(q[0, -1].argmax()))
+        obs, _, terminated, truncated, _ = env.step(actions[-1])
+        x, _, angle, _ = env.unwrapped.state
+        angles.append(abs(float(angle)))
+        steps, ended = steps + 1, terminated or truncated
+    reason = "pole" if angles[-1] > POLE_LIMIT else "cart" if abs(float(x)) > CART_LIMIT else "limit"
+    runs = 1 + sum(a != b for a, b in zip(actions, actions[1:]))
+    env.close()
+    return {"steps": steps, "reason": reason, "cart": float(x), "max_angle": max(angles), "push_run": steps / runs}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("run_dir")
+    parser.add_argument("--episodes", type=int, default=20)
+    args = parser.parse_args()
+    qnet = trajrl.load_agent(args.run_dir).algo.qnet
+    episodes = [play(qnet, 1000 + i) for i in range(args.episodes)]
+    for i, e in enumerate(episodes):
+        print(f"seed {1000 + i}: {e['steps']:3d} steps, ended by {e['reason']:5s} cart {e['cart']:+.2f}, "
+              f"largest pole angle {e['max_angle']:.3f} rad, same push {e['push_run']:.1f} steps in a row")
+    counts = {reason: sum(e["reason"] == reason for e in episodes) for reason in ("limit", "pole", "cart")}
+    fell = [abs(e["cart"]) for e in episodes if e["reason"] == "pole"]
+    print(f"{args.episodes} episodes: mean length {statistics.mean(e['steps'] for e in episodes):.1f}; "
+          f"500-step limit {counts['limit']}, pole fell {counts['pole']}, cart left the track {counts['cart']}; "
+          f"cart within {max(fell, default=0):.2f} of the centre when the pole fell; "
+          f"same push {statistics.mean(e['push_run'] for e in episodes):.1f} steps in a row on average")
+
+
+if __name__ == "__main__":
+    main()
