@@ -27,7 +27,9 @@ import gymnasium as gym
 import numpy as np
 import yaml
 
-import trajrl.envs  # noqa: F401  (registers trajrl's environment ids)
+import trajrl.envs
+
+trajrl.envs.register()  # trajrl's environment ids (idempotent)
 
 
 @dataclass

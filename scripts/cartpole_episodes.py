@@ -17,8 +17,9 @@ import gymnasium as gym
 import torch
 
 import trajrl
-import trajrl.envs  # noqa: F401  (registers trajrl's environment ids)
+import trajrl.envs
 
+trajrl.envs.register()  # trajrl's environment ids (idempotent)
 POLE_LIMIT, CART_LIMIT = 12 * 2 * 3.141592653589793 / 360, 2.4  # CartPole's termination thresholds
 
 

@@ -8,7 +8,9 @@ runs of docs/learning/tuning.md:
 import gymnasium as gym
 import numpy as np
 
-import trajrl.envs  # noqa: F401
+import trajrl.envs
+
+trajrl.envs.register()  # trajrl's environment ids (idempotent)
 
 
 class PreviousAction(gym.Wrapper):
