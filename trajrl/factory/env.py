@@ -57,7 +57,7 @@ class WorkerCounters:
         return int(self.counts[:, self.FRAMES].sum())
 
     def snapshot(self) -> torch.Tensor:
-        """A copy of the ``[slots, 4]`` totals."""
+        """A copy of the ``[slots, columns]`` totals (the column names above)."""
         return self.counts.clone()
 
 
