@@ -170,10 +170,13 @@ def main() -> None:
                f"{mean_std(finals)} | {mean_std(bests)} | {baseline:.1f} |")
         lines.append(row)
         print(row, flush=True)
-        for seed, evals in zip(args.seeds, runs):
+        for seed, evals, reach in zip(args.seeds, runs, in_budget):
             curve = ", ".join(f"{f / 1000:.0f}k: {v:.0f}" for f, v, _ in evals)
-            details.append(f"- {preset}, seed {seed} (frames: eval return): {curve}")
-            print(f"  seed {seed}: {curve}", flush=True)
+            late = [v for f, v, _ in evals if target.within_frames / 2 <= f <= target.within_frames]
+            summary = (f"first >= {target.threshold:g} {f'at {reach[0]:,.0f} frames' if reach else 'not within the budget'}; "
+                       f"mean eval return in the budget's second half {statistics.mean(late) if late else math.nan:.0f}")
+            details.append(f"- {preset}, seed {seed} (frames: eval return): {curve} ({summary})")
+            print(f"  seed {seed}: {curve} ({summary})", flush=True)
     table = "\n".join(lines)
     command = "python scripts/bench_learning.py " + " ".join(sys.argv[1:])
     (report / "learning.md").write_text(f"`{command}`\n\n{table}\n\nEvery evaluation:\n\n" + "\n".join(details) + "\n")
