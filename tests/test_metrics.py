@@ -232,3 +232,52 @@ def test_environments_count_the_actions_that_were_not_the_greedy_one():
     CountSteps(no_q.counts, 0, no_q.gate)._step(TensorDict({"action": torch.zeros(3)}, [3]), after)
     row = no_q_stats.update()
     assert row["collect/frames_per_s"] > 0 and "collect/random_action_frac" not in row
+
+
+def five_step_episodes(count: int, first_id: int = 0):
+    """``count`` flat episodes of 5 steps, reward 1 a step, as the buffer stores them."""
+    import torch
+    from tensordict import TensorDict
+
+    t = torch.arange(5).repeat(count)
+    ids = torch.arange(first_id, first_id + count).repeat_interleave(5)
+    return TensorDict({"step_count": t.unsqueeze(-1), "episode_reward": t.float().unsqueeze(-1),
+                       ("collector", "traj_ids"): ids, "is_init": (t == 0).unsqueeze(-1),
+                       ("next", "reward"): torch.ones(5 * count, 1), ("next", "done"): (t == 4).unsqueeze(-1),
+                       "observation": torch.randn(5 * count, 64)}, [5 * count])
+
+
+def write_episodes(buffer, batches: int, count: int) -> None:
+    """A collector's worker process: extends the shared buffer ``batches`` times."""
+    for batch in range(batches):
+        buffer.extend(five_step_episodes(count, first_id=batch * count))
+
+
+def test_episodes_are_counted_exactly_while_a_worker_process_writes_them():
+    """TorchRL's writer moves write_count before the steps are in the storage: the
+    learner, reading what was written while a worker process writes, must wait for
+    the write (it counted stale steps, or indexed past the storage, without the lock)."""
+    import multiprocessing
+
+    from torchrl.data import LazyTensorStorage, TensorDictReplayBuffer
+
+    from trajrl.metrics import StoredEpisodeStats, buffer_stats
+
+    batches, count = 30, 800
+    buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(5 * count * batches), shared=True, batch_size=8)
+    buffer.extend(five_step_episodes(1))  # the storage exists before the worker starts, as collectors do
+    buffer.empty()
+    stats = StoredEpisodeStats(buffer)
+    worker = multiprocessing.get_context("spawn").Process(target=write_episodes, args=(buffer, batches, count))
+    worker.start()
+    reads = 0
+    while worker.is_alive():
+        stats.read()
+        reads += 1
+    worker.join()
+    assert worker.exitcode == 0
+    row = stats.update()
+    assert reads > batches  # the reads overlapped the writes
+    assert row["episode/completed"] == batches * count
+    assert row["episode/length_min"] == row["episode/length_max"] == 5.0 and row["episode/return"] == 5.0
+    assert buffer_stats(buffer)["buffer/episodes"] == batches * count

@@ -10,12 +10,13 @@ refused with a clear error.
 """
 from __future__ import annotations
 
-import contextlib
 import os
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from trajrl.data.episodes import buffer_locked
 
 FORMAT = "trajrl-checkpoint/2"
 
@@ -56,17 +57,6 @@ class Checkpointer:
             return save_checkpoint(self.path, state)
         with buffer_locked(self.buffer):
             return save_checkpoint(self.path, {**state, "buffer": self.buffer.state_dict()})
-
-
-@contextlib.contextmanager
-def buffer_locked(buffer):
-    """No write into ``buffer`` from this process meanwhile (TorchRL's own locks of ``extend``)."""
-    locks = [getattr(buffer, name, None) for name in ("_replay_lock", "_write_lock")]
-    with contextlib.ExitStack() as stack:
-        for lock in locks:
-            if lock is not None:
-                stack.enter_context(lock)
-        yield
 
 
 def restore(payload: dict, algo, policy_state: dict, buffer=None, rng: bool = True) -> dict[str, float]:

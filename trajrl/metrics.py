@@ -20,7 +20,7 @@ from tensordict import TensorDictBase
 from torchrl.data import ReplayBuffer
 from torchrl.record.loggers import Logger
 
-from trajrl.data.episodes import MASK_KEY, TRAJ_KEY, VERSION_KEY, find_episodes
+from trajrl.data.episodes import MASK_KEY, TRAJ_KEY, VERSION_KEY, buffer_locked, find_episodes
 
 
 def length_stats(lengths: torch.Tensor, prefix: str) -> dict[str, float]:
@@ -57,14 +57,14 @@ class StoredEpisodeStats:
         return self.buffer.write_count - self.seen >= self.buffer.storage.max_size // 2
 
     def read(self) -> None:
-        written = self.buffer.write_count
         capacity = self.buffer.storage.max_size
-        new = min(written - self.seen, capacity)
-        if new <= 0:
-            return
-        index = torch.arange(written - new, written) % capacity
+        with buffer_locked(self.buffer):  # the steps counted in write_count are all stored
+            written = self.buffer.write_count
+            new = min(written - self.seen, capacity)
+            if new <= 0:
+                return
+            steps = self.buffer.storage[torch.arange(written - new, written) % capacity]
         self.seen = written
-        steps = self.buffer.storage[index]
         done = steps.get(("next", "done")).reshape(-1)
         if done.any():
             # An episode's last step: its step count is the length less one, its running
@@ -88,13 +88,14 @@ class StoredEpisodeStats:
 def buffer_stats(buffer: ReplayBuffer) -> dict[str, float]:
     """Frames and complete episodes stored, and how full the storage is."""
     storage = buffer.storage
-    size = len(storage)
-    stats = {"buffer/frames": float(size), "buffer/fill_frac": size / storage.max_size,
-             "buffer/frames_written": float(buffer.write_count)}
-    if size:
-        stored = storage[:size]
-        starts, _ = find_episodes(stored.get(TRAJ_KEY), stored.get("is_init"), stored.get(("next", "done")))
-        stats["buffer/episodes"] = float(starts.numel())
+    with buffer_locked(buffer):  # a slice of the storage is a view: count before any write
+        size, written = len(storage), buffer.write_count
+        stats = {"buffer/frames": float(size), "buffer/fill_frac": size / storage.max_size,
+                 "buffer/frames_written": float(written)}
+        if size:
+            stored = storage[:size]
+            starts, _ = find_episodes(stored.get(TRAJ_KEY), stored.get("is_init"), stored.get(("next", "done")))
+            stats["buffer/episodes"] = float(starts.numel())
     return stats
 
 

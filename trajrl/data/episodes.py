@@ -1,7 +1,8 @@
 """Episodes in a flat (1-D) replay storage, and a sampler that returns them whole."""
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+from typing import Any, Iterator
 
 import torch
 from tensordict import TensorDictBase
@@ -11,6 +12,20 @@ from torchrl.data.replay_buffers.storages import Storage
 TRAJ_KEY = ("collector", "traj_ids")
 MASK_KEY = ("collector", "mask")
 VERSION_KEY = "policy_version"  # the weight version a step was collected with
+
+
+@contextlib.contextmanager
+def buffer_locked(buffer) -> Iterator[None]:
+    """No write into ``buffer`` meanwhile, from this process or a collector's worker:
+    TorchRL's locks of ``extend`` (a shared buffer's write lock is a multiprocessing
+    lock). Read what was written under it: ``write_count`` moves before the steps
+    are in the storage."""
+    locks = [getattr(buffer, name, None) for name in ("_replay_lock", "_write_lock")]
+    with contextlib.ExitStack() as stack:
+        for lock in locks:
+            if lock is not None:
+                stack.enter_context(lock)
+        yield
 
 
 def find_runs(traj_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
