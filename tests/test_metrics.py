@@ -86,7 +86,9 @@ def test_off_policy_statistics_are_exact_on_episodes_of_known_length(tmp_path):
     # The buffer: whole episodes only (1500 is a multiple of 5, so wrapping keeps them whole).
     assert last["buffer/frames"] == 1500 and last["buffer/fill_frac"] == 1.0
     assert last["buffer/episodes"] == 300
-    assert last["frames"] == last["buffer/frames_written"] == 5 * last["episode/completed"]
+    progression = [(r["frames"], r["buffer/frames_written"], r["episode/completed"], r.get("collect/frames_stepped"))
+                   for r in rows]  # (frames, written, episodes counted, frames stepped) of every row, if this fails
+    assert last["frames"] == last["buffer/frames_written"] == 5 * last["episode/completed"], progression
     assert last["buffer/frames_in_flight_dropped"] == last["collect/frames_stepped"] - last["frames"]
     begun = sum(episodes for _, episodes in workers) + sum(frames % 5 > 0 for frames, _ in workers)
     assert last["buffer/episodes_in_flight_dropped"] == begun - last["episode/completed"]
