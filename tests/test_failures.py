@@ -1,5 +1,5 @@
-"""What goes wrong while a run trains, through the real CLI: an environment that raises,
-a worker killed, SIGINT/SIGTERM to the run, SIGKILL to the run. Each ends within 30 s
+"""What goes wrong while a run trains, through the real CLI: an environment that raises
+or hangs, a worker killed, SIGINT/SIGTERM to the run, SIGKILL to the run. Each ends within 30 s
 with its cause, leaves no process behind and leaves a checkpoint that loads."""
 import os
 import signal
@@ -14,7 +14,9 @@ import trajrl
 from test_cli import processes_in_group, read_metrics
 from trajrl.checkpoint import load_checkpoint
 
-EXPLODING_ENV = '''
+BAD_ENVS = '''
+import time
+
 import gymnasium as gym
 from gymnasium.envs.classic_control import CartPoleEnv
 
@@ -30,6 +32,20 @@ class Exploding(CartPoleEnv):
         return super().step(action)
 
 gym.register("Exploding-v0", entry_point=Exploding, max_episode_steps=500)
+
+
+class Hanging(CartPoleEnv):
+    def __init__(self, hang_after=3000, **kwargs):
+        super().__init__(**kwargs)
+        self.hang_after, self.steps_taken = hang_after, 0
+
+    def step(self, action):
+        self.steps_taken += 1
+        if self.steps_taken > self.hang_after:
+            time.sleep(3600)  # a simulator that stopped answering
+        return super().step(action)
+
+gym.register("Hanging-v0", entry_point=Hanging, max_episode_steps=500)
 '''
 
 
@@ -37,7 +53,7 @@ class Run:
     """``python -m trajrl`` in its own process group (as a shell would start it)."""
 
     def __init__(self, tmp_path: Path, *overrides: str):
-        (tmp_path / "bad_envs.py").write_text(EXPLODING_ENV)
+        (tmp_path / "bad_envs.py").write_text(BAD_ENVS)
         self.dir = tmp_path / "run"
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(tmp_path)}
         env.pop("HYDRA_FULL_ERROR", None)
@@ -137,6 +153,20 @@ def test_an_environment_that_raises_before_collection_ends_the_run_with_one_line
         "(2,000 random steps for algo.normalize_observations=true): RuntimeError: boom: the environment failed "
         "after 1000 steps"), err[-3000:]
     run.assert_nothing_left()
+
+
+@pytest.mark.parametrize("algo, collector", [("r2d2", "multi_async"), ("ppo", "sync"), ("ppo", "multi_sync")])
+def test_an_environment_that_hangs_ends_the_run_after_the_stall_timeout(algo, collector, run_in):
+    """Off-policy, the loop sees no frame stored; PPO waits for a batch of complete
+    episodes, in its own process (sync) or from workers: either way the run ends."""
+    run = run_in("env=gym", "env.id=Hanging-v0", "env.import_module=bad_envs", f"algo={algo}",
+                 f"collector={collector}", "total_frames=100000", "loop.stall_timeout_s=6")
+    err = run.end(within=90)
+    assert run.proc.returncode == 1, err[-3000:]
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("trajrl: run failed: no ") and "for 6 s (loop.stall_timeout_s=6)" in last, last
+    run.assert_nothing_left()
+    run.assert_checkpoint_loads()
 
 
 @pytest.mark.parametrize("collector", ["multi_async", "multi_sync"])

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from typing import Iterator
+from typing import Callable, Iterator
 
 
 class RunInterrupted(BaseException):
@@ -68,3 +68,24 @@ def interrupts_raise() -> Iterator[None]:
         _State.pending = None
         for s in watched:
             signal.signal(s, previous[s])
+
+
+@contextlib.contextmanager
+def raise_after(seconds: float, error: Callable[[], BaseException]) -> Iterator[None]:
+    """Within the block, raise ``error()`` once ``seconds`` have passed (SIGALRM: it
+    also interrupts a wait inside a blocking call). Only the main thread can do this;
+    elsewhere the block runs without a limit."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise error()
+
+    previous = signal.signal(signal.SIGALRM, handler)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)

@@ -14,7 +14,7 @@ from trajrl.data.episodes import MASK_KEY, as_sequences
 from trajrl.factory.algo import PolicyVersion
 from trajrl.factory.collector import CollectorFailed, CollectorWatch, close_collector
 from trajrl.factory.env import WorkerCounters
-from trajrl.interrupts import RunInterrupted, critical
+from trajrl.interrupts import RunInterrupted, critical, raise_after
 from trajrl.metrics import (
     MaskTally,
     MetricsLog,
@@ -25,6 +25,12 @@ from trajrl.metrics import (
     episode_stats,
 )
 from trajrl.progress import Progress
+
+
+def stalled(timeout: float, what: str) -> CollectorFailed:
+    """The error of a collector that gave nothing for ``timeout`` seconds."""
+    return CollectorFailed(f"{what} for {timeout:g} s (loop.stall_timeout_s={timeout:g}): an environment is stuck, "
+                           "or slower than that; raise loop.stall_timeout_s if it is only slow")
 
 
 def time_split(elapsed: float, timings: dict[str, float]) -> dict[str, float]:
@@ -222,7 +228,7 @@ class OffPolicyLoop:
             raise collection_failed(error) from error
         timeout = self.settings.stall_timeout_s
         if time.monotonic() - self.last_write > timeout:
-            raise CollectorFailed(f"no frame stored for {timeout:.0f} s (loop.stall_timeout_s)")
+            raise stalled(timeout, "no frame stored")
 
     def _learn(self, frames: int) -> None:
         """Run the updates the ratio asks for; pause collection while far behind."""
@@ -324,6 +330,7 @@ class EpisodicSettings:
     total_frames: int        # stop once the learner has seen this many frames
     eval_every_frames: int   # 0: only at the end
     log_every_frames: int
+    stall_timeout_s: float   # waiting this long for a batch is an error
     checkpoint_every_frames: int = 0  # 0: only at the end
     time_limit_s: float | None = None  # stop (as at total_frames) after this long
 
@@ -364,9 +371,14 @@ class EpisodicLoop:
         stats: dict[str, float] = {}
         last_eval: dict[str, float] = {}
         watch = CollectorWatch(self.collector)
+        batches = iter(self.collector)
         try:
             t0 = time.monotonic()
-            for batch in self.collector:
+            while True:
+                with raise_after(s.stall_timeout_s, lambda: stalled(s.stall_timeout_s, "no batch of complete episodes")):
+                    batch = next(batches, None)
+                if batch is None:
+                    break
                 if batch.batch_dims == 1:  # traj_format="cat": episodes one after the other
                     batch = as_sequences(batch, batch.get("is_init"))
                 self.timings["collect"] += time.monotonic() - t0

@@ -67,6 +67,7 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None, progress: Progress
                     EpisodicSettings(total_frames=int(cfg.total_frames),
                                      eval_every_frames=int(loop_cfg.eval_every_frames),
                                      log_every_frames=int(loop_cfg.log_every_frames),
+                                     stall_timeout_s=float(loop_cfg.stall_timeout_s),
                                      checkpoint_every_frames=int(loop_cfg.checkpoint_every_frames),
                                      time_limit_s=loop_cfg.time_limit_s),
                     **watching,
