@@ -15,6 +15,7 @@ from test_cli import processes_in_group, read_metrics
 from trajrl.checkpoint import load_checkpoint
 
 BAD_ENVS = '''
+import multiprocessing
 import time
 
 import gymnasium as gym
@@ -46,6 +47,17 @@ class Hanging(CartPoleEnv):
         return super().step(action)
 
 gym.register("Hanging-v0", entry_point=Hanging, max_episode_steps=500)
+
+
+class FailsInTheLearner(CartPoleEnv):
+    """Steps in collector worker processes, raises in the learner's (its evaluation)."""
+
+    def step(self, action):
+        if multiprocessing.parent_process() is None:
+            raise RuntimeError("boom: stepped in the learner's process")
+        return super().step(action)
+
+gym.register("FailsInTheLearner-v0", entry_point=FailsInTheLearner, max_episode_steps=500)
 '''
 
 
@@ -153,6 +165,19 @@ def test_an_environment_that_raises_before_collection_ends_the_run_with_one_line
         "(2,000 random steps for algo.normalize_observations=true): RuntimeError: boom: the environment failed "
         "after 1000 steps"), err[-3000:]
     run.assert_nothing_left()
+
+
+def test_an_environment_that_raises_during_evaluation_ends_the_run_with_one_line(run_in):
+    run = run_in("env=gym", "env.id=FailsInTheLearner-v0", "env.import_module=bad_envs", "collector=multi_async",
+                 "algo.normalize_observations=false", "loop.eval_every_frames=1000")
+    err = run.end(within=60)
+    assert run.proc.returncode == 1, err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    assert err.strip().splitlines()[-1].startswith(
+        "trajrl: run failed: the environment env.id=FailsInTheLearner-v0 raised while trajrl evaluated the policy: "
+        "RuntimeError: boom: stepped in the learner's process"), err[-3000:]
+    run.assert_nothing_left()
+    run.assert_checkpoint_loads()
 
 
 @pytest.mark.parametrize("algo, collector", [("r2d2", "multi_async"), ("ppo", "sync"), ("ppo", "multi_sync")])
