@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 import trajrl
 from test_cli import processes_in_group, read_metrics
@@ -247,3 +248,37 @@ def test_sigkill_to_the_run_leaves_no_worker_behind(case, run_in):
     run.end()
     run.assert_nothing_left(within=30)
     run.assert_checkpoint_loads()  # the last one saved, whole (written then renamed)
+
+
+def hold_the_write_lock(buffer, held) -> None:
+    """A collector worker that is killed in the middle of a write."""
+    buffer._write_lock.acquire()
+    held.set()
+    time.sleep(3600)
+
+
+def test_a_worker_killed_while_writing_does_not_hang_the_learner():
+    """A process killed while it holds the shared buffer's write lock never releases
+    it; the learner's sample waits on it, and gives up after the stall timeout."""
+    import multiprocessing
+
+    from tensordict import TensorDict
+    from torchrl.data import LazyTensorStorage, TensorDictReplayBuffer
+
+    from trajrl.interrupts import raise_after
+    from trajrl.loops import Stalled, stalled
+
+    buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(100), shared=True, batch_size=4)
+    buffer.extend(TensorDict({"observation": torch.zeros(10, 2)}, [10]))
+    context = multiprocessing.get_context("spawn")
+    held = context.Event()
+    worker = context.Process(target=hold_the_write_lock, args=(buffer, held))
+    worker.start()
+    assert held.wait(60)
+    os.kill(worker.pid, signal.SIGKILL)
+    worker.join()
+    start = time.monotonic()
+    with pytest.raises(Stalled, match=r"for 1 s \(loop.stall_timeout_s=1\)"):
+        with raise_after(1, lambda: stalled(1, "an update waited on the replay buffer")):
+            buffer.sample()
+    assert time.monotonic() - start < 5

@@ -27,10 +27,20 @@ from trajrl.metrics import (
 from trajrl.progress import Progress
 
 
-def stalled(timeout: float, what: str) -> CollectorFailed:
+class Stalled(CollectorFailed):
+    """Nothing came of the collector for ``loop.stall_timeout_s``: a worker that died
+    meanwhile (e.g. holding the buffer's write lock) is the cause to report."""
+
+
+def stalled(timeout: float, what: str) -> Stalled:
     """The error of a collector that gave nothing for ``timeout`` seconds."""
-    return CollectorFailed(f"{what} for {timeout:g} s (loop.stall_timeout_s={timeout:g}): an environment is stuck, "
+    return Stalled(f"{what} for {timeout:g} s (loop.stall_timeout_s={timeout:g}): an environment is stuck, "
                            "or slower than that; raise loop.stall_timeout_s if it is only slow")
+
+
+def known_cause(stop: BaseException) -> bool:
+    """Whether ``stop`` says itself why the run stopped (else a worker's death may)."""
+    return isinstance(stop, RunInterrupted) or (isinstance(stop, CollectorFailed) and not isinstance(stop, Stalled))
 
 
 def time_split(elapsed: float, timings: dict[str, float]) -> dict[str, float]:
@@ -165,7 +175,7 @@ class OffPolicyLoop:
         except BaseException as stop:
             # Shut down, but let the error that stopped the run be the one reported: a
             # worker's death, rather than what it broke on the way (e.g. a pause).
-            failed = None if isinstance(stop, (CollectorFailed, RunInterrupted)) else watch.error()
+            failed = None if known_cause(stop) else watch.error()
             watch.close()
             with contextlib.suppress(Exception):
                 self.collector.async_shutdown()
@@ -267,6 +277,12 @@ class OffPolicyLoop:
         self.last_write = time.monotonic()
 
     def _update(self) -> None:
+        # Sampling waits for the buffer's write lock, which a worker killed while writing never releases.
+        timeout = self.settings.stall_timeout_s
+        with raise_after(timeout, lambda: stalled(timeout, "an update waited on the replay buffer or a weight push")):
+            self._sample_and_update()
+
+    def _sample_and_update(self) -> None:
         t0 = time.monotonic()
         batch = self.sequences.sample()
         if self.audit is not None:
@@ -414,7 +430,7 @@ class EpisodicLoop:
             self._save_checkpoint()  # signals wait for updates: the learner is whole
             raise
         except Exception as stop:
-            failed = None if isinstance(stop, CollectorFailed) else watch.error()
+            failed = None if known_cause(stop) else watch.error()
             if failed is not None:  # a worker died: that is the cause, not how the iteration broke
                 raise collection_failed(failed, stop) from stop
             raise
