@@ -51,10 +51,16 @@ gym.register("Hanging-v0", entry_point=Hanging, max_episode_steps=500)
 
 
 class FailsInTheLearner(CartPoleEnv):
-    """Steps in collector worker processes, raises in the learner's (its evaluation)."""
+    """Steps in collector worker processes; in the learner's (its evaluation), raises or hangs."""
+
+    def __init__(self, hang=False, **kwargs):
+        super().__init__(**kwargs)
+        self.hang = hang
 
     def step(self, action):
         if multiprocessing.parent_process() is None:
+            if self.hang:
+                time.sleep(3600)
             raise RuntimeError("boom: stepped in the learner's process")
         return super().step(action)
 
@@ -179,6 +185,26 @@ def test_an_environment_that_raises_during_evaluation_ends_the_run_with_one_line
         "RuntimeError: boom: stepped in the learner's process"), err[-3000:]
     run.assert_nothing_left()
     run.assert_checkpoint_loads()
+
+
+@pytest.mark.parametrize("case", ["measuring", "evaluating"])
+def test_an_environment_that_hangs_in_the_learners_process_ends_the_run(case, run_in):
+    """Standardising observations and evaluating step the environment in the learner's
+    process: a call that does not return within the stall timeout ends the run."""
+    if case == "measuring":  # it hangs at its 1,001st step, within the 2,000 random steps
+        overrides, doing = ["env.id=Hanging-v0", "+env.kwargs.hang_after=1000"], "trajrl measured its observations"
+    else:
+        overrides = ["env.id=FailsInTheLearner-v0", "+env.kwargs.hang=true", "collector=multi_async",
+                     "algo.normalize_observations=false", "loop.eval_every_frames=1000"]
+        doing = "trajrl evaluated the policy"
+    run = run_in("env=gym", "env.import_module=bad_envs", *overrides, "loop.stall_timeout_s=6")
+    err = run.end(within=60)
+    assert run.proc.returncode == 1, err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("trajrl: run failed: the environment env.id=") and "did not answer for 6 s while " + doing in last
+    assert "(loop.stall_timeout_s=6)" in last, last
+    run.assert_nothing_left()
 
 
 @pytest.mark.parametrize("algo, collector", [("r2d2", "multi_async"), ("ppo", "sync"), ("ppo", "multi_sync")])

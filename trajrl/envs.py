@@ -13,6 +13,7 @@ import gymnasium as gym
 import numpy as np
 
 from trajrl.config import ConfigError
+from trajrl.interrupts import raise_after
 
 
 class HideObservation(gym.ObservationWrapper):
@@ -77,10 +78,19 @@ class EnvironmentFailed(RuntimeError):
 
 
 @contextlib.contextmanager
-def stepping(env_id: str, doing: str) -> Iterator[None]:
-    """Turn an exception the environment raises while ``doing`` into one that names it."""
+def stepping(env_id: str, doing: str, timeout_s: float | None = None) -> Iterator[None]:
+    """Turn an exception the environment raises while ``doing`` into one that names it;
+    with ``timeout_s`` (``loop.stall_timeout_s``), a call that has not returned by then also fails."""
+    def stuck() -> EnvironmentFailed:
+        return EnvironmentFailed(f"the environment env.id={env_id} did not answer for {timeout_s:g} s while {doing} "
+                                 f"(loop.stall_timeout_s={timeout_s:g}): it is stuck, or slower than that; "
+                                 "raise loop.stall_timeout_s if it is only slow")
+
     try:
-        yield
+        with raise_after(timeout_s, stuck) if timeout_s else contextlib.nullcontext():
+            yield
+    except EnvironmentFailed:
+        raise
     except Exception as err:
         raise EnvironmentFailed(f"the environment env.id={env_id} raised while {doing}: "
                                 f"{type(err).__name__}: {err}") from err

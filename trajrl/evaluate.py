@@ -14,9 +14,9 @@ class Evaluator:
     """Runs ``episodes`` environments side by side with the greedy policy; returns mean return."""
 
     def __init__(self, env_fn: Callable[[], EnvBase], policy, episodes: int, seed: int, max_steps: int,
-                 env_id: str):
+                 env_id: str, step_timeout_s: float | None = None):
         self.env = SerialEnv(episodes, env_fn)
-        self.env_id = env_id
+        self.env_id, self.step_timeout_s = env_id, step_timeout_s
         self.env.set_seed(seed)
         self.policy = policy
         self.episodes = episodes
@@ -28,11 +28,11 @@ class Evaluator:
         lengths = torch.zeros(self.episodes, dtype=torch.long)
         finished = torch.zeros(self.episodes, dtype=torch.bool)
         with set_exploration_type(ExplorationType.DETERMINISTIC):
-            with stepping(self.env_id, "trajrl evaluated the policy"):
+            with stepping(self.env_id, "trajrl evaluated the policy", self.step_timeout_s):
                 td = self.env.reset()
             for _ in range(self.max_steps):
                 td = self.policy(td)
-                with stepping(self.env_id, "trajrl evaluated the policy"):  # the environment's errors, not the policy's
+                with stepping(self.env_id, "trajrl evaluated the policy", self.step_timeout_s):  # not the policy's errors
                     td, next_td = self.env.step_and_maybe_reset(td)
                 running = ~finished
                 returns += td.get(("next", "reward")).reshape(-1) * running

@@ -74,7 +74,7 @@ def interrupts_raise() -> Iterator[None]:
 def raise_after(seconds: float, error: Callable[[], BaseException]) -> Iterator[None]:
     """Within the block, raise ``error()`` once ``seconds`` have passed (SIGALRM: it
     also interrupts a wait inside a blocking call). Only the main thread can do this;
-    elsewhere the block runs without a limit."""
+    elsewhere the block runs without a limit. Blocks do not nest (one timer)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return

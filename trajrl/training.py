@@ -53,7 +53,8 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None, progress: Progress
         evaluator = None
         if loop_cfg.eval_episodes > 0:
             evaluator = Evaluator(pipe.eval_env_fn, pipe.greedy_policy, int(loop_cfg.eval_episodes),
-                                  seed=int(cfg.seed) + 10_000, max_steps=pipe.eval_max_steps, env_id=cfg.env.id)
+                                  seed=int(cfg.seed) + 10_000, max_steps=pipe.eval_max_steps, env_id=cfg.env.id,
+                                  step_timeout_s=float(loop_cfg.stall_timeout_s))
         audit = LiveAudit(int(cfg.audit_every)) if cfg.audit else None
         progress = progress or Progress(int(cfg.total_frames))
         checkpoint = Checkpointer(run_dir, cfg.algo.name, pipe.algo, pipe.policy_state, pipe.buffer)

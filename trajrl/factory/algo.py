@@ -15,6 +15,9 @@ from trajrl.algos.rsac import RSAC, RecurrentActor, RecurrentCritic, RSACSetting
 from trajrl.data.episodes import VERSION_KEY
 from trajrl.factory.env import make_env, observation_stats
 
+#: Mean and std of the observations the networks standardise with (algo.normalize_observations), or None.
+Observations = tuple[torch.Tensor, torch.Tensor] | None
+
 
 class PolicyVersion(nn.Module):
     """Stamps every step the collector takes with the version of the weights it
@@ -72,11 +75,11 @@ def action_spec(env_cfg):
     return spec
 
 
-def build_r2d2(algo_cfg, env_cfg, obs_dim: int, num_actions: int, seed: int, burn_in: int,
-               priority_eta: float, planned_updates: int = 0) -> Agent:
+def build_r2d2(algo_cfg, env_cfg, obs_dim: int, num_actions: int, burn_in: int, priority_eta: float,
+               planned_updates: int = 0, observations: Observations = None) -> Agent:
     """Recurrent Q-network, its policies and the R2D2 learner from ``algo_cfg``."""
     a = algo_cfg
-    loc, scale = observation_stats(env_cfg, 2_000, seed) if a.normalize_observations else (None, None)
+    loc, scale = observations or (None, None)
     qnet = RecurrentQNet(obs_dim, num_actions, list(a.encoder_sizes), int(a.hidden_size), a.rnn, loc, scale,
                          dueling=bool(a.get("dueling", False)))
     spec = action_spec(env_cfg)
@@ -93,10 +96,10 @@ def build_r2d2(algo_cfg, env_cfg, obs_dim: int, num_actions: int, seed: int, bur
 
 
 def build_ppo(algo_cfg, env_cfg, obs_dim: int, num_actions: int, seed: int, minibatch_episodes: int,
-              total_frames: int) -> Agent:
+              total_frames: int, observations: Observations = None) -> Agent:
     """Actor-critic (recurrent or not), its acting policy and the PPO learner from ``algo_cfg``."""
     a = algo_cfg
-    loc, scale = observation_stats(env_cfg, 2_000, seed) if a.normalize_observations else (None, None)
+    loc, scale = observations or (None, None)
     net = ActorCritic(obs_dim, num_actions, list(a.encoder_sizes), a.rnn if a.recurrent else None,
                       int(a.hidden_size), loc, scale)
     policy, core = make_actor(net, action_spec(env_cfg))
@@ -109,10 +112,11 @@ def build_ppo(algo_cfg, env_cfg, obs_dim: int, num_actions: int, seed: int, mini
     return Agent(algo, policy, policy, None, core.make_tensordict_primer() if core is not None else None)
 
 
-def build_rsac(algo_cfg, env_cfg, obs_dim: int, action_dim: int, seed: int, burn_in: int) -> Agent:
+def build_rsac(algo_cfg, env_cfg, obs_dim: int, action_dim: int, burn_in: int,
+               observations: Observations = None) -> Agent:
     """Recurrent actor, twin recurrent critics, the acting policy and the SAC learner."""
     a = algo_cfg
-    loc, scale = observation_stats(env_cfg, 2_000, seed) if a.normalize_observations else (None, None)
+    loc, scale = observations or (None, None)
     spec = action_spec(env_cfg)
     low, high = spec.space.low.float().reshape(-1), spec.space.high.float().reshape(-1)
     sizes, hidden = list(a.encoder_sizes), int(a.hidden_size)
@@ -129,14 +133,16 @@ def build_rsac(algo_cfg, env_cfg, obs_dim: int, action_dim: int, seed: int, burn
 def build_agent(cfg, obs_dim: int, actions: int) -> Agent:
     """The agent ``cfg.algo.name`` names; ``actions``: how many (discrete) or the action size (continuous)."""
     seed, burn_in = int(cfg.seed), int(cfg.sampler.get("burn_in", 0))
+    observations = (observation_stats(cfg.env, 2_000, seed, step_timeout_s=float(cfg.loop.stall_timeout_s))
+                    if cfg.algo.normalize_observations else None)
     if cfg.algo.name == "ppo":
-        agent = build_ppo(cfg.algo, cfg.env, obs_dim, actions, seed=seed,
+        agent = build_ppo(cfg.algo, cfg.env, obs_dim, actions, seed=seed, observations=observations,
                           minibatch_episodes=int(cfg.sampler.episodes_per_batch), total_frames=int(cfg.total_frames))
     elif cfg.algo.name == "rsac":
-        agent = build_rsac(cfg.algo, cfg.env, obs_dim, actions, seed=seed, burn_in=burn_in)
+        agent = build_rsac(cfg.algo, cfg.env, obs_dim, actions, burn_in=burn_in, observations=observations)
     else:
         loop = cfg.loop
         planned = int(max(0, cfg.total_frames - loop.warmup_frames) * loop.updates_per_frame)
-        agent = build_r2d2(cfg.algo, cfg.env, obs_dim, actions, seed=seed, burn_in=burn_in,
+        agent = build_r2d2(cfg.algo, cfg.env, obs_dim, actions, burn_in=burn_in, observations=observations,
                            priority_eta=cfg.sampler.get("eta", 0.9), planned_updates=planned)
     return with_version(agent)

@@ -157,15 +157,18 @@ def env_factory(env_cfg, primer=None, counters: WorkerCounters | None = None,
     )
 
 
-def observation_stats(env_cfg, steps: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Mean and std of observations under a uniformly random policy (fixed for the run)."""
+def observation_stats(env_cfg, steps: int, seed: int,
+                      step_timeout_s: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean and std of observations under a uniformly random policy (fixed for the run);
+    an environment call that takes longer than ``step_timeout_s`` fails."""
     env = gym.make(env_cfg.id, **dict(env_cfg.kwargs or {}))
     env.action_space.seed(seed)
     doing = f"trajrl measured its observations ({steps:,} random steps for algo.normalize_observations=true)"
     try:
-        with stepping(env_cfg.id, doing):
+        with stepping(env_cfg.id, doing, step_timeout_s):
             observations = [env.reset(seed=seed)[0]]
-            for _ in range(steps):
+        for _ in range(steps):
+            with stepping(env_cfg.id, doing, step_timeout_s):
                 obs, _, terminated, truncated, _ = env.step(env.action_space.sample())
                 observations.append(env.reset()[0] if terminated or truncated else obs)
     finally:
