@@ -22,49 +22,27 @@ import time
 import gymnasium as gym
 from gymnasium.envs.classic_control import CartPoleEnv
 
-class Exploding(CartPoleEnv):
-    def __init__(self, explode_after=1000, **kwargs):
+class Faulty(CartPoleEnv):
+    """CartPole that, after ``after`` steps, raises (Exploding-v0) or stops answering,
+    as a simulator can (Hanging-v0); ``learner_only``: only in the learner's process
+    (its evaluation), never in a collector worker's (FailsInTheLearner-v0)."""
+
+    def __init__(self, after=1000, hang=False, learner_only=False, **kwargs):
         super().__init__(**kwargs)
-        self.explode_after, self.steps_taken = explode_after, 0
+        self.after, self.hang, self.learner_only, self.steps_taken = after, hang, learner_only, 0
 
     def step(self, action):
         self.steps_taken += 1
-        if self.steps_taken > self.explode_after:
-            raise RuntimeError(f"boom: the environment failed after {self.explode_after} steps")
-        return super().step(action)
-
-gym.register("Exploding-v0", entry_point=Exploding, max_episode_steps=500)
-
-
-class Hanging(CartPoleEnv):
-    def __init__(self, hang_after=3000, **kwargs):
-        super().__init__(**kwargs)
-        self.hang_after, self.steps_taken = hang_after, 0
-
-    def step(self, action):
-        self.steps_taken += 1
-        if self.steps_taken > self.hang_after:
-            time.sleep(3600)  # a simulator that stopped answering
-        return super().step(action)
-
-gym.register("Hanging-v0", entry_point=Hanging, max_episode_steps=500)
-
-
-class FailsInTheLearner(CartPoleEnv):
-    """Steps in collector worker processes; in the learner's (its evaluation), raises or hangs."""
-
-    def __init__(self, hang=False, **kwargs):
-        super().__init__(**kwargs)
-        self.hang = hang
-
-    def step(self, action):
-        if multiprocessing.parent_process() is None:
+        if self.steps_taken > self.after and not (self.learner_only and multiprocessing.parent_process()):
             if self.hang:
                 time.sleep(3600)
-            raise RuntimeError("boom: stepped in the learner's process")
+            raise RuntimeError(f"boom: the environment failed after {self.after} steps")
         return super().step(action)
 
-gym.register("FailsInTheLearner-v0", entry_point=FailsInTheLearner, max_episode_steps=500)
+gym.register("Exploding-v0", entry_point=Faulty, max_episode_steps=500)
+gym.register("Hanging-v0", entry_point=Faulty, max_episode_steps=500, kwargs={"after": 3000, "hang": True})
+gym.register("FailsInTheLearner-v0", entry_point=Faulty, max_episode_steps=500,
+             kwargs={"after": 0, "learner_only": True})
 '''
 
 
@@ -182,7 +160,7 @@ def test_an_environment_that_raises_during_evaluation_ends_the_run_with_one_line
     assert "Traceback" not in err, err[-3000:]
     assert err.strip().splitlines()[-1].startswith(
         "trajrl: run failed: the environment env.id=FailsInTheLearner-v0 raised while trajrl evaluated the policy: "
-        "RuntimeError: boom: stepped in the learner's process"), err[-3000:]
+        "RuntimeError: boom: the environment failed after 0 steps"), err[-3000:]
     run.assert_nothing_left()
     run.assert_checkpoint_loads()
 
@@ -192,7 +170,7 @@ def test_an_environment_that_hangs_in_the_learners_process_ends_the_run(case, ru
     """Standardising observations and evaluating step the environment in the learner's
     process: a call that does not return within the stall timeout ends the run."""
     if case == "measuring":  # it hangs at its 1,001st step, within the 2,000 random steps
-        overrides, doing = ["env.id=Hanging-v0", "+env.kwargs.hang_after=1000"], "trajrl measured its observations"
+        overrides, doing = ["env.id=Hanging-v0", "+env.kwargs.after=1000"], "trajrl measured its observations"
     else:
         overrides = ["env.id=FailsInTheLearner-v0", "+env.kwargs.hang=true", "collector=multi_async",
                      "algo.normalize_observations=false", "loop.eval_every_frames=1000"]
@@ -291,8 +269,8 @@ def test_a_worker_killed_while_writing_does_not_hang_the_learner():
     from tensordict import TensorDict
     from torchrl.data import LazyTensorStorage, TensorDictReplayBuffer
 
+    from trajrl.factory.collector import CollectorFailed
     from trajrl.interrupts import raise_after
-    from trajrl.loops import Stalled, stalled
 
     buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(100), shared=True, batch_size=4)
     buffer.extend(TensorDict({"observation": torch.zeros(10, 2)}, [10]))
@@ -304,7 +282,7 @@ def test_a_worker_killed_while_writing_does_not_hang_the_learner():
     os.kill(worker.pid, signal.SIGKILL)
     worker.join()
     start = time.monotonic()
-    with pytest.raises(Stalled, match=r"for 1 s \(loop.stall_timeout_s=1\)"):
-        with raise_after(1, lambda: stalled(1, "an update waited on the replay buffer")):
+    with pytest.raises(CollectorFailed, match="gave up"):
+        with raise_after(1, lambda: CollectorFailed("gave up")):  # as OffPolicyLoop._update does
             buffer.sample()
     assert time.monotonic() - start < 5

@@ -27,20 +27,14 @@ from trajrl.metrics import (
 from trajrl.progress import Progress
 
 
-class Stalled(CollectorFailed):
-    """Nothing came of the collector for ``loop.stall_timeout_s``: a worker that died
-    meanwhile (e.g. holding the buffer's write lock) is the cause to report."""
-
-
-def stalled(timeout: float, what: str) -> Stalled:
-    """The error of a collector that gave nothing for ``timeout`` seconds."""
-    return Stalled(f"{what} for {timeout:g} s (loop.stall_timeout_s={timeout:g}): an environment is stuck, "
-                           "or slower than that; raise loop.stall_timeout_s if it is only slow")
-
-
-def known_cause(stop: BaseException) -> bool:
-    """Whether ``stop`` says itself why the run stopped (else a worker's death may)."""
-    return isinstance(stop, RunInterrupted) or (isinstance(stop, CollectorFailed) and not isinstance(stop, Stalled))
+def stalled(watch: CollectorWatch, timeout: float, what: str) -> CollectorFailed:
+    """The error of a collector that gave nothing for ``timeout`` seconds, or, if a
+    worker has died (e.g. holding the buffer's write lock), of that death. Made when
+    the time is up, before anything is shut down (shutting down ends workers too)."""
+    stall = CollectorFailed(f"{what} for {timeout:g} s (loop.stall_timeout_s={timeout:g}): an environment is stuck, "
+                            "or slower than that; raise loop.stall_timeout_s if it is only slow")
+    died = watch.error()
+    return collection_failed(died, stall) if died is not None else stall
 
 
 def time_split(elapsed: float, timings: dict[str, float]) -> dict[str, float]:
@@ -168,14 +162,14 @@ class OffPolicyLoop:
         self.timings = {"sample": 0.0, "update": 0.0, "eval": 0.0, "paused": 0.0}
         self.best_eval = float(self.start_state.get("best_eval", float("-inf")))
         self.last_write = time.monotonic()
-        watch = CollectorWatch(self.collector)
+        self.watch = watch = CollectorWatch(self.collector)
         self.collector.start()
         try:
             self._collect_and_learn(watch)
         except BaseException as stop:
             # Shut down, but let the error that stopped the run be the one reported: a
             # worker's death, rather than what it broke on the way (e.g. a pause).
-            failed = None if known_cause(stop) else watch.error()
+            failed = None if isinstance(stop, (CollectorFailed, RunInterrupted)) else watch.error()
             watch.close()
             with contextlib.suppress(Exception):
                 self.collector.async_shutdown()
@@ -238,7 +232,7 @@ class OffPolicyLoop:
             raise collection_failed(error) from error
         timeout = self.settings.stall_timeout_s
         if time.monotonic() - self.last_write > timeout:
-            raise stalled(timeout, "no frame stored")
+            raise stalled(watch, timeout, "no frame stored")
 
     def _learn(self, frames: int) -> None:
         """Run the updates the ratio asks for; pause collection while far behind."""
@@ -279,7 +273,8 @@ class OffPolicyLoop:
     def _update(self) -> None:
         # Sampling waits for the buffer's write lock, which a worker killed while writing never releases.
         timeout = self.settings.stall_timeout_s
-        with raise_after(timeout, lambda: stalled(timeout, "an update waited on the replay buffer or a weight push")):
+        waited = "an update waited on the replay buffer or a weight push"
+        with raise_after(timeout, lambda: stalled(self.watch, timeout, waited)):
             self._sample_and_update()
 
     def _sample_and_update(self) -> None:
@@ -391,7 +386,7 @@ class EpisodicLoop:
         try:
             t0 = time.monotonic()
             while True:
-                with raise_after(s.stall_timeout_s, lambda: stalled(s.stall_timeout_s, "no batch of complete episodes")):
+                with raise_after(s.stall_timeout_s, lambda: stalled(watch, s.stall_timeout_s, "no batch of complete episodes")):
                     batch = next(batches, None)
                 if batch is None:
                     break
@@ -430,7 +425,7 @@ class EpisodicLoop:
             self._save_checkpoint()  # signals wait for updates: the learner is whole
             raise
         except Exception as stop:
-            failed = None if known_cause(stop) else watch.error()
+            failed = None if isinstance(stop, CollectorFailed) else watch.error()
             if failed is not None:  # a worker died: that is the cause, not how the iteration broke
                 raise collection_failed(failed, stop) from stop
             raise
