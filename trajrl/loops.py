@@ -383,10 +383,11 @@ class EpisodicLoop:
         last_eval: dict[str, float] = {}
         watch = CollectorWatch(self.collector)
         batches = iter(self.collector)
+        stall = lambda: stalled(watch, s.stall_timeout_s, "no batch of complete episodes")  # noqa: E731
         try:
             t0 = time.monotonic()
             while True:
-                with raise_after(s.stall_timeout_s, lambda: stalled(watch, s.stall_timeout_s, "no batch of complete episodes")):
+                with raise_after(s.stall_timeout_s, stall):
                     batch = next(batches, None)
                 if batch is None:
                     break
