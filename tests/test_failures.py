@@ -1,6 +1,7 @@
 """What goes wrong while a run trains, through the real CLI: an environment that raises
-or hangs, a worker killed, SIGINT/SIGTERM to the run, SIGKILL to the run. Each ends within 30 s
-with its cause, leaves no process behind and leaves a checkpoint that loads."""
+or hangs, a worker killed, SIGINT/SIGTERM to the run, SIGKILL to the run. Each ends within
+30 s (a hang: once loop.stall_timeout_s has passed) with its cause, leaves no process
+behind and leaves a checkpoint that loads."""
 import os
 import signal
 import subprocess
