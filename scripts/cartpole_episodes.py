@@ -20,16 +20,13 @@ import trajrl
 import trajrl.envs
 
 trajrl.envs.register()  # trajrl's environment ids (idempotent)
-POLE_LIMIT, CART_LIMIT = 12 * 2 * 3.141592653589793 / 360, 2.4  # CartPole's termination thresholds
 
 
 @torch.no_grad()
 def play(qnet, seed: int) -> dict:
     env = gym.make("trajrl/CartPoleNoVel-v1")
     obs, _ = env.reset(seed=seed)
-    state = tuple(torch.zeros(qnet.rnn.num_layers, 1, qnet.rnn.hidden_size) for _ in range(2))
-    if qnet.kind == "gru":
-        state = state[:1]
+    state = tuple(torch.zeros(qnet.rnn.num_layers, 1, qnet.rnn.hidden_size) for _ in qnet.state_keys)
     actions, angles, steps, ended = [], [], 0, False
     while not ended:
         q, state = qnet.run(torch.as_tensor(obs, dtype=torch.float).view(1, 1, -1), state)
@@ -38,7 +35,9 @@ def play(qnet, seed: int) -> dict:
         x, _, angle, _ = env.unwrapped.state
         angles.append(abs(float(angle)))
         steps, ended = steps + 1, terminated or truncated
-    reason = "pole" if angles[-1] > POLE_LIMIT else "cart" if abs(float(x)) > CART_LIMIT else "limit"
+    cartpole = env.unwrapped  # its termination thresholds
+    reason = ("pole" if angles[-1] > cartpole.theta_threshold_radians
+              else "cart" if abs(float(x)) > cartpole.x_threshold else "limit")
     runs = 1 + sum(a != b for a, b in zip(actions, actions[1:]))
     env.close()
     return {"steps": steps, "reason": reason, "cart": float(x), "max_angle": max(angles), "push_run": steps / runs}

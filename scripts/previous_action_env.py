@@ -3,7 +3,7 @@ zeros at reset), registered as PACartPoleNoVel-v1: an `env.import_module` for th
 runs of docs/learning/tuning.md:
 
     PYTHONPATH=scripts python scripts/bench_learning.py --presets r2d2_cartpole_novel --out <dir> \
-        loop.eval_every_frames=2500 env.id=PACartPoleNoVel-v1 env.import_module=previous_action_env
+        env.id=PACartPoleNoVel-v1 env.import_module=previous_action_env
 """
 import gymnasium as gym
 import numpy as np
@@ -27,7 +27,7 @@ class PreviousAction(gym.Wrapper):
 
     def step(self, action):
         obs, r, term, trunc, info = self.env.step(action)
-        onehot = np.zeros(self.n, np.float32); onehot[int(action)] = 1
+        onehot = np.eye(self.n, dtype=np.float32)[int(action)]
         return np.concatenate([obs, onehot]).astype(np.float32), r, term, trunc, info
 
 
