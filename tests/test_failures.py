@@ -2,6 +2,7 @@
 or hangs, a worker killed, SIGINT/SIGTERM to the run, SIGKILL to the run. Each ends within
 30 s (a hang: once loop.stall_timeout_s has passed) with its cause, leaves no process
 behind and leaves a checkpoint that loads."""
+import multiprocessing
 import os
 import signal
 import subprocess
@@ -265,8 +266,6 @@ def hold_the_write_lock(buffer, held) -> None:
 def test_a_worker_killed_while_writing_does_not_hang_the_learner():
     """A process killed while it holds the shared buffer's write lock never releases
     it; the learner's sample waits on it, and gives up after the stall timeout."""
-    import multiprocessing
-
     from tensordict import TensorDict
     from torchrl.data import LazyTensorStorage, TensorDictReplayBuffer
 
@@ -287,3 +286,50 @@ def test_a_worker_killed_while_writing_does_not_hang_the_learner():
         with raise_after(1, lambda: CollectorFailed("gave up")):  # as OffPolicyLoop._update does
             buffer.sample()
     assert time.monotonic() - start < 5
+
+
+def alive(pid: int) -> bool:
+    """Running (not exited, nor exited and not yet reaped)."""
+    try:
+        return "\nState:\tZ" not in Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return False
+
+
+def wait_for_the_lock(lock) -> None:
+    """A collector worker whose next write waits for the buffer's write lock."""
+    from trajrl.factory.env import exit_with_parent
+
+    exit_with_parent(poll_s=0.1)
+    lock.acquire()
+
+
+def learner_holding_the_lock(lock, worker_pid) -> None:
+    """A learner that starts a worker and is killed while it holds the write lock."""
+    lock.acquire()
+    worker = multiprocessing.get_context("spawn").Process(target=wait_for_the_lock, args=(lock,))
+    worker.start()
+    worker_pid.value = worker.pid
+    time.sleep(3600)
+
+
+def test_a_worker_waiting_on_a_lock_its_dead_learner_held_exits():
+    """SIGKILL to the learner while it samples (holding the write lock): its workers
+    would wait on that lock forever; they exit once their parent is gone."""
+    context = multiprocessing.get_context("spawn")
+    lock, worker_pid = context.Lock(), context.Value("i", 0)
+    learner = context.Process(target=learner_holding_the_lock, args=(lock, worker_pid))
+    learner.start()
+    deadline = time.monotonic() + 60
+    while worker_pid.value == 0:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    time.sleep(3)  # the worker has started and waits on the lock
+    os.kill(learner.pid, signal.SIGKILL)
+    learner.join()
+    gone_by = time.monotonic() + 10
+    while alive(worker_pid.value):
+        if time.monotonic() > gone_by:
+            os.kill(worker_pid.value, signal.SIGKILL)
+            raise AssertionError("the worker outlived its learner by 10 s")
+        time.sleep(0.1)

@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import functools
+import multiprocessing
 import os
 import tempfile
+import threading
 import time
 from typing import Any, Callable
 
@@ -59,6 +61,28 @@ class WorkerCounters:
     def snapshot(self) -> torch.Tensor:
         """A copy of the ``[slots, columns]`` totals (the column names above)."""
         return self.counts.clone()
+
+
+_exit_with_parent_started = False
+
+
+def exit_with_parent(poll_s: float = 0.5) -> None:
+    """In a process that multiprocessing started (a collector's worker): exit once its
+    parent is gone. The learner killed while it holds the shared buffer's write lock
+    never releases it, and a worker waiting on it would otherwise wait forever.
+    Does nothing in a process not started by multiprocessing; starts one thread at most."""
+    global _exit_with_parent_started
+    if _exit_with_parent_started or multiprocessing.parent_process() is None:
+        return
+    _exit_with_parent_started = True
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll_s)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="trajrl-exit-with-parent", daemon=True).start()
 
 
 class CountSteps(Transform):
@@ -133,7 +157,8 @@ def make_env(env_id: str, kwargs: dict[str, Any], import_module: str | None = No
     transforms = [InitTracker(), StepCounter(), RewardSum()]
     if primer is not None:
         transforms.append(primer.clone())
-    if counts is not None:
+    if counts is not None:  # a collector's environment: in a worker process, it ends with the learner
+        exit_with_parent()
         transforms.append(CountSteps(counts, slot, gate))
     if isinstance(env, TransformedEnv):  # a vector env comes with TorchRL's autoreset transform
         env.append_transform(Compose(*transforms))
