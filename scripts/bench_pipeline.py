@@ -36,9 +36,9 @@ import numpy as np
 import torch
 
 import trajrl
-from trajrl.data.audit import audit_storage
-from trajrl.data.episodes import TRAJ_KEY
-from trajrl.progress import Progress
+from trajrl.replay.audit import audit_storage
+from trajrl.replay.episodes import TRAJ_KEY
+from trajrl.train.progress import Progress
 
 ENV = "CartPole-v1"
 COMMON = ["env=cartpole", "storage.capacity=200000", "loop.warmup_frames=0"]
@@ -247,7 +247,7 @@ def sampling_latency(kind: str, writes: bool, repeats: int) -> float:
     from torchrl.data import LazyTensorStorage, TensorDictReplayBuffer
     from torchrl.data.replay_buffers.samplers import SliceSampler
 
-    from trajrl.data.slices import StepSliceSampler
+    from trajrl.replay.slices import StepSliceSampler
 
     capacity, rng = 1_000_000, np.random.default_rng(0)
     sampler = (SliceSampler(slice_len=32, traj_key=TRAJ_KEY, strict_length=False) if kind == "torchrl"

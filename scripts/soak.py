@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from trajrl.runs import read_metrics
+from trajrl.report.runs import read_metrics
 
 WORKERS, TRAJS_PER_BATCH = 2, 4
 

@@ -6,10 +6,10 @@ from torchrl.collectors import Collector
 from torchrl.data import LazyTensorStorage, TensorDictReplayBuffer
 
 import trajrl
-from trajrl.data.audit import audit_storage
-from trajrl.data.episodes import TRAJ_KEY
-from trajrl.factory.assembly import EpisodeCollector, complete_episodes
-from trajrl.factory.env import env_factory
+from trajrl.replay.audit import audit_storage
+from trajrl.replay.episodes import TRAJ_KEY
+from trajrl.collect.assembly import EpisodeCollector, complete_episodes
+from trajrl.collect.env import env_factory
 
 
 def collect(collector_class, env_fn, policy, num_envs: int, rollouts: int):

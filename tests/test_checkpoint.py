@@ -4,7 +4,8 @@ import pytest
 import torch
 
 import trajrl
-from trajrl.checkpoint import CheckpointError, checkpoint_path, load_checkpoint
+from trajrl.errors import CheckpointError
+from trajrl.train.checkpoint import checkpoint_path, load_checkpoint
 
 
 @pytest.mark.parametrize("overrides", [["algo=r2d2"], ["experiment=rsac_pendulum_novel"], ["algo=ppo", "algo.recurrent=true"]])
@@ -27,7 +28,7 @@ def test_a_run_leaves_a_checkpoint_that_restores_its_agent(overrides, tmp_path):
     assert restored.keys() == wanted.keys() and all(torch.equal(restored[k], wanted[k]) for k in wanted)
     # A new agent (same config, not restored) differs: the comparison above can fail.
     from trajrl.config import validate
-    from trajrl.factory.algo import build_agent
+    from trajrl.factory.agent import build_agent
     from trajrl.envs import env_spaces
 
     cfg = validate(cfg)

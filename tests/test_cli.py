@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from trajrl.config import LOCAL_COLLECTORS
+from trajrl.settings import LOCAL_COLLECTORS
 
 REPO = Path(__file__).resolve().parents[1]
 

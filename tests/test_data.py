@@ -5,9 +5,9 @@ from tensordict import TensorDict
 from torchrl.data import LazyTensorStorage, TensorDictReplayBuffer
 from torchrl.data.replay_buffers.samplers import SliceSampler
 
-from trajrl.data import EpisodeSampler, as_sequences, find_episodes
-from trajrl.data.audit import audit_batch, audit_storage
-from trajrl.data.episodes import MASK_KEY, TRAJ_KEY
+from trajrl.replay import EpisodeSampler, as_sequences, find_episodes
+from trajrl.replay.audit import audit_batch, audit_storage
+from trajrl.replay.episodes import MASK_KEY, TRAJ_KEY
 
 
 def episodes(lengths, first_id=0, terminal=True):
@@ -132,8 +132,8 @@ def test_slice_sampler_keeps_its_episode_index_equal_to_a_search_of_the_whole_st
     """The index the sampler updates from each write's new steps equals what a pass
     over the whole storage finds, through wrap-around, writes that end exactly at the
     storage's end, an episode as long as the storage, and a write larger than it."""
-    from trajrl.data.episodes import find_runs
-    from trajrl.data.slices import StepSliceSampler
+    from trajrl.replay.episodes import find_runs
+    from trajrl.replay.slices import StepSliceSampler
 
     capacity = 50
     gen = torch.Generator().manual_seed(seed)
@@ -168,7 +168,7 @@ def test_slice_sampler_keeps_its_episode_index_equal_to_a_search_of_the_whole_st
 
 
 def test_prioritized_slices_follow_priorities_and_stay_inside_episodes():
-    from trajrl.data.slices import StepSliceSampler
+    from trajrl.replay.slices import StepSliceSampler
 
     capacity = 64
     buffer = fill_with_wraparound(capacity)
@@ -203,7 +203,7 @@ def zero_padded(flat):
 
 
 def padded_buffer(capacity=10_000, sampler=None):
-    from trajrl.data.padded import PaddedToFlat
+    from trajrl.replay.padded import PaddedToFlat
 
     storage = LazyTensorStorage(capacity)
     buffer = TensorDictReplayBuffer(storage=storage, sampler=sampler or EpisodeSampler(), batch_size=4)
@@ -252,7 +252,7 @@ def with_mask(padded, mask):
     ("not a prefix", "rows [2] of the mask are not a prefix"),
 ])
 def test_a_malformed_mask_is_refused_before_anything_is_written(case, words):
-    from trajrl.data.padded import MalformedMask
+    from trajrl.replay.padded import MalformedMask
 
     buffer = padded_buffer()
     padded = zero_padded(episodes([5, 2, 3]))

@@ -15,7 +15,7 @@ import torch
 
 import trajrl
 from test_cli import processes_in_group, read_metrics
-from trajrl.checkpoint import load_checkpoint
+from trajrl.train.checkpoint import load_checkpoint
 
 BAD_ENVS = '''
 import multiprocessing
@@ -269,8 +269,8 @@ def test_a_worker_killed_while_writing_does_not_hang_the_learner():
     from tensordict import TensorDict
     from torchrl.data import LazyTensorStorage, TensorDictReplayBuffer
 
-    from trajrl.factory.collector import CollectorFailed
-    from trajrl.interrupts import raise_after
+    from trajrl.errors import CollectorFailed
+    from trajrl.train.interrupts import raise_after
 
     buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(100), shared=True, batch_size=4)
     buffer.extend(TensorDict({"observation": torch.zeros(10, 2)}, [10]))
@@ -298,7 +298,7 @@ def alive(pid: int) -> bool:
 
 def wait_for_the_lock(lock) -> None:
     """A collector worker whose next write waits for the buffer's write lock."""
-    from trajrl.factory.env import exit_with_parent
+    from trajrl.collect.env import exit_with_parent
 
     exit_with_parent(poll_s=0.1)
     lock.acquire()

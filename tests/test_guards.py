@@ -8,9 +8,9 @@ import torch
 from tensordict import TensorDict
 
 import trajrl
-from trajrl.data.audit import audit_storage
-from trajrl.data.episodes import TRAJ_KEY
-from trajrl.factory.collector import CollectorWatch
+from trajrl.replay.audit import audit_storage
+from trajrl.replay.episodes import TRAJ_KEY
+from trajrl.collect.watch import CollectorWatch
 
 
 def first_error(watch: CollectorWatch, timeout: float):
@@ -125,7 +125,7 @@ def test_the_audit_names_an_episode_stitched_from_two():
 
 def test_padded_writes_with_clashing_ids_merge_episodes_unless_ids_are_renewed():
     from test_data import episodes, padded_buffer, zero_padded
-    from trajrl.data.padded import PaddedToFlat
+    from trajrl.replay.padded import PaddedToFlat
 
     first, second = zero_padded(episodes([3, 5], first_id=0)), zero_padded(episodes([4, 2], first_id=1))
     guarded = padded_buffer()

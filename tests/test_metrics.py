@@ -8,7 +8,7 @@ import io
 
 import pytest
 
-from trajrl.progress import Progress
+from trajrl.train.progress import Progress
 
 KNOWN_LENGTHS_ENV = '''
 import gymnasium as gym
@@ -217,8 +217,8 @@ def test_environments_count_the_actions_that_were_not_the_greedy_one():
     import torch
     from tensordict import TensorDict
 
-    from trajrl.factory.env import CountSteps, WorkerCounters
-    from trajrl.metrics import WorkerStats
+    from trajrl.collect.counters import CountSteps, WorkerCounters
+    from trajrl.train.metrics import WorkerStats
 
     counters = WorkerCounters(slots=1)
     stats = WorkerStats(counters)
@@ -263,7 +263,7 @@ def test_episodes_are_counted_exactly_while_a_worker_process_writes_them():
 
     from torchrl.data import LazyTensorStorage, TensorDictReplayBuffer
 
-    from trajrl.metrics import StoredEpisodeStats, buffer_stats
+    from trajrl.train.metrics import StoredEpisodeStats, buffer_stats
 
     batches, count = 30, 800
     buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(5 * count * batches), shared=True, batch_size=8)

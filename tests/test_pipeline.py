@@ -11,8 +11,8 @@ import time
 import pytest
 
 import trajrl
-from trajrl.config import LOCAL_COLLECTORS
-from trajrl.data.audit import audit_batch, audit_storage
+from trajrl.settings import LOCAL_COLLECTORS
+from trajrl.replay.audit import audit_batch, audit_storage
 
 SAMPLERS = {  # name -> overrides
     "slice": ["sampler=slice", "sampler.slice_len=12"],

@@ -4,8 +4,9 @@ import torch
 from tensordict import TensorDict
 
 import trajrl
-from trajrl.algos.ppo import LOG_PROB_KEY, PPO, ActorCritic, PPOSettings, masked_gae
-from trajrl.data.episodes import MASK_KEY
+from trajrl.algos.ppo import LOG_PROB_KEY, PPO, ActorCritic, masked_gae
+from trajrl.settings import PPOSettings
+from trajrl.replay.episodes import MASK_KEY
 
 
 def gae_of_one_episode(reward, value, next_value, terminated, gamma, lam):
@@ -76,7 +77,7 @@ def test_padded_steps_change_no_loss_no_advantage_and_no_statistic(rnn):
     results = []
     for data in (batch, perturb_padding(batch)):
         torch.manual_seed(0)
-        ppo = PPO(ActorCritic(3, 2, [16], rnn, 8), PPOSettings(epochs=2, minibatch_episodes=2, anneal_lr=False))
+        ppo = PPO(ActorCritic(3, 2, [16], rnn, 8), PPOSettings(epochs=2, anneal_lr=False), minibatch_episodes=2)
         advantage, returns = ppo.advantages(data)
         loss, stats = ppo.loss(data, advantage, returns)
         results.append((advantage[data.get(MASK_KEY)], loss.detach(), stats, ppo.update(data)))
@@ -93,7 +94,7 @@ def test_padded_steps_change_no_loss_no_advantage_and_no_statistic(rnn):
 def test_the_learner_recomputes_the_log_probs_the_recurrent_policy_acted_with(collector, traj_format):
     """Whole episodes from a zero state reproduce what the acting LSTM did step by step,
     so the first PPO ratio on fresh episodes is exactly 1."""
-    from trajrl.data.episodes import as_sequences
+    from trajrl.replay.episodes import as_sequences
 
     cfg = trajrl.compose([f"collector={collector}", "algo=ppo", "algo.recurrent=true", "env=cartpole_novel",
                           f"traj_format={traj_format}", "trajs_per_batch=6", "debug=smoke"])

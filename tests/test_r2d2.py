@@ -4,7 +4,9 @@ import torch
 from tensordict import TensorDict
 
 import trajrl
-from trajrl.algos.r2d2 import R2D2, R2D2Settings, RecurrentQNet, signed_hyperbolic, signed_parabolic
+from trajrl.algos.r2d2 import R2D2, RecurrentQNet, signed_hyperbolic, signed_parabolic
+from trajrl.replay.batches import TD_KEY, sequence_priority
+from trajrl.settings import R2D2Settings
 
 
 def brute_force_target(reward, terminated, bootstrap, length, gamma, n):
@@ -78,7 +80,7 @@ def test_learning_pass_reproduces_the_acting_policy_q_values():
 
 def test_burn_in_steps_are_not_learned_unless_the_slice_starts_its_episode():
     torch.manual_seed(0)
-    algo = R2D2(RecurrentQNet(2, 2, [8], 8), R2D2Settings(burn_in=3))
+    algo = R2D2(RecurrentQNet(2, 2, [8], 8), R2D2Settings(), burn_in=3)
     n_seq, horizon = 2, 6
     batch = TensorDict({
         "observation": torch.randn(n_seq, horizon, 2), ("next", "observation"): torch.randn(n_seq, horizon, 2),
@@ -107,9 +109,9 @@ def test_padded_steps_change_no_update():
     results = []
     for data in (batch, noisy, batch[:, :12].clone()):
         torch.manual_seed(0)
-        algo = R2D2(RecurrentQNet(2, 2, [8], 8), R2D2Settings(burn_in=3, n_step=3))
+        algo = R2D2(RecurrentQNet(2, 2, [8], 8), R2D2Settings(n_step=3), burn_in=3)
         stats = [algo.update(data) for _ in range(3)]
-        results.append((stats, data.get("td_priority")[:, 0], [p.detach().clone() for p in algo.qnet.parameters()]))
+        results.append((stats, sequence_priority(data.get(TD_KEY), eta=0.9), [p.detach().clone() for p in algo.qnet.parameters()]))
     (stats_a, prio_a, params_a) = results[0]
     for stats_b, prio_b, params_b in results[1:]:
         for a, b in zip(stats_a, stats_b):
@@ -124,7 +126,7 @@ def test_evaluation_acts_with_the_network_it_is_asked_for(network):
     """algo.eval_network: the greedy (evaluation) policy reads the online network's
     weights, or the target network's, and only those."""
     from trajrl.config import validate
-    from trajrl.factory.algo import build_agent
+    from trajrl.factory.agent import build_agent
 
     cfg = trajrl.compose(["debug=smoke", f"algo.eval_network={network}"])
     agent = build_agent(validate(cfg), obs_dim=2, actions=2)
@@ -141,12 +143,12 @@ def test_lr_decays_linearly_to_lr_end_over_the_planned_updates():
     the lr falls linearly from lr to lr_end over them, then stays."""
     from test_rsac import slices
     from trajrl.config import validate
-    from trajrl.factory.algo import build_agent
+    from trajrl.factory.agent import build_agent
 
     cfg = trajrl.compose(["debug=smoke", "algo.lr=1e-3", "algo.lr_end=1e-4", "total_frames=2400",
                           "loop.warmup_frames=400", "loop.updates_per_frame=0.002"])
-    assert build_agent(validate(cfg), obs_dim=2, actions=2).algo.settings.decay_updates == 4
-    algo = R2D2(RecurrentQNet(2, 2, [8], 8), R2D2Settings(lr=1e-3, lr_end=1e-4, decay_updates=4))
+    assert build_agent(validate(cfg), obs_dim=2, actions=2).algo.planned_updates == 4
+    algo = R2D2(RecurrentQNet(2, 2, [8], 8), R2D2Settings(lr=1e-3, lr_end=1e-4), planned_updates=4)
     batch = slices([12, 5], horizon=12)
     batch.set("action", torch.randint(2, (2, 12)))
     seen = []

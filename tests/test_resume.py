@@ -5,9 +5,9 @@ from tensordict import TensorDict
 
 import trajrl
 from test_cli import read_metrics, trajrl as cli
-from trajrl.checkpoint import load_checkpoint
-from trajrl.data.audit import audit_storage
-from trajrl.data.episodes import TRAJ_KEY
+from trajrl.train.checkpoint import load_checkpoint
+from trajrl.replay.audit import audit_storage
+from trajrl.replay.episodes import TRAJ_KEY
 
 
 def tensors(tree, prefix=""):

@@ -6,8 +6,9 @@ from torch import nn
 from torch.distributions import AffineTransform, Normal, TanhTransform, TransformedDistribution
 
 import trajrl
-from trajrl.algos.rsac import RSAC, RecurrentActor, RecurrentCritic, RSACSettings, SquashedGaussian, run_core
-from trajrl.data.episodes import MASK_KEY
+from trajrl.algos.rsac import RSAC, RecurrentActor, RecurrentCritic, SquashedGaussian, run_core
+from trajrl.settings import RSACSettings
+from trajrl.replay.episodes import MASK_KEY
 
 
 def test_squashed_gaussian_log_prob_is_the_change_of_variables():
@@ -61,7 +62,7 @@ def test_padded_steps_change_no_update():
         low, high = torch.tensor([-2.0]), torch.tensor([2.0])
         actor = RecurrentActor(2, 1, [8], 8, "lstm", low, high)
         critics = nn.ModuleList(RecurrentCritic(2, 1, [8], 8, "lstm") for _ in range(2))
-        algo = RSAC(actor, critics, RSACSettings(burn_in=3))
+        algo = RSAC(actor, critics, RSACSettings(), burn_in=3)
         stats = [algo.update(data) for _ in range(3)]
         results.append((stats, [p.detach().clone() for p in actor.parameters()]))
     (stats_a, params_a), (stats_b, params_b) = results

@@ -10,16 +10,20 @@ Python API::
 
 Names are imported on first use, so that checking a configuration (``trajrl.config``)
 does not load torch.
+
+The packages follow the data: ``collect`` (environments, episode assembly, workers),
+``replay`` (storage layouts, samplers, audit), ``algos`` (the learners), ``train`` (the
+loops, evaluation, metrics, checkpoints), ``report`` (plots and summaries of finished
+runs); ``settings`` declares every setting, ``config`` checks them, ``factory`` builds.
 """
 from __future__ import annotations
 
 import importlib
 
 _HOME = {
-    "CheckpointError": "trajrl.checkpoint", "load_agent": "trajrl.checkpoint",
-    "ConfigError": "trajrl.config", "compose": "trajrl.config",
-    "Pipeline": "trajrl.factory", "build": "trajrl.factory",
-    "train": "trajrl.training",
+    "CheckpointError": "trajrl.errors", "ConfigError": "trajrl.errors", "compose": "trajrl.config",
+    "Pipeline": "trajrl.factory", "build": "trajrl.factory", "load_agent": "trajrl.factory",
+    "train": "trajrl.train.run",
 }
 __all__ = sorted(_HOME)
 

@@ -17,8 +17,8 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.errors import HydraException
 from omegaconf import DictConfig
 
-from trajrl.config import CONFIG_DIR, ConfigError, check_launcher, check_overrides, key_of, validate
-from trajrl.interrupts import RunInterrupted
+from trajrl.config import CONFIG_DIR, check_launcher, check_overrides, explain, key_of, validate
+from trajrl.errors import CheckpointError, CollectorFailed, ConfigError, EnvironmentFailed, RunInterrupted
 
 log = logging.getLogger("trajrl")
 #: HYDRA_FULL_ERROR=1 as the user set it: errors show their traceback instead of one line.
@@ -43,7 +43,7 @@ def run(cfg: DictConfig) -> float:
     hydra_cfg = HydraConfig.get()
     run_dir = Path(hydra_cfg.runtime.output_dir)
     try:  # before torch is even imported: a refusal takes a second and leaves nothing behind
-        validate(cfg)
+        cfg = validate(cfg)
         check_launcher(hydra_cfg.launcher.get("_target_", ""), cfg.collector.kind,
                        cfg.collector.get("env_backend", "threading"))
         check_overrides(list(hydra_cfg.overrides.task), cfg.algo.name)
@@ -56,10 +56,7 @@ def run(cfg: DictConfig) -> float:
         print(f"trajrl: configuration error: {err}", file=sys.stderr)
         sys.exit(2)
 
-    from trajrl.checkpoint import CheckpointError
-    from trajrl.envs import EnvironmentFailed
-    from trajrl.factory.collector import CollectorFailed
-    from trajrl.training import summary, train
+    from trajrl.train.run import summary, train
 
     record_command(run_dir, list(hydra_cfg.overrides.task))
     try:
@@ -84,7 +81,7 @@ def run(cfg: DictConfig) -> float:
 
 def last_logged_frames(run_dir: Path) -> str:
     """Frames of the last metrics row written (what the run leaves behind)."""
-    from trajrl.runs import read_metrics
+    from trajrl.report.runs import read_metrics
 
     try:
         return f"{int(read_metrics(run_dir / 'metrics.csv')[-1]['frames']):,}"
@@ -149,7 +146,7 @@ def resume_arguments(argv: list[str]) -> list[str]:
 
 
 def write_plots(run_dir: Path) -> None:
-    from trajrl.plot import plot
+    from trajrl.report.plot import plot
 
     try:
         paths = plot(run_dir)
@@ -159,7 +156,7 @@ def write_plots(run_dir: Path) -> None:
     print(f"plots           {run_dir / 'plots'} ({len(paths)} figures)", flush=True)
 
 
-SUBCOMMANDS = {"plot": "trajrl.plot", "summary": "trajrl.summary"}
+SUBCOMMANDS = {"plot": "trajrl.report.plot", "summary": "trajrl.report.summary"}
 
 
 def main() -> None:
@@ -184,7 +181,11 @@ def main() -> None:
 
 
 def composition_error(err: Exception) -> str:
-    """Hydra's or YAML's message without the config search path (the options it lists stay)."""
+    """A value of the wrong type or an unknown key as trajrl's one line (``trajrl.config.explain``);
+    otherwise Hydra's or YAML's message without the config search path (the options it lists stay)."""
+    explained = explain(err)
+    if explained is not None:
+        return str(explained)
     text = str(err).split("\nConfig search path:")[0].strip()
     override = getattr(err, "override", None)  # an override Hydra cannot parse
     if override and override not in text:

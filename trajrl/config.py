@@ -1,4 +1,11 @@
-"""Compose the run configuration and check it before anything is built."""
+"""Compose the run configuration and check it, once, before anything is built.
+
+``validate(cfg)`` converts each group to its option's dataclass schema
+(``trajrl.settings``), checks every value against the range or choices declared
+beside it, then the rules that tie settings together, then the environment. It
+returns a read-only config marked as checked, which ``build`` and ``train`` take
+without checking it again.
+"""
 from __future__ import annotations
 
 import os
@@ -8,27 +15,15 @@ from typing import Any
 from hydra import compose as hydra_compose
 from hydra import initialize_config_dir
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import MissingMandatoryValue
+from omegaconf.errors import ConfigKeyError, MissingMandatoryValue, OmegaConfBaseException, ValidationError
+
+from trajrl import settings as S
+from trajrl.errors import ConfigError
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+_CHECKED = "trajrl_checked"  # the flag validate() leaves on the config it returns
 
-#: Collectors on this machine (threads and worker processes), and the one on Ray.
-LOCAL_COLLECTORS = ("sync", "async", "multi_sync", "multi_async", "async_batched")
-COLLECTORS = LOCAL_COLLECTORS + ("ray",)
-TRAJECTORY_SAMPLERS = ("slice", "slice_without_replacement", "prioritized_slice", "episode")
-SAMPLERS = TRAJECTORY_SAMPLERS + ("random",)
-STORAGES = ("lazy_tensor", "lazy_memmap", "none")
-ALGOS = ("r2d2", "rsac", "ppo")
-#: Collectors that hand PPO episodes of the policy it is learning (the others run ahead with older weights).
-ON_POLICY_COLLECTORS = ("sync", "multi_sync")
-
-
-class ConfigError(ValueError):
-    """A setting that cannot work: names the setting, the value and what would."""
-
-    def __init__(self, setting: str, value: Any, fix: str):
-        self.setting, self.value, self.fix = setting, value, fix
-        super().__init__(f"{setting}={value!r}: {fix}")
+S.register()
 
 
 def compose(overrides: list[str] | None = None) -> DictConfig:
@@ -37,153 +32,176 @@ def compose(overrides: list[str] | None = None) -> DictConfig:
         return hydra_compose(config_name="config", overrides=list(overrides or []))
 
 
-def _get(cfg: DictConfig, key: str) -> Any:
-    try:
-        return OmegaConf.select(cfg, key, throw_on_missing=True)
-    except MissingMandatoryValue:
-        raise ConfigError(key, "???", f"{key} is required (for example {key}=CartPole-v1)") from None
-
-
-def _one_of(cfg: DictConfig, key: str, allowed: tuple[str, ...]) -> str:
-    value = _get(cfg, key)
-    if value not in allowed:
-        raise ConfigError(key, value, f"use one of {', '.join(allowed)}")
-    return value
-
-
-def _positive(cfg: DictConfig, key: str, minimum: float = 1) -> Any:
-    value = _get(cfg, key)
-    if value is None or not isinstance(value, (int, float)) or value < minimum:
-        raise ConfigError(key, value, f"must be a number >= {minimum}")
-    return value
+def is_checked(cfg: DictConfig) -> bool:
+    return OmegaConf.is_readonly(cfg) and bool(cfg._get_flag(_CHECKED))
 
 
 def validate(cfg: DictConfig) -> DictConfig:
     """Check every setting and the ones that depend on each other; raise ConfigError.
 
-    Returns the config converted to the schema's types (``trajrl.schema``), with
-    ``storage.ndim`` resolved from ``auto``. Makes one instance of the environment
+    Returns the config converted to the schema's types, with ``storage.ndim``
+    resolved from ``auto``, read-only. Makes one instance of the environment
     (gymnasium only) to check its id, spaces and episode step limit.
     """
+    if is_checked(cfg):
+        return cfg
     from trajrl.envs import env_spaces
-    from trajrl.schema import typed
 
     cfg = typed(cfg)
-    collector = _one_of(cfg, "collector.kind", COLLECTORS)
-    sampler = _one_of(cfg, "sampler.kind", SAMPLERS)
-    storage = _one_of(cfg, "storage.kind", STORAGES)
-    algo = _one_of(cfg, "algo.name", ALGOS)
-    _one_of(cfg, "algo.rnn", ("lstm", "gru"))
-    _get(cfg, "env.id")
-    _positive(cfg, "env.num_envs")
-    _one_of(cfg, "env.vectorization", ("sync", "async"))
-    _positive(cfg, "total_frames")
-    _positive(cfg, "collector.frames_per_batch")
-    _one_of(cfg, "traj_format", ("cat", "padded"))
-    workers = _positive(cfg, "collector.num_workers")
-    if collector in ("sync", "async") and workers != 1:
+    S.check_ranges(cfg)
+    _check_collector(cfg)
+    if cfg.algo.name in S.ON_POLICY_ALGOS:
+        _check_ppo(cfg)
+    else:
+        _check_off_policy(cfg)
+    _check_against_env(cfg, env_spaces(cfg.env, cfg.algo.name))
+    if cfg.resume is not None:
+        _check_resume(cfg.resume)
+    if cfg.storage.kind != "none":
+        cfg.storage.ndim = 1
+    cfg._set_flag(_CHECKED, True)
+    OmegaConf.set_readonly(cfg, True)
+    return cfg
+
+
+# ---------------------------------------------------------------- types
+def typed(cfg: DictConfig) -> DictConfig:
+    """``cfg`` merged into its options' schemas (a plain config from a file gets its
+    types too): a value of the wrong type, or a key the option does not have, is a
+    ``ConfigError`` naming the setting, the value and what would work."""
+    out = {}
+    for group in S.GROUPS:
+        section = cfg.get(group)
+        if not isinstance(section, DictConfig):
+            raise ConfigError(group, section, f"must be a group of settings; pick one with {group}=<option>")
+        schema = S.option_schema(group, section)
+        selector = S.GROUPS[group][0]
+        out[group] = _merge(schema, section, group, f"{group}={section.get(selector)}" if selector else group)
+    rest = {k: v for k, v in cfg.items() if k not in S.GROUPS}
+    top = _merge(S.RunSettings, OmegaConf.create(rest), "", "the top level", skip=S.GROUPS)
+    result = OmegaConf.create({**top, **out})
+    OmegaConf.set_struct(result, True)
+    return result
+
+
+def _merge(schema: type, section: DictConfig, prefix: str, where: str, skip=()) -> dict:
+    from dataclasses import fields
+
+    known = {f.name for f in fields(schema)}
+    for key in section.keys():
+        if key not in known:
+            raise ConfigError(_join(prefix, key), section.get(key),
+                              f"{where} has no such setting; its settings are {', '.join(sorted(known - set(skip)))}")
+    try:
+        merged = OmegaConf.to_container(OmegaConf.merge(OmegaConf.structured(schema), section), resolve=True,
+                                        throw_on_missing=True)
+        return {key: value for key, value in merged.items() if key not in skip}
+    except MissingMandatoryValue as err:
+        key = _join(prefix, err.full_key)
+        raise ConfigError(key, "???", f"{key} is required (for example {key}=CartPole-v1)") from None
+    except ValidationError as err:
+        raise ConfigError(_join(prefix, err.full_key), _value_of(err), f"must be {expected(schema, err.full_key)}") from None
+    except ConfigKeyError as err:
+        raise ConfigError(_join(prefix, err.full_key), "?", f"{where} has no such setting") from None
+    except OmegaConfBaseException as err:
+        raise ConfigError(_join(prefix, getattr(err, "full_key", "?")), "?", str(err).splitlines()[0]) from None
+
+
+def _value_of(err: OmegaConfBaseException) -> Any:
+    import re
+
+    found = re.match(r"Value '(.*?)' (of type|could not)", str(err))
+    return found.group(1) if found else getattr(err, "value", "?")
+
+
+def expected(schema: type | None, full_key: str) -> str:
+    """How the declared type of setting ``full_key`` reads to a user (``schema``: its
+    dataclass, if known; otherwise found through the registry from the key's group)."""
+    from dataclasses import fields, is_dataclass
+
+    key = str(full_key)
+    name = key.split(".")[-1].split("[")[0]
+    group = key.split(".")[0] if "." in key else ""
+    candidates = [schema] if is_dataclass(schema) else []
+    candidates += list(S.GROUPS[group][1].values()) if group in S.GROUPS else [S.RunSettings]
+    kind = next((f.type for c in candidates for f in fields(c) if f.name == name), None)
+    words = {"int": "an integer", "float": "a number", "bool": "true or false", "str": "a string",
+             "Optional[int]": "an integer or null", "Optional[float]": "a number or null",
+             "Optional[str]": "a string or null", "list[int]": "a list of integers",
+             "list[str]": "a list of names", "dict[str, Any]": "a mapping of keyword arguments",
+             "LoopSettings": "a group of settings"}
+    return words.get(str(kind), f"of type {kind}")
+
+
+def explain(err: BaseException) -> ConfigError | None:
+    """Hydra's composition error as trajrl's one line, where the cause is a value of the
+    wrong type or a key no option has (``None``: Hydra's own message says it best)."""
+    cause: BaseException | None = err
+    while cause is not None and not isinstance(cause, (ValidationError, ConfigKeyError)):
+        cause = cause.__cause__ or cause.__context__
+    if cause is None:
+        return None
+    key = str(getattr(cause, "full_key", "") or "")
+    schema = getattr(cause, "object_type", None)
+    group = key.split(".")[0] if "." in key else ""
+    if isinstance(cause, ValidationError):
+        return ConfigError(key, _value_of(cause), f"must be {expected(schema, key)}")
+    from dataclasses import is_dataclass
+
+    if not is_dataclass(schema):
+        return None
+    missing = str(getattr(cause, "key", "") or key.split(".")[-1])
+    setting = f"{key.rsplit('.', 1)[0]}.{missing}" if "." in key else missing
+    from dataclasses import fields
+
+    names = sorted(f.name for f in fields(schema) if f.name not in S.GROUPS)
+    where = group or "the top level"
+    return ConfigError(setting, _override_value(err, setting), f"{where} has no such setting; its settings are "
+                       f"{', '.join(names)}")
+
+
+def _override_value(err: BaseException, setting: str) -> Any:
+    """The value given to ``setting`` in the message Hydra wrote, if it says (``?`` otherwise)."""
+    import re
+
+    found = re.search(rf"{re.escape(setting)}=(\S+)", str(err))
+    return found.group(1) if found else "?"
+
+
+def _join(prefix: str, key: Any) -> str:
+    return f"{prefix}.{key}" if prefix else str(key)
+
+
+# ---------------------------------------------------------------- rules that tie settings together
+def _check_collector(cfg: DictConfig) -> None:
+    kind, workers = cfg.collector.kind, cfg.collector.num_workers
+    if kind in ("sync", "async") and workers != 1:
         raise ConfigError(
             "collector.num_workers", workers,
-            f"collector={collector} runs one environment; use collector=multi_sync or multi_async for {workers} workers",
+            f"collector={kind} runs one environment; use collector=multi_sync or multi_async for {workers} workers",
         )
     cores = os.cpu_count() or 1
     if workers > 4 * cores:
         raise ConfigError("collector.num_workers", workers, f"this machine has {cores} cores; use at most {4 * cores}")
-    if collector == "async_batched":
-        _one_of(cfg, "collector.env_backend", ("threading", "multiprocessing"))
-    if collector == "ray":
-        _check_ray(cfg)
+    if kind == "ray":
+        import importlib.util
 
-    trajs = cfg.trajs_per_batch
-    if trajs is not None and (not isinstance(trajs, int) or trajs < 1):
-        raise ConfigError("trajs_per_batch", trajs, "must be an integer >= 1 (or null for fixed-frame batches)")
-    if algo == "ppo":
-        _check_ppo(cfg, collector, storage, sampler, trajs)
-    else:
-        _check_off_policy(cfg, collector, storage, sampler, trajs)
-
-    _positive(cfg, "loop.log_every_frames")
-    for key in ("seed", "loop.eval_every_frames", "loop.eval_episodes", "loop.checkpoint_every_frames"):
-        _positive(cfg, key, minimum=0)
-    _positive(cfg, "loop.stall_timeout_s", minimum=1)
-    if cfg.loop.time_limit_s is not None and cfg.loop.time_limit_s <= 0:
-        raise ConfigError("loop.time_limit_s", cfg.loop.time_limit_s, "must be > 0 seconds, or null for no limit")
-    if not isinstance(cfg.audit, bool):
-        raise ConfigError("audit", cfg.audit, "use audit=true or audit=false")
-    _positive(cfg, "audit_every")
-    for backend in cfg.logger.backends:
-        if backend not in ("csv", "tensorboard", "wandb"):
-            raise ConfigError("logger.backends", backend, "use csv, tensorboard or wandb")
-    _one_of(cfg, "logger.wandb_mode", ("offline", "online"))
-    if cfg.device != "cpu":
-        raise ConfigError("device", cfg.device, "only device=cpu is supported so far (learner and collectors run on the CPU)")
-
-    _check_against_env(cfg, env_spaces(cfg.env, algo))
-    if cfg.resume is not None:
-        _check_resume(cfg.resume)
-
-    cfg = cfg.copy()
-    if storage != "none":
-        with_flag = OmegaConf.is_struct(cfg)
-        OmegaConf.set_struct(cfg, False)
-        cfg.storage.ndim = 1
-        OmegaConf.set_struct(cfg, with_flag)
-    return cfg
+        if importlib.util.find_spec("ray") is None:
+            raise ConfigError("collector", "ray", "needs Ray, an optional extra: pip install 'trajrl[ray]' "
+                              "(or use collector=multi_async on this machine)")
+        if cfg.trajs_per_batch is None:
+            raise ConfigError("trajs_per_batch", None, "collector=ray sends complete episodes; set trajs_per_batch=4")
 
 
-#: Settings only the off-policy loop reads (algo=r2d2, rsac).
-OFF_POLICY_ONLY = ("loop.warmup_frames", "loop.updates_per_frame", "loop.max_update_lag", "loop.weight_sync_every")
-
-
-def key_of(override: str) -> str:
-    """The setting an override sets (``+a.b=1`` -> ``a.b``)."""
-    return override.split("=", 1)[0].lstrip("+~")
-
-
-def check_overrides(overrides: list[str], algo: str) -> None:
-    """Refuse an override of a setting this run would not read (``overrides``: as typed)."""
-    if algo != "ppo":
-        return
-    for override in overrides:
-        key, value = key_of(override), override.partition("=")[2]
-        if key in OFF_POLICY_ONLY:
-            raise ConfigError(
-                key, value, "is read by the off-policy loop only; algo=ppo learns from each batch of episodes as "
-                "it comes (algo.epochs passes, weights pushed after each): drop it, or set algo.epochs, "
-                "trajs_per_batch or sampler.episodes_per_batch",
-            )
-
-
-def check_launcher(launcher: str, collector: str, env_backend: str = "threading") -> None:
-    """Refuse a Hydra launcher that cannot run this collector (``launcher``: its ``_target_``)."""
-    in_processes = collector in ("async", "multi_sync", "multi_async") or (
-        collector == "async_batched" and env_backend == "multiprocessing")
-    if "joblib" in launcher.lower() and in_processes:
-        raise ConfigError(
-            "hydra/launcher", "joblib",
-            f"cannot start collector={collector}'s worker processes inside its jobs (they cannot pickle its "
-            "shared memory); use hydra/launcher=parallel (each job its own process) or collector=sync",
-        )
-
-
-def _check_ray(cfg: DictConfig) -> None:
-    import importlib.util
-
-    if importlib.util.find_spec("ray") is None:
-        raise ConfigError("collector", "ray", "needs Ray, an optional extra: pip install 'trajrl[ray]' "
-                          "(or use collector=multi_async on this machine)")
-    if cfg.trajs_per_batch is None:
-        raise ConfigError("trajs_per_batch", None, "collector=ray sends complete episodes; set trajs_per_batch=4")
-
-
-def _check_ppo(cfg: DictConfig, collector: str, storage: str, sampler: str, trajs: int | None) -> None:
-    if collector not in ON_POLICY_COLLECTORS:
+def _check_ppo(cfg: DictConfig) -> None:
+    collector, storage, sampler = cfg.collector.kind, cfg.storage.kind, cfg.sampler.kind
+    if collector not in S.ON_POLICY_COLLECTORS:
         raise ConfigError(
             "collector", collector,
             "algo=ppo learns on-policy from complete episodes of its current policy, and this collector runs "
-            f"ahead with older weights; use collector={' or collector='.join(ON_POLICY_COLLECTORS)}",
+            f"ahead with older weights; use collector={' or collector='.join(S.ON_POLICY_COLLECTORS)}",
         )
-    if trajs is None:
+    if cfg.trajs_per_batch is None:
         raise ConfigError("trajs_per_batch", None, "algo=ppo needs complete-episode batches; set trajs_per_batch=8")
     if storage != "none":
         raise ConfigError("storage", storage, "algo=ppo keeps no replay storage (it learns from each batch, then "
@@ -191,21 +209,16 @@ def _check_ppo(cfg: DictConfig, collector: str, storage: str, sampler: str, traj
     if sampler != "episode":
         raise ConfigError("sampler", sampler, "algo=ppo learns from whole episodes; use sampler=episode "
                           "(sampler.episodes_per_batch episodes per minibatch)")
-    _positive(cfg, "sampler.episodes_per_batch")
-    _positive(cfg, "algo.epochs")
-    if not 0 < cfg.algo.clip_epsilon < 1:
-        raise ConfigError("algo.clip_epsilon", cfg.algo.clip_epsilon, "must be between 0 and 1 (e.g. 0.2)")
 
 
-def _check_off_policy(cfg: DictConfig, collector: str, storage: str, sampler: str, trajs: int | None) -> None:
+def _check_off_policy(cfg: DictConfig) -> None:
+    collector, storage, sampler, trajs = cfg.collector.kind, cfg.storage.kind, cfg.sampler.kind, cfg.trajs_per_batch
     if storage == "none":
         raise ConfigError("storage", "none", f"algo={cfg.algo.name} learns from a replay buffer; "
                           "use storage=lazy_tensor or storage=lazy_memmap")
-    _positive(cfg, "storage.capacity")
-    _one_of(cfg, "algo.initial_state", ("stored", "zero"))
-    if cfg.algo.name == "r2d2":
-        _one_of(cfg, "algo.eval_network", ("online", "target"))
-    if trajs is None and sampler in TRAJECTORY_SAMPLERS:
+    if cfg.storage.capacity is None:
+        raise ConfigError("storage.capacity", None, "set the frames the buffer holds, e.g. storage.capacity=100000")
+    if trajs is None and sampler in S.TRAJECTORY_SAMPLERS:
         raise ConfigError(
             "trajs_per_batch", None,
             f"sampler={sampler} needs complete episodes in the buffer; set trajs_per_batch=4 (or use sampler=random)",
@@ -223,32 +236,16 @@ def _check_off_policy(cfg: DictConfig, collector: str, storage: str, sampler: st
             f"collector={collector} with one environment per worker writes flat [T] batches"
             + (" of complete episodes" if trajs else "") + "; use storage.ndim=auto or 1",
         )
-    if sampler == "slice":
-        _one_of(cfg, "sampler.weighting", ("step", "episode"))
-    if sampler in ("slice", "slice_without_replacement", "prioritized_slice"):
-        slice_len = _positive(cfg, "sampler.slice_len")
-        _positive(cfg, "sampler.slices_per_batch")
-        burn_in = _get(cfg, "sampler.burn_in")
-        if not isinstance(burn_in, int) or burn_in < 0:
-            raise ConfigError("sampler.burn_in", burn_in, "must be an integer >= 0")
-        if burn_in >= slice_len:
-            raise ConfigError(
-                "sampler.burn_in", burn_in,
-                f"leaves no step to learn from in slices of {slice_len}; "
-                f"use sampler.burn_in<={slice_len - 1} or a longer sampler.slice_len",
-            )
-    elif sampler == "episode":
-        _positive(cfg, "sampler.episodes_per_batch")
-    else:
-        _positive(cfg, "sampler.transitions_per_batch")
-    if cfg.algo.name == "r2d2":
-        _positive(cfg, "algo.n_step")
-    loop = cfg.loop
-    if loop.updates_per_frame is None or loop.updates_per_frame <= 0:
-        raise ConfigError("loop.updates_per_frame", loop.updates_per_frame, "must be > 0")
-    if loop.warmup_frames >= cfg.total_frames:
+    if sampler in S.SLICE_SAMPLERS and cfg.sampler.burn_in >= cfg.sampler.slice_len:
+        slice_len = cfg.sampler.slice_len
         raise ConfigError(
-            "loop.warmup_frames", loop.warmup_frames,
+            "sampler.burn_in", cfg.sampler.burn_in,
+            f"leaves no step to learn from in slices of {slice_len}; "
+            f"use sampler.burn_in<={slice_len - 1} or a longer sampler.slice_len",
+        )
+    if cfg.loop.warmup_frames >= cfg.total_frames:
+        raise ConfigError(
+            "loop.warmup_frames", cfg.loop.warmup_frames,
             f"must be below total_frames={cfg.total_frames}, or no update ever runs",
         )
 
@@ -275,3 +272,35 @@ def _check_resume(resume: str) -> None:
     if missing:
         raise ConfigError("resume", resume, f"has no {' and no '.join(missing)}; use resume=<the directory of a "
                           "run that saved a checkpoint> (outputs/<date>/<time>)")
+
+
+# ---------------------------------------------------------------- what the CLI checks besides the config
+def key_of(override: str) -> str:
+    """The setting an override sets (``+a.b=1`` -> ``a.b``)."""
+    return override.split("=", 1)[0].lstrip("+~")
+
+
+def check_overrides(overrides: list[str], algo: str) -> None:
+    """Refuse an override of a setting this run would not read (``overrides``: as typed)."""
+    if algo != "ppo":
+        return
+    for override in overrides:
+        key, value = key_of(override), override.partition("=")[2]
+        if key in S.OFF_POLICY_ONLY:
+            raise ConfigError(
+                key, value, "is read by the off-policy loop only; algo=ppo learns from each batch of episodes as "
+                "it comes (algo.epochs passes, weights pushed after each): drop it, or set algo.epochs, "
+                "trajs_per_batch or sampler.episodes_per_batch",
+            )
+
+
+def check_launcher(launcher: str, collector: str, env_backend: str = "threading") -> None:
+    """Refuse a Hydra launcher that cannot run this collector (``launcher``: its ``_target_``)."""
+    in_processes = collector in S.PROCESS_COLLECTORS or (
+        collector == "async_batched" and env_backend == "multiprocessing")
+    if "joblib" in launcher.lower() and in_processes:
+        raise ConfigError(
+            "hydra/launcher", "joblib",
+            f"cannot start collector={collector}'s worker processes inside its jobs (they cannot pickle its "
+            "shared memory); use hydra/launcher=parallel (each job its own process) or collector=sync",
+        )

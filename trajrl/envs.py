@@ -7,13 +7,15 @@ import difflib
 import functools
 import importlib
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any, Iterator
 
 import gymnasium as gym
 import numpy as np
 
-from trajrl.config import ConfigError
-from trajrl.interrupts import raise_after
+from trajrl.errors import ConfigError, EnvironmentFailed
+from trajrl.settings import ACTIONS
+from trajrl.train.interrupts import raise_after
 
 
 class HideObservation(gym.ObservationWrapper):
@@ -73,10 +75,6 @@ def check_env_id(env_id: str, module: str | None) -> None:
         )
 
 
-class EnvironmentFailed(RuntimeError):
-    """The environment raised while trajrl stepped it in the learner's process."""
-
-
 @contextlib.contextmanager
 def stepping(env_id: str, doing: str, timeout_s: float | None = None) -> Iterator[None]:
     """Turn an exception the environment raises while ``doing`` into one that names it;
@@ -117,8 +115,6 @@ def make_vector(env_id: str, kwargs: dict[str, Any], import_module: str | None, 
     return vector_class(fns, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
 
 
-#: What each algorithm acts with.
-ACTIONS = {"r2d2": "discrete", "ppo": "discrete", "rsac": "continuous"}
 
 
 @dataclass(frozen=True)
@@ -129,10 +125,21 @@ class EnvSpaces:
 
 
 def env_spaces(env_cfg: Any, algo: str | None = None) -> EnvSpaces:
-    """The sizes and step limit of ``env_cfg``'s environment, from one made instance;
-    refuses an unknown id, an observation that is not a flat Box, and actions
-    ``algo`` cannot take."""
-    check_env_id(env_cfg.id, env_cfg.get("import_module"))
+    """The sizes and step limit of ``env_cfg``'s environment, from one made instance
+    (once per environment setting and process); refuses an unknown id, an observation
+    that is not a flat Box, and actions ``algo`` cannot take."""
+    import json
+
+    kwargs = json.dumps(dict(env_cfg.kwargs or {}), sort_keys=True, default=str)
+    return _env_spaces(str(env_cfg.id), kwargs, env_cfg.get("import_module"), algo)
+
+
+@functools.lru_cache(maxsize=32)
+def _env_spaces(env_id: str, kwargs_json: str, import_module: str | None, algo: str | None) -> EnvSpaces:
+    import json
+
+    env_cfg = SimpleNamespace(id=env_id, kwargs=json.loads(kwargs_json), import_module=import_module)
+    check_env_id(env_cfg.id, import_module)
     try:
         env = gym.make(env_cfg.id, **dict(env_cfg.kwargs or {}))
     except TypeError as err:  # an unknown keyword of the environment

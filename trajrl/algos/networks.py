@@ -53,3 +53,50 @@ class KeyedModule(TensorDictModule):
             if key != "_":
                 tensordict_out.set(key, tensor)
         return tensordict_out
+
+
+def recurrent_core(kind: str, in_size: int, hidden_size: int) -> nn.Module:
+    """``nn.LSTM`` or ``nn.GRU`` (batch first), as ``algo.rnn`` names it."""
+    return {"lstm": nn.LSTM, "gru": nn.GRU}[kind](in_size, hidden_size, batch_first=True)
+
+
+def acting_core(rnn: nn.Module, in_key: str, out_key: str):
+    """TorchRL's recurrent module around ``rnn`` for acting step by step: it stores its
+    state with every step and restarts from zero where ``is_init`` is set (its
+    ``make_tensordict_primer()`` must be on every environment)."""
+    from torchrl.modules import GRUModule, LSTMModule
+
+    if isinstance(rnn, nn.LSTM):
+        return LSTMModule(lstm=rnn, in_key=in_key, out_key=out_key)
+    return GRUModule(gru=rnn, in_key=in_key, out_key=out_key)
+
+
+def state_keys(rnn: nn.Module) -> list[str]:
+    """Keys under which the acting core stores the recurrent state with each step."""
+    return ["recurrent_state_h", "recurrent_state_c"] if isinstance(rnn, nn.LSTM) else ["recurrent_state"]
+
+
+@torch.no_grad()
+def soft_update(target: nn.Module, source: nn.Module, tau: float) -> None:
+    """Polyak averaging: ``target += tau * (source - target)``, parameter by parameter."""
+    for p_target, p in zip(target.parameters(), source.parameters()):
+        p_target.lerp_(p, tau)
+
+
+class PolicyVersion(nn.Module):
+    """Stamps every step the collector takes with the version of the weights it
+    acted with (``policy_version``). The version is a buffer of the behaviour
+    policy, so it travels with each weight push; the learner bumps it before
+    pushing, and the staleness of a sample is the learner's version minus its steps'."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("version", torch.zeros((), dtype=torch.int32))  # stored with every step
+
+    def forward(self, observation: torch.Tensor) -> torch.Tensor:
+        return self.version.expand(observation.shape[:-1]).clone()
+
+    def bump(self) -> int:
+        """The next version (in place, so the pushed weights carry it)."""
+        self.version += 1
+        return int(self.version)

@@ -1,8 +1,9 @@
 """Episodic PPO (Schulman et al., 2017) on batches of complete episodes, optionally recurrent.
 
-Read top to bottom: settings, the actor-critic network, the acting policy built
-around it, masked GAE, then one ``update(batch)`` on a ``[N, T]`` batch of whole
-episodes padded with ``("collector", "mask")``.
+Read top to bottom: the actor-critic network, the acting policy built around it,
+masked GAE, then one ``update(batch)`` on a ``[N, T]`` batch of whole episodes
+padded with ``("collector", "mask")``. Its settings (``PPOSettings``) are in
+``trajrl.settings``.
 
 Each row of a batch is one complete episode, so a recurrent actor and critic run
 over it from a zero state at its first step: exactly what the acting policy did
@@ -11,37 +12,19 @@ or a statistic: every mean below is over valid steps only.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 from tensordict import TensorDictBase
 from tensordict.nn import TensorDictSequential
 from torch import nn
 from torch.distributions import Categorical
-from torchrl.modules import GRUModule, LSTMModule, ProbabilisticActor
+from torchrl.modules import ProbabilisticActor
 
-from trajrl.algos.networks import KeyedModule, encoder
+from trajrl.algos.networks import KeyedModule, acting_core, encoder, recurrent_core
 from trajrl.algos.sequences import observations_with_next, without_padding_columns
-from trajrl.data.episodes import MASK_KEY
+from trajrl.replay.episodes import MASK_KEY
+from trajrl.settings import PPOSettings
 
 LOG_PROB_KEY = "action_log_prob"  # where the acting policy stores log pi(a|s)
-
-
-# ---------------------------------------------------------------- settings
-@dataclass
-class PPOSettings:
-    gamma: float = 0.99
-    gae_lambda: float = 0.95
-    clip_epsilon: float = 0.2        # ratio clipping of the surrogate objective
-    epochs: int = 10                 # passes over each batch of episodes
-    minibatch_episodes: int = 8      # whole episodes per gradient step
-    lr: float = 1e-3
-    anneal_lr: bool = True           # lr decays linearly to 0 over total_frames
-    total_frames: int = 50_000
-    value_coef: float = 0.5
-    entropy_coef: float = 0.0
-    max_grad_norm: float = 0.5
-    normalize_advantage: bool = True  # over the valid steps of each minibatch
 
 
 # ---------------------------------------------------------------- network
@@ -53,7 +36,7 @@ class Tower(nn.Module):
         super().__init__()
         self.encoder = encoder(obs_dim, sizes, obs_loc, obs_scale, activation=nn.Tanh)
         self.kind = rnn
-        self.rnn = {"lstm": nn.LSTM, "gru": nn.GRU}[rnn](sizes[-1], hidden_size, batch_first=True) if rnn else None
+        self.rnn = recurrent_core(rnn, sizes[-1], hidden_size) if rnn else None
         self.head = nn.Linear(hidden_size if rnn else sizes[-1], out)
 
     def sequence(self, obs: torch.Tensor) -> torch.Tensor:
@@ -84,8 +67,7 @@ def make_actor(net: ActorCritic, action_spec):
     modules = [KeyedModule(tower.encoder, ["observation"], ["features"])]
     core = None
     if tower.rnn is not None:
-        cls = LSTMModule if tower.kind == "lstm" else GRUModule
-        core = cls(**{tower.kind: tower.rnn}, in_key="features", out_key="features")
+        core = acting_core(tower.rnn, in_key="features", out_key="features")
         modules.append(core)
     modules.append(KeyedModule(tower.head, ["features"], ["logits"]))
     policy = ProbabilisticActor(
@@ -123,9 +105,12 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 class PPO:
     """Clipped-surrogate PPO over whole episodes; ``update`` runs every epoch and minibatch."""
 
-    def __init__(self, net: ActorCritic, settings: PPOSettings, seed: int = 0):
+    def __init__(self, net: ActorCritic, settings: PPOSettings, minibatch_episodes: int = 8,
+                 total_frames: int = 50_000, seed: int = 0):
+        """``minibatch_episodes``: whole episodes per gradient step (``sampler.episodes_per_batch``);
+        ``total_frames``: the run's, over which the learning rate anneals (``anneal_lr``)."""
         self.net = net
-        self.settings = settings
+        self.settings, self.minibatch_episodes, self.total_frames = settings, minibatch_episodes, total_frames
         self.optimizer = torch.optim.Adam(net.parameters(), lr=settings.lr, eps=1e-5)
         self.generator = torch.Generator().manual_seed(seed)
         self.updates = 0
@@ -177,13 +162,13 @@ class PPO:
         self.frames_seen += int(mask.sum())
         if s.anneal_lr:
             for group in self.optimizer.param_groups:
-                group["lr"] = s.lr * max(0.0, 1.0 - self.frames_seen / s.total_frames)
+                group["lr"] = s.lr * max(0.0, 1.0 - self.frames_seen / self.total_frames)
         advantage, returns = self.advantages(batch)
         totals: dict[str, float] = {}
         steps = 0
         for _ in range(s.epochs):
             order = torch.randperm(mask.shape[0], generator=self.generator)
-            for rows in order.split(s.minibatch_episodes):
+            for rows in order.split(self.minibatch_episodes):
                 minibatch = without_padding_columns(batch[rows])
                 horizon = minibatch.shape[1]
                 loss, stats = self.loss(minibatch, advantage[rows, :horizon], returns[rows, :horizon])

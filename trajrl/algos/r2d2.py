@@ -1,7 +1,8 @@
 """Recurrent DQN in the manner of R2D2 (Kapturowski et al., 2019), on TorchRL pieces.
 
-Read top to bottom: settings, the Q-network, the acting policy built around it,
-then one ``update(batch)`` on a ``[B, T]`` batch of slices (or whole episodes).
+Read top to bottom: the Q-network, the acting policy built around it, then one
+``update(batch)`` on a ``[B, T]`` batch of slices (or whole episodes). Its settings
+(``R2D2Settings``: type, default, range and description of each) are in ``trajrl.settings``.
 
 Why a loss of our own rather than ``torchrl.objectives.DQNLoss``: in recurrent
 mode that loss starts the next-step (target) sequence from a zero state while
@@ -12,33 +13,17 @@ observations from the same initial state, and the target is read one step on.
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
 
 import torch
 from tensordict import TensorDictBase
 from tensordict.nn import TensorDictSequential
 from torch import nn
-from torchrl.modules import EGreedyModule, GRUModule, LSTMModule, QValueModule
+from torchrl.modules import EGreedyModule, QValueModule
 
-from trajrl.algos.networks import KeyedModule, encoder
-from trajrl.algos.sequences import observations_with_next, stored_state, without_padding_columns
-
-
-# ---------------------------------------------------------------- settings
-@dataclass
-class R2D2Settings:
-    gamma: float = 0.99            # discount
-    n_step: int = 3                # rewards summed before bootstrapping
-    burn_in: int = 10              # first steps of a mid-episode slice only warm the state
-    initial_state: str = "stored"  # "stored": state the policy used at the first step; "zero"
-    double_q: bool = True          # online network picks the next action, target network scores it
-    value_rescaling: bool = False  # h(x) = sign(x)(sqrt(|x|+1)-1) + eps x on targets
-    lr: float = 1e-3
-    lr_end: float | None = None    # decay lr linearly to this over decay_updates (None: constant)
-    decay_updates: int = 0         # the run's planned gradient updates
-    max_grad_norm: float = 10.0
-    target_tau: float = 0.002      # soft update of the target network per gradient step
-    priority_eta: float = 0.9      # sequence priority: eta * max|td| + (1 - eta) * mean|td|
+from trajrl.algos.networks import KeyedModule, acting_core, encoder, recurrent_core, soft_update, state_keys
+from trajrl.algos.sequences import learned_steps, observations_with_next, stored_state, without_padding_columns
+from trajrl.replay.batches import TD_KEY
+from trajrl.settings import R2D2Settings
 
 
 # ---------------------------------------------------------------- network
@@ -62,8 +47,7 @@ class RecurrentQNet(nn.Module):
                  obs_loc: torch.Tensor | None = None, obs_scale: torch.Tensor | None = None, dueling: bool = False):
         super().__init__()
         self.encoder = encoder(obs_dim, encoder_sizes, obs_loc, obs_scale)
-        rnn_class = {"lstm": nn.LSTM, "gru": nn.GRU}[rnn]
-        self.rnn = rnn_class(encoder_sizes[-1], hidden_size, batch_first=True)
+        self.rnn = recurrent_core(rnn, encoder_sizes[-1], hidden_size)
         self.head = DuelingHead(hidden_size, num_actions) if dueling else nn.Linear(hidden_size, num_actions)
         self.kind = rnn
 
@@ -80,7 +64,7 @@ class RecurrentQNet(nn.Module):
     @property
     def state_keys(self) -> list[str]:
         """Keys under which the acting policy stores the recurrent state with each step."""
-        return ["recurrent_state_h", "recurrent_state_c"] if self.kind == "lstm" else ["recurrent_state"]
+        return state_keys(self.rnn)
 
 
 def make_policies(qnet: RecurrentQNet, action_spec, eps_start: float, eps_end: float, eps_decay_frames: int):
@@ -89,10 +73,7 @@ def make_policies(qnet: RecurrentQNet, action_spec, eps_start: float, eps_end: f
     They share ``qnet``'s parameters; the recurrent module stores its state with
     every step and restarts from zero where ``is_init`` is set.
     """
-    if qnet.kind == "lstm":
-        core = LSTMModule(lstm=qnet.rnn, in_key="embed", out_key="features")
-    else:
-        core = GRUModule(gru=qnet.rnn, in_key="embed", out_key="features")
+    core = acting_core(qnet.rnn, in_key="embed", out_key="features")
     greedy = TensorDictSequential(
         KeyedModule(qnet.encoder, ["observation"], ["embed"]),
         core,
@@ -119,10 +100,12 @@ def signed_parabolic(x: torch.Tensor, eps: float = 1e-3) -> torch.Tensor:
 class R2D2:
     """Online and target recurrent Q-networks, an optimiser, and one update per batch."""
 
-    def __init__(self, qnet: RecurrentQNet, settings: R2D2Settings):
+    def __init__(self, qnet: RecurrentQNet, settings: R2D2Settings, burn_in: int = 0, planned_updates: int = 0):
+        """``burn_in``: the sampler's (``sampler.burn_in``); ``planned_updates``: the run's,
+        over which the learning rate decays to ``settings.lr_end``."""
         self.qnet = qnet
         self.target = copy.deepcopy(qnet).requires_grad_(False)
-        self.settings = settings
+        self.settings, self.burn_in, self.planned_updates = settings, burn_in, planned_updates
         self.optimizer = torch.optim.Adam(qnet.parameters(), lr=settings.lr)
         self.updates = 0
 
@@ -135,7 +118,8 @@ class R2D2:
 
         ``step_count == 0`` at a sequence's first step means it starts its episode.
 
-        Returns training statistics; writes each sequence's priority into ``batch["td_priority"]``.
+        Returns training statistics; writes each step's ``|TD error|`` into ``batch[TD_KEY]``
+        (NaN where it did not learn), from which a prioritised sampler takes the priorities.
         """
         s = self.settings
         full, batch = batch, without_padding_columns(batch)
@@ -144,10 +128,10 @@ class R2D2:
         lengths = mask.sum(-1)
         sequence = observations_with_next(batch)  # T + 1 observations
         state = self.initial_state(batch)
-        starts_episode = batch.get("step_count")[:, 0].reshape(n_seq) == 0
+        burn_in = min(self.burn_in, horizon - 1)
+        learn, starts_episode = learned_steps(batch, burn_in)
 
         # Online pass: burn-in first; its gradient only flows for slices that start their episode.
-        burn_in = min(s.burn_in, horizon - 1)
         if burn_in > 0:
             q_burn, burned = self.qnet.run(sequence[:, :burn_in], state)
             keep = starts_episode.view(1, n_seq, 1)
@@ -174,8 +158,6 @@ class R2D2:
             if s.value_rescaling:
                 target = signed_hyperbolic(target)
 
-        steps = torch.arange(horizon).expand(n_seq, horizon)
-        learn = mask & ((steps >= burn_in) | starts_episode.unsqueeze(-1))
         td = (q_taken - target) * learn
         weight = batch.get("priority_weight", None)
         weight = weight.reshape(n_seq, horizon)[:, 0] if weight is not None else torch.ones(n_seq)
@@ -191,9 +173,9 @@ class R2D2:
         self.updates += 1
 
         abs_td = td.detach().abs()
-        n_learn = learn.sum(-1).clamp_min(1)
-        priority = s.priority_eta * abs_td.max(-1).values + (1 - s.priority_eta) * abs_td.sum(-1) / n_learn
-        full.set("td_priority", priority.unsqueeze(-1).expand(full.shape))
+        td_error = torch.full(full.shape, float("nan"))
+        td_error[:, :horizon] = torch.where(learn, abs_td, float("nan"))
+        full.set(TD_KEY, td_error)
         return {
             "loss": loss.item(),
             "q_mean": (q_taken.detach() * learn).sum().item() / max(1, int(learn.sum())),
@@ -221,16 +203,13 @@ class R2D2:
     def set_lr(self) -> None:
         """The learning rate of this update: ``lr`` decayed linearly to ``lr_end``."""
         s = self.settings
-        if s.lr_end is not None and s.decay_updates > 0:
-            progress = min(1.0, self.updates / s.decay_updates)
+        if s.lr_end is not None and self.planned_updates > 0:
+            progress = min(1.0, self.updates / self.planned_updates)
             for group in self.optimizer.param_groups:
                 group["lr"] = s.lr + (s.lr_end - s.lr) * progress
 
-    @torch.no_grad()
     def soft_update_target(self) -> None:
-        tau = self.settings.target_tau
-        for p_target, p in zip(self.target.parameters(), self.qnet.parameters()):
-            p_target.lerp_(p, tau)
+        soft_update(self.target, self.qnet, self.settings.target_tau)
 
     def state_dict(self) -> dict:
         return {"qnet": self.qnet.state_dict(), "target": self.target.state_dict(),

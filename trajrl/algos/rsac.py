@@ -1,8 +1,9 @@
 """Recurrent SAC (Haarnoja et al., 2018, with R2D2-style sequences) for continuous actions.
 
-Read top to bottom: settings, the networks (an LSTM/GRU actor with a squashed
-Gaussian head, twin recurrent critics), the acting policy, then one
-``update(batch)`` on a ``[B, T]`` batch of slices with ``("collector", "mask")``.
+Read top to bottom: the networks (an LSTM/GRU actor with a squashed Gaussian head,
+twin recurrent critics), the acting policy, then one ``update(batch)`` on a
+``[B, T]`` batch of slices with ``("collector", "mask")``. Its settings
+(``RSACSettings``) are in ``trajrl.settings``.
 
 The actor starts each slice from the state it stored while acting; the critics,
 which do not run while acting, start from zero. The first ``burn_in`` steps of a
@@ -13,38 +14,21 @@ from __future__ import annotations
 
 import copy
 import math
-from dataclasses import dataclass
 
 import torch
 from tensordict import TensorDictBase
 from tensordict.nn import TensorDictSequential
 from torch import nn
 from torchrl.envs.utils import ExplorationType, exploration_type
-from torchrl.modules import MLP, GRUModule, LSTMModule
+from torchrl.modules import MLP
 
-from trajrl.algos.networks import KeyedModule, encoder
-from trajrl.algos.sequences import observations_with_next, stored_state, without_padding_columns
-from trajrl.data.episodes import MASK_KEY
-
-
-# ---------------------------------------------------------------- settings
-@dataclass
-class RSACSettings:
-    gamma: float = 0.99
-    burn_in: int = 10               # first steps of a mid-episode slice only warm the states
-    initial_state: str = "stored"   # actor's state at a slice's first step: "stored" (as it acted) | "zero"
-    lr: float = 1e-3                # actor, critics and temperature
-    tau: float = 0.005              # soft update of the target critics per gradient step
-    init_alpha: float = 1.0         # initial entropy temperature
-    target_entropy: float | None = None  # None: -action_dim
-    max_grad_norm: float = 10.0
+from trajrl.algos.networks import KeyedModule, acting_core, encoder, recurrent_core, soft_update, state_keys
+from trajrl.algos.sequences import learned_steps, observations_with_next, stored_state, without_padding_columns
+from trajrl.replay.episodes import MASK_KEY
+from trajrl.settings import RSACSettings
 
 
 # ---------------------------------------------------------------- networks
-def recurrent_core(kind: str, in_size: int, hidden_size: int) -> nn.Module:
-    return {"lstm": nn.LSTM, "gru": nn.GRU}[kind](in_size, hidden_size, batch_first=True)
-
-
 def run_core(rnn: nn.Module, x: torch.Tensor, state: tuple[torch.Tensor, ...] | None, burn_in: int) -> torch.Tensor:
     """Features ``[B, T, H]``; the first ``burn_in`` steps run without gradient."""
     unpack = (lambda s: s) if isinstance(rnn, nn.LSTM) else (lambda s: None if s is None else s[0])
@@ -93,7 +77,7 @@ class RecurrentActor(nn.Module):
 
     @property
     def state_keys(self) -> list[str]:
-        return ["recurrent_state_h", "recurrent_state_c"] if self.kind == "lstm" else ["recurrent_state"]
+        return state_keys(self.rnn)
 
 
 class RecurrentCritic(nn.Module):
@@ -117,8 +101,7 @@ class RecurrentCritic(nn.Module):
 def make_policy(actor: RecurrentActor):
     """The acting policy: stores its recurrent state with each step, restarts at ``is_init``.
     Returns ``(policy, recurrent core)``; the core's primer must be on every env."""
-    cls = LSTMModule if actor.kind == "lstm" else GRUModule
-    core = cls(**{actor.kind: actor.rnn}, in_key="embed", out_key="features")
+    core = acting_core(actor.rnn, in_key="embed", out_key="features")
     policy = TensorDictSequential(
         KeyedModule(actor.encoder, ["observation"], ["embed"]),
         core,
@@ -131,8 +114,9 @@ def make_policy(actor: RecurrentActor):
 class RSAC:
     """Actor, twin critics and their targets, a learnt temperature, one update per batch."""
 
-    def __init__(self, actor: RecurrentActor, critics: nn.ModuleList, settings: RSACSettings):
-        self.actor, self.critics, self.settings = actor, critics, settings
+    def __init__(self, actor: RecurrentActor, critics: nn.ModuleList, settings: RSACSettings, burn_in: int = 0):
+        """``burn_in``: the sampler's (``sampler.burn_in``)."""
+        self.actor, self.critics, self.settings, self.burn_in = actor, critics, settings, burn_in
         self.target_critics = copy.deepcopy(critics).requires_grad_(False)
         action_dim = actor.head.loc.numel()
         self.target_entropy = settings.target_entropy if settings.target_entropy is not None else -float(action_dim)
@@ -155,10 +139,8 @@ class RSAC:
         action = batch.get("action").reshape(n_seq, horizon, -1).float()
         reward = batch.get(("next", "reward")).reshape(n_seq, horizon).float()
         alive = 1.0 - batch.get(("next", "terminated")).reshape(n_seq, horizon).float()
-        burn_in = min(s.burn_in, horizon - 1)
-        starts_episode = batch.get("step_count")[:, 0].reshape(n_seq) == 0
-        steps = torch.arange(horizon).expand(n_seq, horizon)
-        learn = mask & ((steps >= burn_in) | starts_episode.unsqueeze(-1))
+        burn_in = min(self.burn_in, horizon - 1)
+        learn, _ = learned_steps(batch, burn_in)
         n_learn = learn.sum().clamp_min(1)
         alpha = self.log_alpha.exp().detach()
 
@@ -206,10 +188,8 @@ class RSAC:
             "critic_grad_norm": float(critic_grad), "learn_frac": learn.float().mean().item(),
         }
 
-    @torch.no_grad()
     def soft_update_targets(self) -> None:
-        for p_target, p in zip(self.target_critics.parameters(), self.critics.parameters()):
-            p_target.lerp_(p, self.settings.tau)
+        soft_update(self.target_critics, self.critics, self.settings.tau)
 
     def state_dict(self) -> dict:
         return {"actor": self.actor.state_dict(), "critics": self.critics.state_dict(),

@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 from tensordict import TensorDictBase
 
-from trajrl.data.episodes import MASK_KEY
+from trajrl.replay.episodes import MASK_KEY
 
 
 def observations_with_next(batch: TensorDictBase) -> torch.Tensor:
@@ -30,3 +30,14 @@ def without_padding_columns(batch: TensorDictBase) -> TensorDictBase:
     every row change no result (padding follows the valid steps), only the cost."""
     longest = int(batch.get(MASK_KEY).sum(-1).max())
     return batch if longest == batch.shape[1] else batch[:, :longest]
+
+
+def learned_steps(batch: TensorDictBase, burn_in: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(learn, starts_episode)``: the ``[B, T]`` cells a loss learns from (valid, and past
+    the first ``burn_in`` steps unless the row starts its episode, where nothing
+    precedes to warm the state on), and which rows start their episode."""
+    mask = batch.get(MASK_KEY)
+    n_seq, horizon = mask.shape
+    starts_episode = batch.get("step_count")[:, 0].reshape(n_seq) == 0
+    steps = torch.arange(horizon).expand(n_seq, horizon)
+    return mask & ((steps >= burn_in) | starts_episode.unsqueeze(-1)), starts_episode

@@ -1,4 +1,6 @@
-"""The factory: turns a validated config into real TorchRL objects, one group at a time."""
+"""The factory: turns a checked config into real TorchRL objects, one group at a time
+(``build``), and a finished run's directory back into its agent (``load_agent``).
+It builds; the loops in ``trajrl.train`` run what it built."""
 from __future__ import annotations
 
 import logging
@@ -12,17 +14,23 @@ from torchrl.collectors import BaseCollector
 from torchrl.data import TensorDictReplayBuffer
 from torchrl.envs import EnvBase
 
+from trajrl.algos.networks import PolicyVersion
 from trajrl.algos.ppo import PPO
 from trajrl.algos.r2d2 import R2D2
 from trajrl.algos.rsac import RSAC
-from trajrl.checkpoint import load_checkpoint, restore
+from trajrl.collect.counters import WorkerCounters
+from trajrl.collect.env import env_factory
+from trajrl.collect.watch import close_collector
 from trajrl.config import validate
-from trajrl.factory.algo import PolicyVersion, build_agent
-from trajrl.factory.buffer import SequenceSampler, build_buffer
-from trajrl.factory.collector import PROCESS_COLLECTORS, build_collector, close_collector, collector_slots
 from trajrl.envs import env_spaces
-from trajrl.factory.env import WorkerCounters, env_factory
+from trajrl.errors import CheckpointError
+from trajrl.factory.agent import Agent, build_agent
+from trajrl.factory.collector import build_collector, collector_slots
 from trajrl.factory.logger import build_loggers
+from trajrl.factory.replay import build_buffer
+from trajrl.replay.batches import SequenceSampler
+from trajrl.settings import PROCESS_COLLECTORS, settings_of
+from trajrl.train.checkpoint import LoopState, load_checkpoint, restore
 
 log = logging.getLogger("trajrl")
 
@@ -45,7 +53,7 @@ class Pipeline:
     policy_state: dict = field(default_factory=dict)  # the behaviour policy's modules a checkpoint keeps
     loggers: list = field(default_factory=list)
     eval_max_steps: int = 1000
-    resumed: dict | None = None        # ``resume=<run dir>``: the loop's counters at its checkpoint
+    resumed: LoopState | None = None   # ``resume=<run dir>``: the loop's counters at its checkpoint
 
     def close(self) -> None:
         close_collector(self.collector)
@@ -64,7 +72,8 @@ class Pipeline:
 
 
 def build(cfg: DictConfig, run_dir: str | Path | None = None) -> Pipeline:
-    """Build the pipeline for ``cfg`` (validated here). Loggers are made when ``run_dir`` is given."""
+    """Build the pipeline for ``cfg`` (checked here unless ``validate`` already did). Loggers
+    are made when ``run_dir`` is given."""
     cfg = validate(cfg)
     torch.manual_seed(cfg.seed)
     spaces = env_spaces(cfg.env, cfg.algo.name)
@@ -88,13 +97,10 @@ def build(cfg: DictConfig, run_dir: str | Path | None = None) -> Pipeline:
     if cfg.resume is not None:  # before the collector copies the policy into its workers
         resumed = restore(load_checkpoint(cfg.resume, algo_name=cfg.algo.name), agent.algo, agent.policy_state(),
                           sequences.buffer if sequences else None)
-        log.info("resumed from %s at %d frames", cfg.resume, resumed["frames"])
-    collector = build_collector(
-        kind, env_fn, agent.explore, sequences.buffer if sequences else None,
-        num_workers=num_workers, frames_per_batch=int(cfg.collector.frames_per_batch),
-        trajs_per_batch=cfg.trajs_per_batch, seed=int(cfg.seed), traj_format=cfg.traj_format,
-        env_backend=cfg.collector.get("env_backend", "threading"), ray_address=ray_address, num_envs=num_envs,
-    )
+        log.info("resumed from %s at %d frames", cfg.resume, resumed.frames)
+    collector = build_collector(settings_of(cfg, "collector"), env_fn, agent.explore,
+                                sequences.buffer if sequences else None, trajs_per_batch=cfg.trajs_per_batch,
+                                seed=int(cfg.seed), traj_format=cfg.traj_format, num_envs=num_envs)
     log.info("collector %s (%s) x %d environments, storage %s, sampler %s", kind, type(collector).__name__,
              num_workers * num_envs,
              f"{cfg.storage.kind} x {cfg.storage.capacity}" if sequences else "none", cfg.sampler.kind)
@@ -102,3 +108,20 @@ def build(cfg: DictConfig, run_dir: str | Path | None = None) -> Pipeline:
     return Pipeline(env_fn, env_factory(cfg.env, primer=agent.primer, num_envs=1), counters, collector,
                     sequences.buffer if sequences else None, sequences, agent.explore, agent.greedy, agent.egreedy,
                     agent.algo, agent.version, agent.policy_state(), loggers, limit, resumed)
+
+
+def load_agent(run_dir: str | Path) -> Agent:
+    """The agent a finished (or stopped) run left in ``run_dir``: built from its
+    ``config.yaml`` and restored from its last checkpoint. ``agent.greedy`` acts
+    deterministically (for evaluation), ``agent.algo`` can keep learning."""
+    from omegaconf import OmegaConf
+
+    run_dir = Path(run_dir)
+    if not (run_dir / "config.yaml").exists():
+        raise CheckpointError(f"{run_dir} has no config.yaml: not a trajrl run directory")
+    cfg = validate(OmegaConf.load(run_dir / "config.yaml"))
+    payload = load_checkpoint(run_dir, algo_name=cfg.algo.name)
+    spaces = env_spaces(cfg.env, cfg.algo.name)
+    agent = build_agent(cfg, spaces.observations, spaces.actions)
+    restore(payload, agent.algo, agent.policy_state(), rng=False)
+    return agent

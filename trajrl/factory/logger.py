@@ -1,4 +1,6 @@
-"""Logger factory: TorchRL's CSV, TensorBoard and wandb loggers (several at once)."""
+"""Logger factory: TorchRL's TensorBoard and wandb loggers (several at once). ``csv`` is
+the run directory's ``metrics.csv``, which every run writes (``trajrl.train.metrics``):
+each metric is written once."""
 from __future__ import annotations
 
 import os
@@ -8,18 +10,14 @@ from torchrl.record.loggers import Logger
 
 
 def build_loggers(backends: list[str], run_dir: Path, exp_name: str, wandb_mode: str = "offline") -> list[Logger]:
-    """One TorchRL logger per backend, each in its own ``run_dir/logs/<backend>``.
+    """One TorchRL logger per backend but ``csv``, each in its own ``run_dir/logs/<backend>``.
 
     wandb runs offline unless ``wandb_mode='online'``: no account, no network.
     """
     log_dir = str(Path(run_dir) / "logs")
     loggers: list[Logger] = []
     for backend in backends:
-        if backend == "csv":
-            from torchrl.record.loggers import CSVLogger
-
-            loggers.append(CSVLogger(exp_name="csv", log_dir=log_dir))
-        elif backend == "tensorboard":
+        if backend == "tensorboard":
             from torchrl.record.loggers import TensorboardLogger
 
             loggers.append(TensorboardLogger(exp_name="tensorboard", log_dir=log_dir))

@@ -20,7 +20,7 @@ from tensordict import TensorDictBase
 from torchrl.data import ReplayBuffer
 from torchrl.record.loggers import Logger
 
-from trajrl.data.episodes import MASK_KEY, TRAJ_KEY, VERSION_KEY, buffer_locked, find_episodes
+from trajrl.replay.episodes import MASK_KEY, TRAJ_KEY, VERSION_KEY, buffer_locked, find_episodes
 
 
 def length_stats(lengths: torch.Tensor, prefix: str) -> dict[str, float]:
@@ -200,7 +200,9 @@ class Rates:
 
 
 class MetricsLog:
-    """Rows of metrics keyed by frames; rewrites ``metrics.csv`` whole (columns may grow).
+    """Rows of metrics keyed by frames, each metric written once: ``metrics.csv`` (a row
+    appended each time; the file is rewritten only when a row brings a new column), and
+    the TorchRL loggers (TensorBoard, wandb).
 
     ``resume_at``: a resumed run keeps the rows up to its checkpoint's frames; the
     rows after them (the stretch the resumed run does again) move to
@@ -210,8 +212,10 @@ class MetricsLog:
         self.path = Path(run_dir) / "metrics.csv" if run_dir else None
         self.loggers = list(loggers)
         self.rows: list[dict[str, float]] = []
+        self.columns: list[str] = []
         if resume_at is not None and self.path is not None and self.path.exists():
             self.rows = self._keep_until(resume_at)
+            self._rewrite()
 
     def _keep_until(self, frames: int) -> list[dict[str, str]]:
         """The rows written up to ``frames`` (as written); the later ones are moved aside."""
@@ -237,14 +241,22 @@ class MetricsLog:
                 if name != "frames":
                     logger.log_scalar(name, value, step=frames)
         if self.path is not None:
-            columns = list(dict.fromkeys(k for r in self.rows for k in r))
-            tmp = self.path.with_suffix(".csv.tmp")
-            with open(tmp, "w", newline="") as f:
-                writer = csv.DictWriter(f, fieldnames=columns)
-                writer.writeheader()
-                writer.writerows(self.rows)
-            tmp.replace(self.path)
+            if any(name not in self.columns for name in row):
+                self._rewrite()
+            else:
+                with open(self.path, "a", newline="") as f:
+                    csv.DictWriter(f, fieldnames=self.columns).writerow(row)
         return row
+
+    def _rewrite(self) -> None:
+        """``metrics.csv`` whole, with every column seen so far (atomically: a temporary file renamed)."""
+        self.columns = list(dict.fromkeys(k for r in self.rows for k in r))
+        tmp = self.path.with_suffix(".csv.tmp")
+        with open(tmp, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=self.columns)
+            writer.writeheader()
+            writer.writerows(self.rows)
+        tmp.replace(self.path)
 
     def histogram(self, name: str, values: torch.Tensor, frames: int) -> None:
         """A histogram (e.g. of episode lengths) for the loggers that draw them

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from trajrl.runs import Run, find_runs, group_runs
+from trajrl.report.runs import Run, find_runs, group_runs
 
 #: Column -> (metric, how it is read from a run).
 COLUMNS = [

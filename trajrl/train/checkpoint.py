@@ -10,19 +10,18 @@ refused with a clear error.
 """
 from __future__ import annotations
 
+import math
 import os
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from trajrl.data.episodes import buffer_locked
+from trajrl.errors import CheckpointError
+from trajrl.replay.episodes import buffer_locked
 
 FORMAT = "trajrl-checkpoint/2"
-
-
-class CheckpointError(ValueError):
-    """A checkpoint that cannot be read: says which file and why."""
 
 
 def checkpoint_path(run_dir: str | Path) -> Path:
@@ -39,8 +38,17 @@ def save_checkpoint(path: str | Path, state: dict[str, Any]) -> Path:
     return path
 
 
+@dataclass
+class LoopState:
+    """The loop's own counters, as a checkpoint saves them (gradient updates are the learner's)."""
+
+    frames: int = 0              # frames stored (off-policy) or learnt from (PPO)
+    episodes: int = 0            # episodes stored (PPO: learnt from)
+    best_eval: float = -math.inf  # the best evaluation return so far
+
+
 class Checkpointer:
-    """Saves what a run needs to continue: ``save(frames, loop_state)``.
+    """Saves what a run needs to continue: ``save(loop_state)``.
 
     The replay buffer is saved under its own locks, so a collector thread writing
     into it waits meanwhile (worker processes are paused by the loop)."""
@@ -49,17 +57,17 @@ class Checkpointer:
         self.path, self.algo_name, self.algo = checkpoint_path(run_dir), algo_name, algo
         self.policy_state, self.buffer = policy_state, buffer
 
-    def __call__(self, frames: int, loop_state: dict[str, float]) -> Path:
-        state = {"algo_name": self.algo_name, "frames": int(frames), "algo": self.algo.state_dict(),
+    def __call__(self, loop: LoopState) -> Path:
+        state = {"algo_name": self.algo_name, "frames": int(loop.frames), "algo": self.algo.state_dict(),
                  "policy": {name: module.state_dict() for name, module in self.policy_state.items()},
-                 "loop": dict(loop_state), "rng": torch.get_rng_state()}
+                 "loop": asdict(loop), "rng": torch.get_rng_state()}
         if self.buffer is None:
             return save_checkpoint(self.path, state)
         with buffer_locked(self.buffer):
             return save_checkpoint(self.path, {**state, "buffer": self.buffer.state_dict()})
 
 
-def restore(payload: dict, algo, policy_state: dict, buffer=None, rng: bool = True) -> dict[str, float]:
+def restore(payload: dict, algo, policy_state: dict, buffer=None, rng: bool = True) -> LoopState:
     """Put a checkpoint back into freshly built objects (before any collector starts),
     and torch's RNG state with ``rng``; returns the loop's counters."""
     algo.load_state_dict(payload["algo"])
@@ -75,7 +83,8 @@ def restore(payload: dict, algo, policy_state: dict, buffer=None, rng: bool = Tr
         buffer.load_state_dict(renumber_episodes(payload["buffer"]))
     if rng:
         torch.set_rng_state(payload["rng"])
-    return {"frames": payload["frames"], **payload["loop"]}
+    loop = payload["loop"]
+    return LoopState(int(payload["frames"]), int(loop.get("episodes", 0)), float(loop.get("best_eval", -math.inf)))
 
 
 def renumber_episodes(buffer_state: dict) -> dict:
@@ -111,24 +120,3 @@ def load_checkpoint(path: str | Path, algo_name: str | None = None) -> dict:
     if algo_name is not None and payload["algo_name"] != algo_name:
         raise CheckpointError(f"{path} holds an algo={payload['algo_name']} learner, not algo={algo_name}")
     return payload
-
-
-def load_agent(run_dir: str | Path):
-    """The agent a finished (or stopped) run left in ``run_dir``: built from its
-    ``config.yaml`` and restored from its last checkpoint. ``agent.greedy`` acts
-    deterministically (for evaluation), ``agent.algo`` can keep learning."""
-    from omegaconf import OmegaConf
-
-    from trajrl.config import validate
-    from trajrl.factory.algo import build_agent
-    from trajrl.envs import env_spaces
-
-    run_dir = Path(run_dir)
-    if not (run_dir / "config.yaml").exists():
-        raise CheckpointError(f"{run_dir} has no config.yaml: not a trajrl run directory")
-    cfg = validate(OmegaConf.load(run_dir / "config.yaml"))
-    payload = load_checkpoint(run_dir, algo_name=cfg.algo.name)
-    spaces = env_spaces(cfg.env, cfg.algo.name)
-    agent = build_agent(cfg, spaces.observations, spaces.actions)
-    restore(payload, agent.algo, agent.policy_state(), rng=False)
-    return agent

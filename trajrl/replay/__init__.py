@@ -1,4 +1,4 @@
 """Trajectory layouts: finding stored episodes, sampling whole episodes, [B, T] sequences."""
-from trajrl.data.episodes import EpisodeSampler, as_sequences, find_episodes
+from trajrl.replay.episodes import EpisodeSampler, as_sequences, find_episodes
 
 __all__ = ["EpisodeSampler", "as_sequences", "find_episodes"]

@@ -1,4 +1,4 @@
-"""``train(cfg)``: build the pipeline, run the loop, leave a run directory."""
+"""``train(cfg)``: check the config once, build the pipeline, run its loop, leave a run directory."""
 from __future__ import annotations
 
 import datetime
@@ -9,15 +9,16 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from trajrl.config import validate
-from trajrl.checkpoint import Checkpointer, checkpoint_path
-from trajrl.data.audit import LiveAudit
-from trajrl.evaluate import Evaluator
 from trajrl.factory import build
 from trajrl.factory.logger import flat_hparams
-from trajrl.interrupts import interrupts_raise
-from trajrl.loops import EpisodicLoop, EpisodicSettings, OffPolicyLoop, OffPolicySettings
-from trajrl.metrics import MetricsLog
-from trajrl.progress import Progress
+from trajrl.replay.audit import LiveAudit
+from trajrl.settings import ON_POLICY_ALGOS, settings_of
+from trajrl.train.checkpoint import Checkpointer, checkpoint_path
+from trajrl.train.evaluate import Evaluator
+from trajrl.train.interrupts import interrupts_raise
+from trajrl.train.loops import EpisodicLoop, OffPolicyLoop, RunParts
+from trajrl.train.metrics import MetricsLog
+from trajrl.train.progress import Progress
 
 log = logging.getLogger("trajrl")
 
@@ -46,50 +47,29 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None, progress: Progress
     run_dir.mkdir(parents=True, exist_ok=True)
     OmegaConf.save(cfg, run_dir / "config.yaml", resolve=True)
     torch.set_num_threads(1)
+    loop_settings = settings_of(cfg, "loop")
     with interrupts_raise(), build(cfg, run_dir) as pipe:
         for logger in pipe.loggers:
             logger.log_hparams(flat_hparams(OmegaConf.to_container(cfg, resolve=True)))
-        loop_cfg = cfg.loop
         evaluator = None
-        if loop_cfg.eval_episodes > 0:
-            evaluator = Evaluator(pipe.eval_env_fn, pipe.greedy_policy, int(loop_cfg.eval_episodes),
+        if loop_settings.eval_episodes > 0:
+            evaluator = Evaluator(pipe.eval_env_fn, pipe.greedy_policy, loop_settings.eval_episodes,
                                   seed=int(cfg.seed) + 10_000, max_steps=pipe.eval_max_steps, env_id=cfg.env.id,
-                                  step_timeout_s=float(loop_cfg.stall_timeout_s))
-        audit = LiveAudit(int(cfg.audit_every)) if cfg.audit else None
-        progress = progress or Progress(int(cfg.total_frames))
-        checkpoint = Checkpointer(run_dir, cfg.algo.name, pipe.algo, pipe.policy_state, pipe.buffer)
-        watching = dict(progress=progress, audit=audit, counters=pipe.counters, version=pipe.version,
-                        checkpoint=checkpoint, start=pipe.resumed)
-        metrics = MetricsLog(run_dir, pipe.loggers, resume_at=pipe.resumed["frames"] if pipe.resumed else None)
+                                  step_timeout_s=loop_settings.stall_timeout_s)
+        parts = RunParts(
+            pipe.collector, pipe.algo, pipe.policy,
+            log=MetricsLog(run_dir, pipe.loggers, resume_at=pipe.resumed.frames if pipe.resumed else None),
+            progress=progress or Progress(int(cfg.total_frames)), evaluate=evaluator,
+            audit=LiveAudit(int(cfg.audit_every)) if cfg.audit else None, counters=pipe.counters,
+            version=pipe.version,
+            checkpoint=Checkpointer(run_dir, cfg.algo.name, pipe.algo, pipe.policy_state, pipe.buffer),
+        )
+        if cfg.algo.name in ON_POLICY_ALGOS:
+            loop = EpisodicLoop(parts, loop_settings, int(cfg.total_frames), pipe.resumed)
+        else:
+            loop = OffPolicyLoop(parts, pipe.sequences, pipe.exploration, loop_settings, int(cfg.total_frames),
+                                 pipe.resumed)
         try:
-            if pipe.buffer is None:
-                loop = EpisodicLoop(
-                    pipe.collector, pipe.algo, pipe.policy, evaluator, metrics,
-                    EpisodicSettings(total_frames=int(cfg.total_frames),
-                                     eval_every_frames=int(loop_cfg.eval_every_frames),
-                                     log_every_frames=int(loop_cfg.log_every_frames),
-                                     stall_timeout_s=float(loop_cfg.stall_timeout_s),
-                                     checkpoint_every_frames=int(loop_cfg.checkpoint_every_frames),
-                                     time_limit_s=loop_cfg.time_limit_s),
-                    **watching,
-                )
-            else:
-                loop = OffPolicyLoop(
-                    pipe.collector, pipe.sequences, pipe.algo, pipe.policy, pipe.exploration, evaluator,
-                    metrics,
-                    OffPolicySettings(
-                        total_frames=int(cfg.total_frames), warmup_frames=int(loop_cfg.warmup_frames),
-                        updates_per_frame=float(loop_cfg.updates_per_frame),
-                        weight_sync_every=int(loop_cfg.weight_sync_every),
-                        eval_every_frames=int(loop_cfg.eval_every_frames),
-                        log_every_frames=int(loop_cfg.log_every_frames),
-                        stall_timeout_s=float(loop_cfg.stall_timeout_s),
-                        max_update_lag=loop_cfg.max_update_lag,
-                        checkpoint_every_frames=int(loop_cfg.checkpoint_every_frames),
-                        time_limit_s=loop_cfg.time_limit_s,
-                    ),
-                    **watching,
-                )
             final = loop.run()
         finally:
             if evaluator is not None:

@@ -20,7 +20,7 @@ import torch
 from torchrl.data.replay_buffers.samplers import Sampler
 from torchrl.data.replay_buffers.storages import Storage
 
-from trajrl.data.episodes import TRAJ_KEY, find_runs, run_steps
+from trajrl.replay.episodes import TRAJ_KEY, find_runs, run_steps
 
 
 class StepSliceSampler(Sampler):

@@ -15,7 +15,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from trajrl.runs import find_runs, group_runs, on_common_frames  # noqa: E402
+from trajrl.report.runs import find_runs, group_runs, on_common_frames  # noqa: E402
 
 #: Figure name -> panels, each (title, [metrics drawn on it]).
 FIGURES = {

@@ -10,17 +10,10 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
+import time
 from typing import Callable, Iterator
 
-
-class RunInterrupted(BaseException):
-    """The run was asked to stop by a signal (a BaseException, like KeyboardInterrupt,
-    so that no ``except Exception`` on the way out swallows it)."""
-
-    def __init__(self, signum: int):
-        self.signum = signum
-        self.name = signal.Signals(signum).name
-        super().__init__(f"interrupted by {self.name}")
+from trajrl.errors import RunInterrupted
 
 
 class _State:
@@ -74,18 +67,34 @@ def interrupts_raise() -> Iterator[None]:
 def raise_after(seconds: float, error: Callable[[], BaseException]) -> Iterator[None]:
     """Within the block, raise ``error()`` once ``seconds`` have passed (SIGALRM: it
     also interrupts a wait inside a blocking call). Only the main thread can do this;
-    elsewhere the block runs without a limit. Blocks do not nest (one timer)."""
+    elsewhere the block runs without a limit.
+
+    A timer already running (an enclosing ``raise_after``, or pytest-timeout's) is
+    kept: if it is due first, its handler runs when it is due, and whatever it had
+    left is set again when the block ends."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    previous = signal.getsignal(signal.SIGALRM)
+    outer_left = signal.getitimer(signal.ITIMER_REAL)[0]
+    outer_first = 0 < outer_left <= seconds
+    started, outer_fired = time.monotonic(), False
 
     def handler(signum, frame):
+        nonlocal outer_fired
+        if outer_first and callable(previous):
+            outer_fired = True
+            previous(signum, frame)
+            return
         raise error()
 
-    previous = signal.signal(signal.SIGALRM, handler)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    signal.signal(signal.SIGALRM, handler)
+    signal.setitimer(signal.ITIMER_REAL, outer_left if outer_first else seconds)
     try:
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+        left = outer_left - (time.monotonic() - started)
+        if outer_left > 0 and not outer_fired:
+            signal.setitimer(signal.ITIMER_REAL, max(left, 1e-3))

@@ -1,11 +1,9 @@
-"""Replay buffer factory: storage + sampler, and how a sample becomes a [N, T] batch."""
+"""Replay buffer factory: the storage and the sampler of ``trajrl.settings.STORAGES`` and
+``SAMPLERS`` in a TorchRL buffer, and the ``SequenceSampler`` that draws [N, T] batches from it."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
-import torch
-from tensordict import TensorDictBase
 from torchrl.data import LazyMemmapStorage, LazyTensorStorage, RoundRobinWriter, TensorDictReplayBuffer
 from torchrl.envs.transforms import ExcludeTransform
 from torchrl.data.replay_buffers.samplers import (
@@ -14,10 +12,10 @@ from torchrl.data.replay_buffers.samplers import (
     SliceSamplerWithoutReplacement,
 )
 
-from trajrl.data import EpisodeSampler, as_sequences
-from trajrl.data.episodes import TRAJ_KEY
-from trajrl.data.padded import PaddedToFlat
-from trajrl.data.slices import StepSliceSampler
+from trajrl.replay.batches import SequenceSampler
+from trajrl.replay.episodes import TRAJ_KEY, EpisodeSampler
+from trajrl.replay.padded import PaddedToFlat
+from trajrl.replay.slices import StepSliceSampler
 
 
 #: What every step carries that the buffer does not store, since what it stores
@@ -25,29 +23,6 @@ from trajrl.data.slices import StepSliceSampler
 #: after the step ``is_init``, ``step_count`` and ``episode_reward`` (the step's own
 #: plus one, and plus its reward).
 DERIVED = ["done", "terminated", "truncated", ("next", "is_init"), ("next", "step_count"), ("next", "episode_reward")]
-
-
-@dataclass
-class SequenceSampler:
-    """Draws ``[N, T]`` batches (with ``("collector", "mask")``) from a replay buffer."""
-
-    buffer: TensorDictReplayBuffer
-    transitions: bool  # each sample is N single transitions (random sampler)
-    prioritized: bool
-    horizon: int | None = None  # T of every batch (slice samplers: slice_len); None: the longest sequence
-
-    def sample(self) -> TensorDictBase:
-        flat = self.buffer.sample()
-        starts = torch.ones(flat.shape, dtype=torch.bool) if self.transitions else flat.get("is_init")
-        return as_sequences(flat, starts, self.horizon)
-
-    def update_priority(self, batch: TensorDictBase) -> None:
-        """Give every step of each sampled sequence its sequence's priority (R2D2)."""
-        if not self.prioritized:
-            return
-        mask = batch.get(("collector", "mask"))
-        priority = batch.get("td_priority")
-        self.buffer.update_priority(batch.get("index")[mask], priority[mask])
 
 
 def build_storage(storage_cfg, run_dir: Path | None, reuse_files: bool = False):
@@ -100,6 +75,7 @@ def build_buffer(storage_cfg, sampler_cfg, shared: bool, run_dir: Path | None = 
     buffer.append_transform(ExcludeTransform(*DERIVED, *not_stored), invert=True)  # run by rb.extend
     kind = sampler_cfg.kind
     return SequenceSampler(
-        buffer, transitions=kind == "random", prioritized=kind == "prioritized_slice",
+        buffer, transitions=kind == "random",
         horizon=1 if kind == "random" else (None if kind == "episode" else int(sampler_cfg.slice_len)),
+        priority_eta=float(sampler_cfg.eta) if kind == "prioritized_slice" else None,
     )

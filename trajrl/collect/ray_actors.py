@@ -18,7 +18,7 @@ import os
 import threading
 from typing import Callable, Iterator
 
-from trajrl.factory.assembly import EpisodeCollector
+from trajrl.collect.assembly import EpisodeCollector
 from torchrl.data import ReplayBuffer
 
 FOREVER = 2**62  # RayCollector stops at total_frames; the loop decides when to stop

@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 from tensordict import TensorDictBase
 
-from trajrl.data.episodes import MASK_KEY, TRAJ_KEY, find_runs, run_steps
+from trajrl.replay.episodes import MASK_KEY, TRAJ_KEY, find_runs, run_steps
 
 
 def audit_storage(stored: TensorDictBase, full: bool) -> dict[str, int]:

@@ -13,11 +13,8 @@ import torch
 from tensordict import TensorDictBase
 from torchrl.envs.transforms import Transform
 
-from trajrl.data.episodes import MASK_KEY, TRAJ_KEY
-
-
-class MalformedMask(ValueError):
-    """A padded batch whose mask cannot describe episodes; nothing was written."""
+from trajrl.errors import MalformedMask
+from trajrl.replay.episodes import MASK_KEY, TRAJ_KEY
 
 
 def check_mask(batch: TensorDictBase) -> torch.Tensor:

@@ -10,13 +10,14 @@ same order, in the same writes (tests/test_assembly.py compares the two buffers)
 """
 from __future__ import annotations
 
+import threading
 from typing import Iterator
 
 import torch
 from tensordict import TensorDictBase
 from torchrl.collectors import Collector
 
-from trajrl.data.episodes import TRAJ_KEY
+from trajrl.replay.episodes import TRAJ_KEY
 
 
 def complete_episodes(pending: TensorDictBase) -> tuple[TensorDictBase, TensorDictBase]:
@@ -74,3 +75,18 @@ class EpisodeCollector(Collector):
         """A reset abandons the episodes under way (TorchRL's contract)."""
         self._unfinished = None
         super()._flush_trajectory_assembly()
+
+
+class StampTrajectoryIds:
+    """Post-processing for AsyncBatchedCollector, which writes one completed episode
+    at a time but does not number them: gives each a fresh ``("collector", "traj_ids")``."""
+
+    def __init__(self) -> None:
+        self._next = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, episode: TensorDictBase) -> TensorDictBase:
+        with self._lock:
+            traj_id, self._next = self._next, self._next + 1
+        episode.set(TRAJ_KEY, torch.full(episode.shape, traj_id, dtype=torch.int64))
+        return episode

@@ -1,0 +1,107 @@
+"""The collector's environments: a picklable factory that makes one TorchRL environment
+(or a vector of them) with episode bookkeeping, and what workers need to end with the learner."""
+from __future__ import annotations
+
+import functools
+import multiprocessing
+import os
+import threading
+import time
+from typing import Any, Callable
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from torchrl.envs import Compose, EnvBase, GymEnv, GymWrapper, InitTracker, RewardSum, StepCounter, TransformedEnv
+
+
+from trajrl.collect.counters import CountSteps, WorkerCounters
+from trajrl.envs import import_env_module, make_vector, stepping
+
+
+_exit_with_parent_started = False
+
+
+def exit_with_parent(poll_s: float = 0.5) -> None:
+    """In a process that multiprocessing started (a collector's worker): exit once its
+    parent is gone. The learner killed while it holds the shared buffer's write lock
+    never releases it, and a worker waiting on it would otherwise wait forever.
+    Does nothing in a process not started by multiprocessing; starts one thread at most."""
+    global _exit_with_parent_started
+    if _exit_with_parent_started or multiprocessing.parent_process() is None:
+        return
+    _exit_with_parent_started = True
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll_s)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="trajrl-exit-with-parent", daemon=True).start()
+
+
+def make_env(env_id: str, kwargs: dict[str, Any], import_module: str | None = None, primer=None,
+             counts: torch.Tensor | None = None, slot: int = 0, num_envs: int = 1,
+             vectorization: str = "sync", gate: torch.Tensor | None = None) -> EnvBase:
+    """One environment, or a vector of ``num_envs`` (batch size ``[num_envs]``), with
+    episode bookkeeping (and the recurrent-state primer, if given).
+
+    ``InitTracker`` marks each episode's first step (``is_init``), which resets
+    a recurrent policy's state; ``StepCounter`` and ``RewardSum`` give each step
+    its position and the running return, so episode statistics can be read from
+    stored steps. All three keep one entry per environment of a vector.
+    """
+    if num_envs > 1:
+        env = GymWrapper(make_vector(env_id, kwargs, import_module, num_envs, vectorization),
+                         categorical_action_encoding=True)
+    else:
+        import_env_module(import_module)
+        env = GymEnv(env_id, categorical_action_encoding=True, **dict(kwargs))
+    transforms = [InitTracker(), StepCounter(), RewardSum()]
+    if primer is not None:
+        transforms.append(primer.clone())
+    if counts is not None:  # a collector's environment: in a worker process, it ends with the learner
+        exit_with_parent()
+        transforms.append(CountSteps(counts, slot, gate))
+    if isinstance(env, TransformedEnv):  # a vector env comes with TorchRL's autoreset transform
+        env.append_transform(Compose(*transforms))
+        return env
+    return TransformedEnv(env, Compose(*transforms))
+
+
+def env_factory(env_cfg, primer=None, counters: WorkerCounters | None = None,
+                num_envs: int | None = None) -> Callable[..., EnvBase]:
+    """A picklable environment factory (it crosses into worker processes), making
+    ``env_cfg.num_envs`` environments at once unless ``num_envs`` says otherwise.
+
+    With ``counters``, call it with ``slot=<index of the collector's environment>``.
+    """
+    return functools.partial(
+        make_env, str(env_cfg.id), dict(env_cfg.kwargs or {}), env_cfg.import_module, primer,
+        counters.counts if counters is not None else None,
+        num_envs=int(num_envs if num_envs is not None else env_cfg.get("num_envs", 1)),
+        vectorization=str(env_cfg.get("vectorization", "sync")),
+        gate=counters.gate if counters is not None else None,
+    )
+
+
+def observation_stats(env_cfg, steps: int, seed: int,
+                      step_timeout_s: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean and std of observations under a uniformly random policy (fixed for the run);
+    an environment call that takes longer than ``step_timeout_s`` fails."""
+    env = gym.make(env_cfg.id, **dict(env_cfg.kwargs or {}))
+    env.action_space.seed(seed)
+    doing = f"trajrl measured its observations ({steps:,} random steps for algo.normalize_observations=true)"
+    try:
+        with stepping(env_cfg.id, doing, step_timeout_s):
+            observations = [env.reset(seed=seed)[0]]
+        for _ in range(steps):
+            with stepping(env_cfg.id, doing, step_timeout_s):
+                obs, _, terminated, truncated, _ = env.step(env.action_space.sample())
+                observations.append(env.reset()[0] if terminated or truncated else obs)
+    finally:
+        env.close()
+    stacked = torch.as_tensor(np.stack(observations), dtype=torch.float)
+    return stacked.mean(0), stacked.std(0).clamp_min(1e-3)

@@ -1,0 +1,89 @@
+"""Supervision of a started collector: noticing that it failed, and why, and shutting it down."""
+from __future__ import annotations
+
+import logging
+import threading
+
+from torchrl.collectors import BaseCollector
+
+from trajrl.errors import CollectorFailed
+
+
+def close_collector(collector: BaseCollector) -> None:
+    """Shut a collector down, its weight-sync schemes included.
+
+    TorchRL leaves multi-process collectors' ``SharedMemWeightSyncScheme`` to its
+    ``__del__``, which puts to a multiprocessing queue; run at interpreter exit,
+    that put can wait forever on its feeder thread (a process that never exits).
+    """
+    try:
+        collector.shutdown()
+    except Exception as err:  # already shut down, or a worker died: nothing left to release
+        logging.getLogger("trajrl").debug("collector shutdown: %s", err)
+    for scheme in (getattr(collector, "_weight_sync_schemes", None) or {}).values():
+        scheme.shutdown()
+
+
+class CollectorWatch:
+    """Notices that a started collector failed, and why.
+
+    TorchRL's single-process collector runs in a thread whose exception is only
+    printed (``async_shutdown`` does not re-raise it); this catches it through
+    ``threading.excepthook`` while the watch is open. ``AsyncBatchedCollector``
+    keeps its writer's error; a dead worker process shows in its exit code.
+    """
+
+    def __init__(self, collector: BaseCollector):
+        self.collector = collector
+        self.thread_error: BaseException | None = None
+        self._previous_hook = threading.excepthook
+        threading.excepthook = self._hook
+
+    def _hook(self, args) -> None:
+        if args.thread is getattr(self.collector, "_thread", None):
+            self.thread_error = args.exc_value
+        self._previous_hook(args)
+
+    def error(self) -> BaseException | None:
+        if self.thread_error is not None:
+            return self.thread_error
+        replay_error = getattr(self.collector, "_replay_error", None)
+        if replay_error is not None:
+            return replay_error
+        thread = getattr(self.collector, "_thread", None)
+        if thread is not None and not thread.is_alive() and not getattr(self.collector, "_stop", False):
+            return CollectorFailed("the collector's background thread stopped on its own")
+        for index, proc in enumerate(getattr(self.collector, "procs", None) or []):
+            try:
+                alive = proc.is_alive()
+            except ValueError:  # closed: TorchRL found a failed worker and shut them all down
+                return CollectorFailed("collector workers shut down by TorchRL after one of them failed")
+            if not alive:
+                return CollectorFailed(f"collector worker {index} died (exit code {proc.exitcode})")
+        return None
+
+    def close(self) -> None:
+        if threading.excepthook == self._hook:
+            threading.excepthook = self._previous_hook
+
+
+def collection_failed(error: BaseException, noticed: BaseException | None = None) -> CollectorFailed:
+    """The run's error for a collector that failed with ``error`` (and its root cause);
+    ``noticed``: what the loop ran into because of it (TorchRL's report, if any)."""
+    root = error
+    while root.__cause__ is not None:  # TorchRL wraps the real cause
+        root = root.__cause__
+    cause = f"{type(error).__name__}: {error}" + (f" <- {type(root).__name__}: {root}" if root is not error else "")
+    if noticed is not None:
+        cause += f" ({type(noticed).__name__}: {str(noticed).splitlines()[0] if str(noticed) else ''})"
+    return CollectorFailed(f"collection failed: {cause}")
+
+
+def stalled(watch: CollectorWatch, timeout: float, what: str) -> CollectorFailed:
+    """The error of a collector that gave nothing for ``timeout`` seconds, or, if a
+    worker has died (e.g. holding the buffer's write lock), of that death. Made when
+    the time is up, before anything is shut down (shutting down ends workers too)."""
+    stall = CollectorFailed(f"{what} for {timeout:g} s (loop.stall_timeout_s={timeout:g}): an environment is stuck, "
+                            "or slower than that; raise loop.stall_timeout_s if it is only slow")
+    died = watch.error()
+    return collection_failed(died, stall) if died is not None else stall

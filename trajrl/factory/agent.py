@@ -1,0 +1,111 @@
+"""Agent factory: the networks, the acting policies around them, and the learner, for
+each algorithm of ``trajrl.settings.ALGOS``."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+from tensordict.nn import TensorDictSequential
+from torch import nn
+from torchrl.envs.transforms import TensorDictPrimer
+
+from trajrl.algos.networks import KeyedModule, PolicyVersion
+from trajrl.algos.ppo import PPO, ActorCritic, make_actor
+from trajrl.algos.r2d2 import R2D2, RecurrentQNet, make_policies
+from trajrl.algos.rsac import RSAC, RecurrentActor, RecurrentCritic, make_policy
+from trajrl.collect.env import make_env, observation_stats
+from trajrl.replay.episodes import VERSION_KEY
+from trajrl.settings import PPOSettings, R2D2Settings, RSACSettings, settings_of
+
+#: Mean and std of the observations the networks standardise with (algo.normalize_observations), or None.
+Observations = tuple[torch.Tensor, torch.Tensor] | None
+
+
+@dataclass
+class Agent:
+    algo: R2D2 | RSAC | PPO
+    greedy: nn.Module                 # acts deterministically (evaluation)
+    explore: nn.Module                # acts during collection (stamps ``policy_version``)
+    egreedy: nn.Module | None         # R2D2's EGreedyModule, annealed with frames (None: no epsilon)
+    primer: TensorDictPrimer | None   # puts the recurrent state in every environment (None: not recurrent)
+    version: PolicyVersion | None = None  # the behaviour policy's weight version
+
+    def not_stored(self) -> list:
+        """What the policy writes on each step that learning never reads: its layers'
+        outputs (Q-values included: the environments count the non-greedy actions)
+        and the recurrent state after the step (a slice starts from the state
+        before its first step, which is stored)."""
+        after = [("next", key) for key in self.primer.primers.keys()] if self.primer is not None else []
+        return ["embed", "features", "action_value", "chosen_action_value", *after]
+
+    def policy_state(self) -> dict[str, nn.Module]:
+        """The behaviour policy's own state, beside the learner's: epsilon and weight version."""
+        return {name: module for name, module in (("epsilon", self.egreedy), ("version", self.version))
+                if module is not None}
+
+
+def with_version(agent: Agent) -> Agent:
+    """The agent whose collection policy also stamps ``policy_version`` on each step."""
+    version = PolicyVersion()
+    explore = TensorDictSequential(agent.explore, KeyedModule(version, ["observation"], [VERSION_KEY]))
+    return Agent(agent.algo, agent.greedy, explore, agent.egreedy, agent.primer, version)
+
+
+def action_spec(env_cfg):
+    probe_env = make_env(env_cfg.id, dict(env_cfg.kwargs or {}), env_cfg.import_module)
+    spec = probe_env.action_spec
+    probe_env.close()
+    return spec
+
+
+def build_r2d2(a: R2D2Settings, cfg, obs_dim: int, num_actions: int, observations: Observations) -> Agent:
+    """Recurrent Q-network, its policies and the R2D2 learner."""
+    loc, scale = observations or (None, None)
+    qnet = RecurrentQNet(obs_dim, num_actions, list(a.encoder_sizes), a.hidden_size, a.rnn, loc, scale,
+                         dueling=a.dueling)
+    spec = action_spec(cfg.env)
+    greedy, explore, egreedy, core = make_policies(qnet, spec, a.eps_start, a.eps_end, a.eps_decay_frames)
+    planned = int(max(0, cfg.total_frames - cfg.loop.warmup_frames) * cfg.loop.updates_per_frame)
+    algo = R2D2(qnet, a, burn_in=int(cfg.sampler.get("burn_in", 0)), planned_updates=planned)
+    if a.eval_network == "target":  # the slowly averaged network acts in evaluation
+        greedy = make_policies(algo.target, spec, a.eps_start, a.eps_end, a.eps_decay_frames)[0]
+    return Agent(algo, greedy, explore, egreedy, core.make_tensordict_primer())
+
+
+def build_ppo(a: PPOSettings, cfg, obs_dim: int, num_actions: int, observations: Observations) -> Agent:
+    """Actor-critic (recurrent or not), its acting policy and the PPO learner."""
+    loc, scale = observations or (None, None)
+    net = ActorCritic(obs_dim, num_actions, list(a.encoder_sizes), a.rnn if a.recurrent else None,
+                      a.hidden_size, loc, scale)
+    policy, core = make_actor(net, action_spec(cfg.env))
+    algo = PPO(net, a, minibatch_episodes=int(cfg.sampler.episodes_per_batch), total_frames=int(cfg.total_frames),
+               seed=int(cfg.seed))
+    return Agent(algo, policy, policy, None, core.make_tensordict_primer() if core is not None else None)
+
+
+def build_rsac(a: RSACSettings, cfg, obs_dim: int, action_dim: int, observations: Observations) -> Agent:
+    """Recurrent actor, twin recurrent critics, the acting policy and the SAC learner."""
+    loc, scale = observations or (None, None)
+    spec = action_spec(cfg.env)
+    low, high = spec.space.low.float().reshape(-1), spec.space.high.float().reshape(-1)
+    sizes = list(a.encoder_sizes)
+    actor = RecurrentActor(obs_dim, action_dim, sizes, a.hidden_size, a.rnn, low, high, loc, scale)
+    critics = nn.ModuleList(RecurrentCritic(obs_dim, action_dim, sizes, a.hidden_size, a.rnn, loc, scale)
+                            for _ in range(2))
+    policy, core = make_policy(actor)
+    algo = RSAC(actor, critics, a, burn_in=int(cfg.sampler.get("burn_in", 0)))
+    return Agent(algo, policy, policy, None, core.make_tensordict_primer())
+
+
+#: How each algorithm of the registry is built.
+BUILDERS: dict[str, Callable[..., Agent]] = {"r2d2": build_r2d2, "rsac": build_rsac, "ppo": build_ppo}
+
+
+def build_agent(cfg, obs_dim: int, actions: int) -> Agent:
+    """The agent ``cfg.algo.name`` names (``cfg``: a checked config); ``actions``: how many
+    (discrete) or the action size (continuous)."""
+    settings = settings_of(cfg, "algo")
+    observations = (observation_stats(cfg.env, 2_000, int(cfg.seed), step_timeout_s=float(cfg.loop.stall_timeout_s))
+                    if settings.normalize_observations else None)
+    return with_version(BUILDERS[settings.name](settings, cfg, obs_dim, actions, observations))

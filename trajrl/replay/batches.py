@@ -1,0 +1,45 @@
+"""Training batches out of a replay buffer: each sample laid out as ``[N, T]`` with
+``("collector", "mask")``, and sequence priorities written back (R2D2)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from tensordict import TensorDictBase
+from torchrl.data import TensorDictReplayBuffer
+
+from trajrl.replay.episodes import MASK_KEY, as_sequences
+
+TD_KEY = "td_error"  # where a learner writes each step's |TD error| (NaN where it did not learn) for priorities
+
+
+@dataclass
+class SequenceSampler:
+    """Draws ``[N, T]`` batches (with ``("collector", "mask")``) from a replay buffer."""
+
+    buffer: TensorDictReplayBuffer
+    transitions: bool  # each sample is N single transitions (random sampler)
+    horizon: int | None = None  # T of every batch (slice samplers: slice_len); None: the longest sequence
+    priority_eta: float | None = None  # prioritised: a sequence's priority is eta * max |td| + (1 - eta) * mean |td|
+
+    def sample(self) -> TensorDictBase:
+        flat = self.buffer.sample()
+        starts = torch.ones(flat.shape, dtype=torch.bool) if self.transitions else flat.get("is_init")
+        return as_sequences(flat, starts, self.horizon)
+
+    def update_priority(self, batch: TensorDictBase) -> None:
+        """Give every step of each sampled sequence its sequence's priority (R2D2), from the
+        ``|TD error|`` the learner wrote on the steps it learnt from (NaN elsewhere)."""
+        if self.priority_eta is None:
+            return
+        priority = sequence_priority(batch.get(TD_KEY), self.priority_eta)
+        mask = batch.get(MASK_KEY)
+        self.buffer.update_priority(batch.get("index")[mask], priority.unsqueeze(-1).expand(mask.shape)[mask])
+
+
+def sequence_priority(td_abs: torch.Tensor, eta: float) -> torch.Tensor:
+    """``eta * max |td| + (1 - eta) * mean |td|`` per row over the steps learnt from (the
+    ones that are not NaN; ``[N, T]`` in, ``[N]`` out; 0 for a row with none)."""
+    learnt = ~td_abs.isnan()
+    td_abs = torch.where(learnt, td_abs, 0.0)
+    return eta * td_abs.max(-1).values + (1 - eta) * td_abs.sum(-1) / learnt.sum(-1).clamp_min(1)

@@ -1,0 +1,441 @@
+"""Every setting of trajrl, in one place: its type, default, range or choices and a
+one-line description, as dataclass fields, one dataclass per option of each config group.
+
+These dataclasses are the schema Hydra composes with (each option's YAML file under
+``configs/`` extends its dataclass, registered in Hydra's ConfigStore by ``register()``),
+and the objects the code reads: the factory hands ``R2D2Settings`` to ``R2D2``,
+``LoopSettings`` to the loops. The registries (``GROUPS``) list each group's options;
+the choices, ``--help``, validation (``check_ranges``) and the factory's dispatch
+derive from them. A new hyperparameter is one field here plus its use.
+
+Nothing here imports torch: a config is checked in about a second.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Any, Optional
+
+from trajrl.errors import ConfigError
+
+
+# ---------------------------------------------------------------- how a setting is declared
+@dataclass(frozen=True)
+class Range:
+    """The numbers a setting admits (always finite): ``low``/``high`` bounds, open or closed."""
+
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+
+    def admits(self, value: float) -> bool:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            return False
+        if self.low is not None and (value <= self.low if self.low_open else value < self.low):
+            return False
+        return self.high is None or (value < self.high if self.high_open else value <= self.high)
+
+    def __str__(self) -> str:
+        low = None if self.low is None else f"{'>' if self.low_open else '>='} {self.low:g}"
+        high = None if self.high is None else f"{'<' if self.high_open else '<='} {self.high:g}"
+        if low and high and not (self.low_open or self.high_open):
+            return f"between {self.low:g} and {self.high:g}"
+        if low and high:
+            return f"{low} and {high}"
+        return low or high or "a finite number"
+
+
+def at_least(low: float) -> Range:
+    return Range(low)
+
+
+def above(low: float) -> Range:
+    return Range(low, low_open=True)
+
+
+def between(low: float, high: float, low_open: bool = False, high_open: bool = False) -> Range:
+    return Range(low, high, low_open, high_open)
+
+
+ANY_NUMBER = Range()
+FRACTION = between(0, 1)
+
+
+def setting(default: Any, help: str, *, range: Range | None = None, choices: tuple[str, ...] | None = None) -> Any:
+    """A dataclass field with its description and its range (numbers) or choices (names).
+    A list default is copied for each instance."""
+    metadata = {"help": help, "range": range, "choices": choices}
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda: type(default)(default), metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+def option(name: str) -> Any:
+    """The field that names a group's option (``kind`` or ``name``); the registry sets its choices."""
+    return field(default=name, metadata={"help": "the option of this group", "range": None, "choices": None})
+
+
+# ---------------------------------------------------------------- env
+@dataclass
+class EnvSettings:
+    id: str = setting(MISSING, "gymnasium id of the environment (trajrl's ids: trajrl/CartPoleNoVel-v1, "
+                               "trajrl/PendulumNoVel-v1)")
+    kwargs: dict[str, Any] = setting({}, "keyword arguments for gymnasium.make (+env.kwargs.<name>=<value>)")
+    import_module: Optional[str] = setting(None, "module to import first (where third-party ids register)")
+    num_envs: int = setting(1, "environments each collector worker steps together as one gymnasium vector env "
+                               "(with collector=async_batched: num_workers x num_envs single environments)",
+                            range=at_least(1))
+    vectorization: str = setting("sync", "sync: the vector steps its environments in the worker's process; "
+                                         "async: each in a process of its own", choices=("sync", "async"))
+
+
+# ---------------------------------------------------------------- collect
+@dataclass
+class CollectorSettings:
+    kind: str = option("sync")
+    num_workers: int = setting(1, "collector worker processes (actors with collector=ray)", range=at_least(1))
+    frames_per_batch: int = setting(200, "frames each worker steps per rollout (rounded up to whole vector steps)",
+                                    range=at_least(1))
+
+
+@dataclass
+class AsyncBatchedCollectorSettings(CollectorSettings):
+    env_backend: str = setting("threading", "where the environments run", choices=("threading", "multiprocessing"))
+
+
+@dataclass
+class RayCollectorSettings(CollectorSettings):
+    address: Optional[str] = setting(None, "null: a local Ray instance for the run; \"auto\" or "
+                                           "\"ray://<head>:10001\": join that cluster")
+
+
+#: Collectors on this machine (threads and worker processes), and the one on Ray.
+COLLECTORS: dict[str, type] = {
+    "sync": CollectorSettings, "async": CollectorSettings, "multi_sync": CollectorSettings,
+    "multi_async": CollectorSettings, "async_batched": AsyncBatchedCollectorSettings, "ray": RayCollectorSettings,
+}
+LOCAL_COLLECTORS = tuple(kind for kind in COLLECTORS if kind != "ray")
+#: Collectors whose workers are separate processes writing into a shared buffer.
+PROCESS_COLLECTORS = ("async", "multi_sync", "multi_async")
+#: Collectors that hand PPO episodes of the policy it is learning (the others run ahead with older weights).
+ON_POLICY_COLLECTORS = ("sync", "multi_sync")
+
+
+# ---------------------------------------------------------------- replay: storage and sampler
+@dataclass
+class StorageSettings:
+    kind: str = option("lazy_tensor")
+    capacity: int = setting(100_000, "frames the buffer holds; the oldest are overwritten first", range=at_least(1))
+    ndim: Any = setting("auto", "storage dimensions: auto derives them from the collector (1 for complete "
+                                "episodes)", choices=("auto", "1"))
+
+
+@dataclass
+class MemmapStorageSettings(StorageSettings):
+    scratch_dir: Optional[str] = setting(None, "where the memory-mapped files go (null: <run dir>/buffer)")
+
+
+@dataclass
+class NoStorageSettings:
+    kind: str = option("none")
+    capacity: Optional[int] = setting(None, "unused (debug=smoke sets it for whichever storage is chosen)",
+                                      range=at_least(1))
+
+
+STORAGES: dict[str, type] = {"lazy_tensor": StorageSettings, "lazy_memmap": MemmapStorageSettings,
+                             "none": NoStorageSettings}
+
+
+@dataclass
+class SliceSamplerSettings:
+    kind: str = option("slice_without_replacement")
+    slices_per_batch: int = setting(32, "slices in each [N, T] training batch", range=at_least(1))
+    slice_len: int = setting(40, "steps of each slice (T); shorter episodes come back whole, padded",
+                             range=at_least(1))
+    burn_in: int = setting(10, "first steps of a slice that starts mid-episode which only warm the recurrent "
+                               "state (no loss); a slice that starts its episode learns from every step",
+                           range=at_least(0))
+
+
+@dataclass
+class StepSliceSamplerSettings(SliceSamplerSettings):
+    kind: str = option("slice")
+    weighting: str = setting("step", "step: every stored step equally likely to start a slice (long episodes get "
+                                      "their share); episode: every stored episode equally likely (TorchRL's "
+                                      "SliceSampler)", choices=("step", "episode"))
+
+
+@dataclass
+class PrioritizedSliceSamplerSettings(SliceSamplerSettings):
+    kind: str = option("prioritized_slice")
+    alpha: float = setting(0.6, "priority exponent (0: uniform)", range=at_least(0))
+    beta: float = setting(0.4, "importance-sampling exponent", range=FRACTION)
+    eta: float = setting(0.9, "priority of a sequence: eta * max |td| + (1 - eta) * mean |td| (R2D2)",
+                         range=FRACTION)
+
+
+@dataclass
+class EpisodeSamplerSettings:
+    kind: str = option("episode")
+    episodes_per_batch: int = setting(8, "whole episodes per batch (algo=ppo: per minibatch)", range=at_least(1))
+
+
+@dataclass
+class RandomSamplerSettings:
+    kind: str = option("random")
+    transitions_per_batch: int = setting(256, "single transitions per batch (no burn-in: nothing before them)",
+                                         range=at_least(1))
+
+
+SAMPLERS: dict[str, type] = {
+    "slice": StepSliceSamplerSettings, "slice_without_replacement": SliceSamplerSettings,
+    "prioritized_slice": PrioritizedSliceSamplerSettings, "episode": EpisodeSamplerSettings,
+    "random": RandomSamplerSettings,
+}
+TRAJECTORY_SAMPLERS = tuple(kind for kind in SAMPLERS if kind != "random")
+SLICE_SAMPLERS = ("slice", "slice_without_replacement", "prioritized_slice")
+
+
+# ---------------------------------------------------------------- learn: algorithms
+@dataclass
+class NetworkSettings:
+    name: str = option("r2d2")
+    rnn: str = setting("lstm", "recurrent core", choices=("lstm", "gru"))
+    hidden_size: int = setting(64, "recurrent cells", range=at_least(1))
+    encoder_sizes: list[int] = setting([64], "MLP layers before the recurrent core (or the head)", range=at_least(1))
+    normalize_observations: bool = setting(True, "standardise inputs with statistics of 2,000 random-policy steps")
+    gamma: float = setting(0.99, "discount", range=FRACTION)
+    lr: float = setting(1e-3, "learning rate (Adam)", range=above(0))
+    max_grad_norm: float = setting(10.0, "gradient norm clipping", range=above(0))
+
+
+@dataclass
+class R2D2Settings(NetworkSettings):
+    """Recurrent DQN, R2D2-style."""
+
+    n_step: int = setting(3, "rewards summed before bootstrapping", range=at_least(1))
+    initial_state: str = setting("stored", "state at a slice's first step: stored (the one the policy used) | zero",
+                                 choices=("stored", "zero"))
+    double_q: bool = setting(True, "the online network picks the next action, the target network scores it")
+    value_rescaling: bool = setting(False, "h(x) = sign(x)(sqrt(|x|+1)-1) + 1e-3 x on targets")
+    lr_end: Optional[float] = setting(None, "decay lr linearly to this over the run's planned updates "
+                                            "(null: constant)", range=at_least(0))
+    target_tau: float = setting(0.002, "soft update of the target network per gradient step",
+                                range=between(0, 1, low_open=True))
+    eps_start: float = setting(1.0, "epsilon-greedy exploration at the start", range=FRACTION)
+    eps_end: float = setting(0.05, "epsilon after eps_decay_frames", range=FRACTION)
+    eps_decay_frames: int = setting(20_000, "frames over which epsilon anneals", range=at_least(0))
+    eval_network: str = setting("online", "network that acts in evaluation: online | target (a slow average)",
+                                choices=("online", "target"))
+    dueling: bool = setting(False, "Q = V + A - mean(A) instead of one linear head")
+
+
+@dataclass
+class RSACSettings(NetworkSettings):
+    """Recurrent SAC (continuous actions)."""
+
+    name: str = option("rsac")
+    initial_state: str = setting("stored", "actor's state at a slice's first step: stored | zero "
+                                           "(critics start at zero)", choices=("stored", "zero"))
+    tau: float = setting(0.005, "soft update of the target critics per gradient step",
+                         range=between(0, 1, low_open=True))
+    init_alpha: float = setting(1.0, "initial entropy temperature (learnt)", range=above(0))
+    target_entropy: Optional[float] = setting(None, "entropy the temperature aims at (null: -action size)",
+                                              range=ANY_NUMBER)
+
+
+@dataclass
+class PPOSettings(NetworkSettings):
+    """Episodic PPO (optionally recurrent)."""
+
+    name: str = option("ppo")
+    recurrent: bool = setting(False, "LSTM/GRU actor and critic over whole episodes")
+    encoder_sizes: list[int] = setting([64, 64], "MLP layers (tanh) before the recurrent core or the head",
+                                       range=at_least(1))
+    max_grad_norm: float = setting(0.5, "gradient norm clipping", range=above(0))
+    gae_lambda: float = setting(0.95, "GAE lambda", range=FRACTION)
+    clip_epsilon: float = setting(0.2, "ratio clipping of the surrogate objective",
+                                  range=between(0, 1, low_open=True, high_open=True))
+    epochs: int = setting(10, "passes over each batch of episodes", range=at_least(1))
+    anneal_lr: bool = setting(True, "lr decays linearly to 0 over total_frames")
+    value_coef: float = setting(0.5, "weight of the value loss", range=at_least(0))
+    entropy_coef: float = setting(0.0, "weight of the entropy bonus", range=at_least(0))
+    normalize_advantage: bool = setting(True, "standardise advantages over the valid steps of each minibatch")
+
+
+ALGOS: dict[str, type] = {"r2d2": R2D2Settings, "rsac": RSACSettings, "ppo": PPOSettings}
+#: Algorithms that learn on-policy from each batch of complete episodes (the episodic loop);
+#: the others learn off-policy from a replay buffer.
+ON_POLICY_ALGOS = ("ppo",)
+#: What each algorithm acts with.
+ACTIONS = {"r2d2": "discrete", "ppo": "discrete", "rsac": "continuous"}
+
+
+# ---------------------------------------------------------------- report
+@dataclass
+class LoggerSettings:
+    backends: list[str] = setting(["csv"], "csv (metrics.csv, always written), tensorboard, wandb; several at once",
+                                  choices=("csv", "tensorboard", "wandb"))
+    wandb_mode: str = setting("offline", "wandb without an account or network unless online",
+                              choices=("offline", "online"))
+
+
+# ---------------------------------------------------------------- the loop and the run
+@dataclass
+class LoopSettings:
+    warmup_frames: int = setting(2_000, "off-policy: frames stored before the first update", range=at_least(0))
+    updates_per_frame: float = setting(0.25, "off-policy: gradient updates per stored frame (update-to-data ratio)",
+                                       range=above(0))
+    max_update_lag: Optional[int] = setting(
+        200, "off-policy: pause collection while the learner is this many updates behind the ratio (null: never); "
+             "keep it above collector.frames_per_batch x updates_per_frame", range=at_least(1))
+    weight_sync_every: int = setting(10, "off-policy: push the learner's weights every this many updates",
+                                     range=at_least(1))
+    eval_every_frames: int = setting(10_000, "evaluate (deterministic policy) every this many frames; 0: only at "
+                                             "the end", range=at_least(0))
+    eval_episodes: int = setting(10, "episodes averaged in each evaluation; 0: no evaluation", range=at_least(0))
+    log_every_frames: int = setting(2_000, "a progress line and a metrics row every this many frames",
+                                    range=at_least(1))
+    checkpoint_every_frames: int = setting(10_000, "save checkpoints/latest.pt every this many frames "
+                                                   "(0: only at the end)", range=at_least(0))
+    stall_timeout_s: float = setting(120.0, "give up when nothing is stored (PPO: no batch) for this long, or an "
+                                            "environment call or an update waits this long", range=at_least(1))
+    time_limit_s: Optional[float] = setting(None, "stop after this many seconds as if total_frames were reached "
+                                                  "(null: no limit)", range=above(0))
+
+
+#: Settings only the off-policy loop reads (algo=r2d2, rsac).
+OFF_POLICY_ONLY = ("loop.warmup_frames", "loop.updates_per_frame", "loop.max_update_lag", "loop.weight_sync_every")
+
+
+@dataclass
+class RunSettings:
+    """The top level; each group (env, collector, ...) is one of its options' dataclasses."""
+
+    seed: int = setting(0, "seed of torch, the environments and evaluation", range=at_least(0))
+    device: str = setting("cpu", "where the learner and the collectors run (only cpu so far)", choices=("cpu",))
+    total_frames: int = setting(60_000, "frames stored (PPO: learnt from) before the run stops; the step axis",
+                                range=at_least(1))
+    trajs_per_batch: Optional[int] = setting(4, "complete episodes a collector gathers per write (or PPO batch); "
+                                                "null: fixed-frame batches", range=at_least(1))
+    traj_format: str = setting("cat", "cat: episodes one after the other; padded: [N, T] with "
+                                      "('collector', 'mask'), stored as valid steps", choices=("cat", "padded"))
+    audit: bool = setting(False, "check the trajectory invariants while training (audit/... metrics)")
+    audit_every: int = setting(100, "audit every this many sampled batches, and the whole buffer at the end",
+                               range=at_least(1))
+    resume: Optional[str] = setting(None, "continue a stopped run from its directory's last checkpoint")
+    loop: LoopSettings = field(default_factory=LoopSettings)
+    env: Any = None  # each group: set by its option (configs/<group>/<option>.yaml)
+    collector: Any = None
+    storage: Any = None
+    sampler: Any = None
+    algo: Any = None
+    logger: Any = None
+
+
+#: Each group: the field naming its option, and the option's dataclass by name.
+GROUPS: dict[str, tuple[str | None, dict[str, type]]] = {
+    "env": (None, {"": EnvSettings}),
+    "collector": ("kind", COLLECTORS),
+    "storage": ("kind", STORAGES),
+    "sampler": ("kind", SAMPLERS),
+    "algo": ("name", ALGOS),
+    "logger": (None, {"": LoggerSettings}),
+    "loop": (None, {"": LoopSettings}),
+}
+
+
+def register() -> None:
+    """Put the dataclasses in Hydra's ConfigStore (``trajrl_<group>_<class>``, and
+    ``trajrl_run`` for the top level), where the YAML files of ``configs/`` extend them."""
+    from hydra.core.config_store import ConfigStore
+
+    store = ConfigStore.instance()
+    store.store(name="trajrl_run", node=RunSettings)
+    for group, (_, options) in GROUPS.items():
+        for schema in set(options.values()):
+            store.store(name=schema_name(group, schema), node=schema)
+
+
+def schema_name(group: str, schema: type) -> str:
+    return f"trajrl_{group}_{schema.__name__}"
+
+
+# ---------------------------------------------------------------- checking a composed config
+def option_schema(group: str, section: Any) -> type:
+    """The dataclass of the option ``section`` (a group of a composed config) is."""
+    selector, options = GROUPS[group]
+    choice = "" if selector is None else section.get(selector)
+    if choice not in options:
+        raise ConfigError(f"{group}.{selector}", choice, f"use one of {', '.join(options)}")
+    return options[choice]
+
+
+def check_section(group: str, section: Any) -> None:
+    """Every key of ``section`` is a setting of its option, and every value is in its range or choices."""
+    schema = option_schema(group, section)
+    selector = GROUPS[group][0]
+    where = f"{group}={section.get(selector)}" if selector else group
+    declared = {f.name: f for f in fields(schema)}
+    for key in section.keys():
+        if key not in declared:
+            raise ConfigError(f"{group}.{key}", section.get(key),
+                              f"{where} has no such setting; its settings are {', '.join(sorted(declared))}")
+    for name, f in declared.items():
+        check_value(f"{group}.{name}", f, section.get(name))
+
+
+def check_value(key: str, f: Any, value: Any) -> None:
+    """``value`` against the range or choices declared with field ``f``."""
+    if value is None or f.metadata.get("help") is None:
+        return
+    span, choices = f.metadata.get("range"), f.metadata.get("choices")
+    values = list(value) if isinstance(value, (list, tuple)) or type(value).__name__ == "ListConfig" else [value]
+    for item in values:
+        if choices is not None and str(item) not in choices:
+            raise ConfigError(key, item, f"use one of {', '.join(choices)}")
+        if span is not None and not span.admits(item):
+            default = f.default if f.default is not MISSING else (f.default_factory() if f.default_factory is not MISSING else None)
+            raise ConfigError(key, item, f"must be {span}; the default is {default} ({f.metadata['help']})")
+    if isinstance(value, (list, tuple)) or type(value).__name__ == "ListConfig":
+        if span is not None and not values:
+            raise ConfigError(key, [], "must list at least one size")
+
+
+def check_ranges(cfg: Any) -> None:
+    """Every group's keys and every value's range or choices (types were checked when Hydra composed)."""
+    for group in GROUPS:
+        section = cfg.get(group)
+        if section is None or not hasattr(section, "keys"):
+            raise ConfigError(group, section, f"must be a group of settings; pick one with {group}=<option>")
+        check_section(group, section)
+    top = {f.name: f for f in fields(RunSettings)}
+    for key in cfg.keys():
+        if key not in top:
+            raise ConfigError(key, cfg.get(key), "is not a setting of trajrl; see python -m trajrl --help")
+        if key not in GROUPS:
+            check_value(key, top[key], cfg.get(key))
+
+
+def numeric_fields() -> list[tuple[str, str, Any]]:
+    """``(group, option, field)`` for every numeric setting of every option (and the top level)."""
+    found = []
+    for group, (_, options) in GROUPS.items():
+        for name, schema in options.items():
+            found += [(group, name, f) for f in fields(schema) if is_numeric(f)]
+    found += [("", "", f) for f in fields(RunSettings) if is_numeric(f)]
+    return found
+
+
+def is_numeric(f: Any) -> bool:
+    kind = str(f.type)
+    return any(word in kind for word in ("int", "float")) and "str" not in kind and kind != "Any"
+
+
+def settings_of(cfg: Any, group: str) -> Any:
+    """The dataclass instance of a checked config's group (``settings_of(cfg, "algo")``: an ``R2D2Settings``)."""
+    from omegaconf import OmegaConf
+
+    section = cfg.get(group)
+    return option_schema(group, section)(**OmegaConf.to_container(section, resolve=True))

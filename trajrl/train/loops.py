@@ -1,0 +1,413 @@
+"""The training loops. They run objects the factory built and never read the config.
+
+``Loop`` is what both share: the cadence of logging, evaluation and checkpoints,
+supervision of the collector (shut down on every way out, its failures reported as
+the cause), evaluation, the columns every metrics row has, and the state a
+checkpoint saves. Each loop's own steps read top to bottom in ``collect_and_learn``:
+
+- ``OffPolicyLoop`` (recurrent DQN, recurrent SAC): the collector fills the buffer in
+  the background; the learner samples ``[N, T]`` batches at the update-to-data ratio
+  and pushes weights every K updates;
+- ``EpisodicLoop`` (PPO): the collector yields ``trajs_per_batch`` complete episodes
+  of the current policy; each batch is learnt from at once, then the weights are pushed.
+"""
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+from tensordict import TensorDict
+
+from trajrl.algos.networks import PolicyVersion
+from trajrl.collect.counters import WorkerCounters
+from trajrl.collect.watch import CollectorWatch, close_collector, collection_failed, stalled
+from trajrl.errors import CollectorFailed, RunInterrupted
+from trajrl.replay.audit import LiveAudit
+from trajrl.replay.episodes import MASK_KEY, as_sequences
+from trajrl.settings import LoopSettings
+from trajrl.train.checkpoint import LoopState
+from trajrl.train.interrupts import critical, raise_after
+from trajrl.train.metrics import MaskTally, MetricsLog, Rates, StoredEpisodeStats, WorkerStats, buffer_stats, episode_stats
+from trajrl.train.progress import Progress
+
+
+@dataclass
+class RunParts:
+    """What a loop runs, built by the factory (``trajrl.train.run`` gathers them)."""
+
+    collector: object                        # a TorchRL collector (or trajrl's Ray one)
+    algo: object                             # R2D2 | RSAC | PPO: ``update(batch)``, ``updates``
+    policy: torch.nn.Module                  # the behaviour policy whose weights are pushed
+    log: MetricsLog
+    progress: Progress
+    evaluate: Callable[[], dict] | None = None
+    audit: LiveAudit | None = None
+    counters: WorkerCounters | None = None   # what the environments stepped; their gate
+    version: PolicyVersion | None = None
+    checkpoint: Callable[[LoopState], object] | None = None  # saves the run (``Checkpointer``)
+
+
+def next_multiple(frames: int, every: int) -> int | None:
+    """The first multiple of ``every`` above ``frames`` (None: ``every`` is 0, never)."""
+    return (frames // every + 1) * every if every > 0 else None
+
+
+class Every:
+    """A cadence in frames: ``due(frames)`` is true once per multiple of ``every`` passed."""
+
+    def __init__(self, every: int, start_frames: int):
+        self.every, self.next = every, next_multiple(start_frames, every)
+
+    def due(self, frames: int) -> bool:
+        if self.next is None or frames < self.next:
+            return False
+        self.next = next_multiple(frames, self.every)
+        return True
+
+
+def time_split(elapsed: float, timings: dict[str, float]) -> dict[str, float]:
+    """Where the learner's wall-clock went: seconds and fractions per activity, the
+    rest (``wait``) spent waiting for data."""
+    wait = max(0.0, elapsed - sum(timings.values()))
+    split = {**timings, "wait": wait}
+    return {**{f"time/{k}_s": v for k, v in split.items()},
+            **{f"time/{k}_frac": v / max(elapsed, 1e-9) for k, v in split.items()}}
+
+
+def progress_line(frames: int, row: dict[str, float]) -> str:
+    """The line printed with each metrics row: frames, speed, updates, returns, and
+    the algorithm's headline statistics where the row has them."""
+    parts = [f"frames {frames:>9,}", f"{row['time/frames_per_s']:7.0f} fps", f"updates {int(row['train/updates']):>7,}"]
+    if "episode/return" in row:
+        parts.append(f"train return {row['episode/return']:7.1f}")
+    if "eval/return" in row:
+        parts.append(f"eval return {row['eval/return']:7.1f}")
+    for name in ("loss", "critic_loss", "alpha", "kl"):
+        if f"train/{name}" in row:
+            parts.append(f"{name} {row[f'train/{name}']:.4f}")
+    if "collect/epsilon" in row:
+        parts.append(f"eps {row['collect/epsilon']:.2f}")
+    return " | ".join(parts)
+
+
+class Loop:
+    """The skeleton: ``run()`` supervises ``collect_and_learn()`` (each loop's own steps),
+    then evaluates, logs and saves once more at the end."""
+
+    timings: dict[str, float]
+
+    def __init__(self, parts: RunParts, settings: LoopSettings, total_frames: int, start: LoopState | None = None):
+        self.parts, self.settings, self.total_frames = parts, settings, total_frames
+        self.collector, self.algo, self.log, self.progress = parts.collector, parts.algo, parts.log, parts.progress
+        self.state = start or LoopState()
+        self.start_frames = self.state.frames
+        self.log_every = Every(settings.log_every_frames, self.start_frames)
+        self.eval_every = Every(settings.eval_every_frames if parts.evaluate is not None else 0, self.start_frames)
+        self.checkpoint_every = Every(settings.checkpoint_every_frames, self.start_frames)
+        self.workers = (WorkerStats(parts.counters, self.start_frames, self.state.episodes)
+                        if parts.counters is not None else None)
+        self.rates = Rates(self.start_frames, int(self.algo.updates))
+        self.weights = TensorDict.from_module(parts.policy)  # live parameters and buffers (epsilon too)
+        self.train_stats: dict[str, float] = {}
+        self.pending_eval: dict[str, float] = {}  # an evaluation's results, until the next row
+        self.recent_return: float | None = None
+
+    # ------------------------------------------------------------ the run
+    def run(self) -> dict[str, float]:
+        """Train until ``total_frames`` (or ``loop.time_limit_s``); return the final metrics row."""
+        self.started = time.monotonic()
+        self.watch = CollectorWatch(self.collector)
+        try:
+            self.collect_and_learn()
+        except BaseException as stop:
+            # Shut down, but let the error that stopped the run be the one reported: a
+            # worker's death, rather than what it broke on the way (e.g. a pause).
+            failed = None if isinstance(stop, (CollectorFailed, RunInterrupted)) else self.watch.error()
+            self.shut_down()
+            if isinstance(stop, RunInterrupted):  # signals wait for updates: the learner is whole
+                self.save_checkpoint()
+            if failed is not None:
+                raise collection_failed(failed, stop) from stop
+            raise
+        finally:
+            self.watch.close()
+            self.progress.close()  # the terminal's status line, before any message
+        self.shut_down()
+        if self.parts.audit is not None:
+            self.audit_buffer(self.parts.audit)
+        last_eval = self.evaluate(collecting=False) if self.parts.evaluate is not None else {}
+        final = self.write_row(last_eval, closing=True)
+        final["eval/best_return"] = self.state.best_eval if last_eval else float("nan")
+        self.save_checkpoint()
+        return final
+
+    def collect_and_learn(self) -> None:  # each loop's own steps
+        raise NotImplementedError
+
+    def shut_down(self) -> None:
+        with contextlib.suppress(Exception):
+            self.collector.async_shutdown()
+
+    def audit_buffer(self, audit: LiveAudit) -> None:
+        """At the end, with the audit on: the whole buffer (a loop without one has nothing to check)."""
+
+    def finished(self) -> bool:
+        limit = self.settings.time_limit_s
+        return self.state.frames >= self.total_frames or (
+            limit is not None and time.monotonic() - self.started >= limit)
+
+    # ------------------------------------------------------------ what both loops do on the way
+    def save_checkpoint(self) -> None:
+        """Save the run (at the end, when interrupted, or when due); a signal waits for it."""
+        if self.parts.checkpoint is not None:
+            with critical():
+                self.parts.checkpoint(self.state)
+
+    @contextlib.contextmanager
+    def paused(self):
+        """Collection waits meanwhile, where the collector can (the off-policy loop's)."""
+        yield
+
+    def evaluate(self, collecting: bool = True) -> dict[str, float]:
+        """Deterministic evaluation; collection is paused meanwhile, so that it does not
+        compete for the cores (it stalled learning in hand-wired TorchRL loops)."""
+        t0 = time.monotonic()
+        with self.paused() if collecting else contextlib.nullcontext():
+            stats = {f"eval/{k}": v for k, v in self.parts.evaluate().items()}
+        self.timings["eval"] += time.monotonic() - t0
+        self.state.best_eval = max(self.state.best_eval, stats["eval/return"])
+        return stats
+
+    def push_weights(self) -> None:
+        """The learner's weights (and a new version stamp) to the collector's policy."""
+        if self.parts.version is not None:
+            self.parts.version.bump()
+        self.collector.update_policy_weights_(self.weights)
+
+    def row(self) -> dict[str, float]:
+        """This loop's own columns of a metrics row."""
+        return {}
+
+    def write_row(self, values: dict[str, float], closing: bool = False) -> dict[str, float]:
+        """One metrics row: ``values``, this loop's columns and the ones every loop has."""
+        frames, elapsed, updates = self.state.frames, time.monotonic() - self.started, int(self.algo.updates)
+        parts = self.parts
+        values, self.pending_eval = {**self.pending_eval, **values}, {}
+        row = {
+            **values,
+            **self.row(),
+            **(self.workers.update() if self.workers is not None else {}),
+            **{f"train/{k}": v for k, v in self.train_stats.items()},
+            "train/updates": float(updates),
+            **({"train/policy_version": float(parts.version.version)} if parts.version is not None else {}),
+            "time/elapsed_s": elapsed,
+            "time/frames_per_s": (frames - self.start_frames) / max(elapsed, 1e-9),
+            **self.rates.update(frames, updates),
+            **time_split(elapsed, self.timings),
+            **(parts.audit.metrics() if parts.audit is not None else {}),
+            **(self.workers.in_flight(frames, self.state.episodes) if closing and self.workers is not None else {}),
+        }
+        row = self.log.log(frames, row)
+        self.recent_return = row.get("episode/return", self.recent_return)
+        self.progress.row(progress_line(frames, row))
+        return row
+
+    def log_eval_checkpoint(self) -> None:
+        """Evaluate, write a row and save, each when its cadence says (collection paused
+        for the checkpoint, so that the buffer it saves holds still)."""
+        frames = self.state.frames
+        last_eval = self.evaluate() if self.eval_every.due(frames) else {}
+        if self.log_every.due(frames):
+            self.write_row(last_eval)
+        elif last_eval:
+            self.pending_eval = last_eval
+        if self.checkpoint_every.due(frames):
+            with self.paused():
+                self.save_checkpoint()
+
+
+class OffPolicyLoop(Loop):
+    """``collector.start()`` fills the buffer in the background; the learner samples
+    ``[N, T]`` batches at the configured update-to-data ratio, pushes weights every
+    ``loop.weight_sync_every`` updates, and pauses collection while it is behind."""
+
+    def __init__(self, parts: RunParts, sequences, exploration, settings: LoopSettings, total_frames: int,
+                 start: LoopState | None = None):
+        super().__init__(parts, settings, total_frames, start)
+        self.sequences, self.exploration = sequences, exploration
+        self.buffer = sequences.buffer
+        self.state.frames = self.start_frames = self.buffer.write_count  # a resumed buffer holds its frames
+        self.episodes = StoredEpisodeStats(self.buffer, self.state.episodes)
+        self.samples = MaskTally("sample")
+        self.timings = {"sample": 0.0, "update": 0.0, "eval": 0.0, "paused": 0.0}
+        # The environments wait at the counters' gate (any collector whose environments
+        # count their steps); otherwise TorchRL's pause, which the single-process
+        # Collector lacks and which waits for the workers to finish their rollouts.
+        self.gate = parts.counters
+        self.can_pause = self.gate is not None or type(self.collector).pause.__qualname__ != "BaseCollector.pause"
+
+    def collect_and_learn(self) -> None:
+        s = self.settings
+        self.last_write = time.monotonic()
+        self.collector.start()
+        while True:
+            frames = self.buffer.write_count                     # collect: workers write in the background
+            if frames != self.state.frames:
+                self.last_write = time.monotonic()
+                if self.exploration is not None:
+                    self.exploration.step(frames - self.state.frames)  # epsilon anneals with frames
+                self.state.frames = frames
+            self.check_collector()
+            if self.finished():
+                break
+            self.progress.status(frames, self.recent_return)
+            if frames < s.warmup_frames or self.algo.updates >= self.updates_due():
+                time.sleep(0.005)                                # ahead of the ratio: wait for data
+            elif self.can_pause and s.max_update_lag is not None and self.updates_due() - self.algo.updates > s.max_update_lag:
+                with self.paused():                              # far behind: collection waits
+                    while self.algo.updates < self.updates_due():
+                        self.update()
+            else:
+                self.update()                                    # sample, update, push weights
+            if self.episodes.due():
+                self.episodes.read()
+            self.log_eval_checkpoint()
+
+    def updates_due(self) -> float:
+        return (self.buffer.write_count - self.settings.warmup_frames) * self.settings.updates_per_frame
+
+    def check_collector(self) -> None:
+        error = self.watch.error()
+        if error is not None:
+            raise collection_failed(error) from error
+        timeout = self.settings.stall_timeout_s
+        if time.monotonic() - self.last_write > timeout:
+            raise stalled(self.watch, timeout, "no frame stored")
+
+    def update(self) -> None:
+        """One sampled batch, one gradient update, and every K updates a weight push.
+        Sampling waits for the buffer's write lock, which a worker killed while writing
+        never releases: the whole of it is limited by ``loop.stall_timeout_s``."""
+        timeout = self.settings.stall_timeout_s
+        waited = "an update waited on the replay buffer or a weight push"
+        with raise_after(timeout, lambda: stalled(self.watch, timeout, waited)):
+            t0 = time.monotonic()
+            batch = self.sequences.sample()
+            if self.parts.audit is not None:
+                self.parts.audit.check_batch(batch)
+            self.samples.add(batch, int(self.parts.version.version) if self.parts.version is not None else None)
+            t1 = time.monotonic()
+            with critical():  # a signal waits for the update and its weight push
+                self.train_stats = self.algo.update(batch)
+                self.sequences.update_priority(batch)
+                if self.algo.updates % self.settings.weight_sync_every == 0:
+                    self.push_weights()
+            self.timings["sample"] += t1 - t0
+            self.timings["update"] += time.monotonic() - t1
+
+    @contextlib.contextmanager
+    def paused(self):
+        """Collection waits (where the collector can pause) for the learner."""
+        if not self.can_pause:
+            yield
+            return
+        t0 = time.monotonic()
+        if self.gate is not None:
+            self.gate.close_gate()
+            try:
+                yield
+            finally:
+                self.gate.open_gate()
+        else:
+            with self.collector.pause():
+                yield
+        self.timings["paused"] += time.monotonic() - t0
+        self.last_write = time.monotonic()
+
+    def save_checkpoint(self) -> None:
+        self.state.episodes = self.episodes.episodes
+        super().save_checkpoint()
+
+    def audit_buffer(self, audit: LiveAudit) -> None:
+        audit.check_buffer(self.buffer)
+
+    def write_row(self, values: dict[str, float], closing: bool = False) -> dict[str, float]:
+        row = super().write_row(values, closing)
+        self.log.histogram("episode/lengths", self.episodes.lengths, self.state.frames)
+        return row
+
+    def row(self) -> dict[str, float]:
+        frames, updates = self.state.frames, self.algo.updates
+        row = {
+            **self.episodes.update(),
+            **self.samples.stats(),
+            "train/updates_per_frame": updates / max(1, frames - self.settings.warmup_frames),
+            **({"collect/epsilon": float(self.exploration.eps)} if self.exploration is not None else {}),
+            **buffer_stats(self.buffer),
+            "time/sample_ms": 1000 * self.timings["sample"] / max(1, updates),
+        }
+        self.state.episodes = self.episodes.episodes
+        return row
+
+
+class EpisodicLoop(Loop):
+    """On-policy, episodic: the collector yields ``trajs_per_batch`` complete episodes
+    of the current policy; each batch is learnt from at once (``algo.update``), and
+    the new weights reach the collector before the next one."""
+
+    def __init__(self, parts: RunParts, settings: LoopSettings, total_frames: int, start: LoopState | None = None):
+        super().__init__(parts, settings, total_frames, start)
+        self.batches = MaskTally("batch")
+        self.lengths: list[torch.Tensor] = []
+        self.timings = {"collect": 0.0, "update": 0.0, "eval": 0.0}
+        self.episode_stats: dict[str, float] = {}
+
+    def collect_and_learn(self) -> None:
+        s = self.settings
+        batches = iter(self.collector)
+        stall = lambda: stalled(self.watch, s.stall_timeout_s, "no batch of complete episodes")  # noqa: E731
+        t0 = time.monotonic()
+        while True:
+            with raise_after(s.stall_timeout_s, stall):         # collect: complete episodes of this policy
+                batch = next(batches, None)
+            if batch is None:
+                break
+            if batch.batch_dims == 1:  # traj_format="cat": episodes one after the other
+                batch = as_sequences(batch, batch.get("is_init"))
+            self.timings["collect"] += time.monotonic() - t0
+            if self.parts.audit is not None:
+                self.parts.audit.check_batch(batch, whole_episodes=True)
+            self.batches.add(batch, int(self.parts.version.version) if self.parts.version is not None else None)
+            self.lengths.append(batch.get(MASK_KEY).sum(-1))
+            self.state.frames += int(batch.get(MASK_KEY).sum())
+            self.state.episodes += batch.shape[0]
+            t1 = time.monotonic()
+            with critical():  # learn, then push: a signal waits for both
+                self.train_stats = self.algo.update(batch)
+                self.push_weights()
+            self.episode_stats = episode_stats(batch)
+            self.timings["update"] += time.monotonic() - t1
+            self.recent_return = self.episode_stats["episode/return"]
+            self.progress.status(self.state.frames, self.recent_return)
+            if self.checkpoint_every.due(self.state.frames):
+                self.save_checkpoint()
+            if self.finished():
+                break
+            self.log_eval_checkpoint()
+            t0 = time.monotonic()
+
+    def shut_down(self) -> None:
+        close_collector(self.collector)
+
+    def write_row(self, values: dict[str, float], closing: bool = False) -> dict[str, float]:
+        row = super().write_row({**self.episode_stats, **values}, closing)
+        if self.lengths:
+            self.log.histogram("episode/lengths", torch.cat(self.lengths), self.state.frames)
+            self.lengths = []
+        return row
+
+    def row(self) -> dict[str, float]:
+        return {**self.batches.stats(), "episode/completed": float(self.state.episodes)}
