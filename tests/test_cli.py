@@ -1,46 +1,12 @@
 """The real CLI in a subprocess: every collector x sampler smoke run, sweeps, help, refusals."""
-import csv
 import os
 import subprocess
 import sys
-import time
-from pathlib import Path
 
 import pytest
 
+from helpers import REPO, read_metrics, trajrl
 from trajrl.settings import LOCAL_COLLECTORS
-
-REPO = Path(__file__).resolve().parents[1]
-
-
-def trajrl(*args, cwd, timeout=120, pythonpath=None):
-    """``python -m trajrl *args`` in ``cwd`` (``pythonpath``: where extra env modules are)."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", **({"PYTHONPATH": str(pythonpath)} if pythonpath else {})}
-    env.pop("HYDRA_FULL_ERROR", None)
-    start = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "trajrl", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, env=env, stdin=subprocess.DEVNULL)
-    proc.elapsed = time.monotonic() - start
-    return proc
-
-
-def processes_in_group(pgid: int) -> list[int]:
-    """Live processes of process group ``pgid`` (from /proc)."""
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            found.append(int(stat.parent.name))
-    return found
-
-
-def read_metrics(run_dir: Path) -> list[dict]:
-    with open(run_dir / "metrics.csv") as f:
-        return list(csv.DictReader(f))
-
 
 SAMPLERS = ("slice", "slice_without_replacement", "prioritized_slice", "episode", "random")
 

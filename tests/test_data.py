@@ -1,32 +1,13 @@
 """Trajectory layouts on real TorchRL buffers: flat episodes, [N, T] sequences, audits."""
 import pytest
 import torch
-from tensordict import TensorDict
 from torchrl.data import LazyTensorStorage, TensorDictReplayBuffer
 from torchrl.data.replay_buffers.samplers import SliceSampler
 
 from trajrl.replay import EpisodeSampler, as_sequences, find_episodes
 from trajrl.replay.audit import audit_batch, audit_storage
 from trajrl.replay.episodes import MASK_KEY, TRAJ_KEY
-
-
-def episodes(lengths, first_id=0, terminal=True):
-    """Flat episodes as a collector with trajs_per_batch writes them."""
-    parts = []
-    for i, length in enumerate(lengths):
-        steps = torch.arange(length)
-        done = steps == length - 1
-        seen = torch.randn(length + 1, 3)  # each step observes what the one before led to
-        parts.append(TensorDict({
-            TRAJ_KEY: torch.full((length,), first_id + i),
-            "step_count": steps.unsqueeze(-1),
-            "is_init": (steps == 0).unsqueeze(-1),
-            "observation": seen[:-1],
-            ("next", "observation"): seen[1:],
-            ("next", "done"): done.unsqueeze(-1),
-            ("next", "terminated"): (done & terminal).unsqueeze(-1),
-        }, [length]))
-    return torch.cat(parts)
+from helpers import episodes, padded_buffer, zero_padded
 
 
 @pytest.mark.parametrize("seed", range(20))
@@ -191,24 +172,6 @@ def test_prioritized_slices_follow_priorities_and_stay_inside_episodes():
     buffer.extend(episodes([capacity], first_id=10_000))
     buffer.sample()
     assert torch.all(sampler.priority == 100.0)
-
-
-def zero_padded(flat):
-    """Flat episodes as a [N, T] zero-padded batch with ("collector", "mask")."""
-    batch = as_sequences(flat, flat["is_init"])
-    mask = batch[MASK_KEY]
-    padded = batch.apply(lambda x: x * mask.reshape(*mask.shape, *([1] * (x.ndim - 2))).to(x.dtype))
-    padded.set(MASK_KEY, mask)
-    return padded
-
-
-def padded_buffer(capacity=10_000, sampler=None):
-    from trajrl.replay.padded import PaddedToFlat
-
-    storage = LazyTensorStorage(capacity)
-    buffer = TensorDictReplayBuffer(storage=storage, sampler=sampler or EpisodeSampler(), batch_size=4)
-    buffer.append_transform(PaddedToFlat(storage))
-    return buffer
 
 
 @pytest.mark.parametrize("seed", range(20))

@@ -5,113 +5,13 @@ behind and leaves a checkpoint that loads."""
 import multiprocessing
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import torch
 
-import trajrl
-from test_cli import processes_in_group, read_metrics
-from trajrl.train.checkpoint import load_checkpoint
-
-BAD_ENVS = '''
-import multiprocessing
-import time
-
-import gymnasium as gym
-from gymnasium.envs.classic_control import CartPoleEnv
-
-class Faulty(CartPoleEnv):
-    """CartPole that, after ``after`` steps, raises (Exploding-v0) or stops answering,
-    as a simulator can (Hanging-v0); ``learner_only``: only in the learner's process
-    (its evaluation), never in a collector worker's (FailsInTheLearner-v0)."""
-
-    def __init__(self, after=1000, hang=False, learner_only=False, **kwargs):
-        super().__init__(**kwargs)
-        self.after, self.hang, self.learner_only, self.steps_taken = after, hang, learner_only, 0
-
-    def step(self, action):
-        self.steps_taken += 1
-        if self.steps_taken > self.after and not (self.learner_only and multiprocessing.parent_process()):
-            if self.hang:
-                time.sleep(3600)
-            raise RuntimeError(f"boom: the environment failed after {self.after} steps")
-        return super().step(action)
-
-gym.register("Exploding-v0", entry_point=Faulty, max_episode_steps=500)
-gym.register("Hanging-v0", entry_point=Faulty, max_episode_steps=500, kwargs={"after": 3000, "hang": True})
-gym.register("FailsInTheLearner-v0", entry_point=Faulty, max_episode_steps=500,
-             kwargs={"after": 0, "learner_only": True})
-'''
-
-
-class Run:
-    """``python -m trajrl`` in its own process group (as a shell would start it)."""
-
-    def __init__(self, tmp_path: Path, *overrides: str):
-        (tmp_path / "bad_envs.py").write_text(BAD_ENVS)
-        self.dir = tmp_path / "run"
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(tmp_path)}
-        env.pop("HYDRA_FULL_ERROR", None)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "trajrl", "debug=smoke", "loop.checkpoint_every_frames=500", *overrides,
-             f"hydra.run.dir={self.dir}"],
-            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-            stdin=subprocess.DEVNULL, start_new_session=True,
-            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-        self.pgid = self.proc.pid
-
-    def wait_for_checkpoint(self, timeout: float = 90) -> None:
-        """Until training is under way and has saved a checkpoint."""
-        deadline = time.monotonic() + timeout
-        while not (self.dir / "checkpoints" / "latest.pt").exists():
-            assert self.proc.poll() is None, self.proc.communicate()[1][-3000:]
-            assert time.monotonic() < deadline, "no checkpoint in time"
-            time.sleep(0.2)
-
-    def workers(self) -> list[int]:
-        """The run's child processes that are collector workers."""
-        found = []
-        for pid in processes_in_group(self.pgid):
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-            if b"spawn_main" in cmdline and pid != self.proc.pid:
-                found.append(pid)
-        return found
-
-    def end(self, within: float = 30) -> str:
-        """Its stderr once it has ended, asserting it ended within ``within`` seconds."""
-        start = time.monotonic()
-        try:
-            _, err = self.proc.communicate(timeout=within)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.pgid, signal.SIGKILL)
-            raise AssertionError(f"the run did not end within {within} s")
-        assert time.monotonic() - start < within
-        return err
-
-    def assert_nothing_left(self, within: float = 10) -> None:
-        deadline = time.monotonic() + within
-        while processes_in_group(self.pgid):
-            if time.monotonic() > deadline:
-                left = processes_in_group(self.pgid)
-                os.killpg(self.pgid, signal.SIGKILL)
-                raise AssertionError(f"processes left behind: {left}")
-            time.sleep(0.2)
-
-    def assert_checkpoint_loads(self) -> dict:
-        saved = load_checkpoint(self.dir)
-        assert saved["frames"] > 0
-        agent = trajrl.load_agent(self.dir)
-        assert agent.algo.updates == saved["algo"]["updates"]
-        return saved
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.pgid, signal.SIGKILL)
-
+from helpers import Run, read_metrics
 
 @pytest.fixture
 def run_in(tmp_path, monkeypatch):
@@ -234,7 +134,7 @@ def test_sigint_and_sigterm_stop_the_run_and_save_a_checkpoint(signum, whole_gro
     saved = run.assert_checkpoint_loads()
     rows = read_metrics(run.dir)
     assert saved["frames"] >= int(rows[-1]["frames"])  # saved when it stopped, not at the last periodic save
-    assert saved["loop"]["updates"] >= float(rows[-1]["train/updates"])
+    assert saved["algo"]["updates"] >= float(rows[-1]["train/updates"])
 
 
 SIGKILLED = {  # case -> overrides

@@ -113,7 +113,7 @@ def test_collector_reset_and_reset_at_each_iter_keep_episodes_whole_in_this_torc
 def test_the_audit_names_an_episode_stitched_from_two():
     """What a per-batch reset used to do: two episodes under one id, the first cut
     (no done). TorchRL's SliceSampler would sample slices across the seam."""
-    from test_data import episodes
+    from helpers import episodes
 
     stitched = episodes([6, 5, 4])
     stitched[TRAJ_KEY][6:11] = 0
@@ -124,7 +124,7 @@ def test_the_audit_names_an_episode_stitched_from_two():
 
 
 def test_padded_writes_with_clashing_ids_merge_episodes_unless_ids_are_renewed():
-    from test_data import episodes, padded_buffer, zero_padded
+    from helpers import episodes, padded_buffer, zero_padded
     from trajrl.replay.padded import PaddedToFlat
 
     first, second = zero_padded(episodes([3, 5], first_id=0)), zero_padded(episodes([4, 2], first_id=1))

@@ -2,59 +2,13 @@
 exactly on environments whose episode lengths are known; the TensorBoard and wandb
 (offline) files; the progress output on a terminal and in a log; plots and summaries
 of a multirun (real CLI in subprocesses)."""
-import csv
 import glob
 import io
 
 import pytest
 
+from helpers import rows_of, run_cli
 from trajrl.train.progress import Progress
-
-KNOWN_LENGTHS_ENV = '''
-import gymnasium as gym
-import numpy as np
-
-
-class KnownLengths(gym.Env):
-    """Reward 1 per step; episode k (counted per environment) lasts lengths[k % len(lengths)] steps."""
-    observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
-    action_space = gym.spaces.Discrete(2)
-
-    def __init__(self, lengths=(5,)):
-        self.lengths, self.finished, self.t = list(lengths), 0, 0
-
-    def _obs(self):
-        return np.array([self.t / 10.0, 0.0], dtype=np.float32)
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        self.t = 0
-        return self._obs(), {}
-
-    def step(self, action):
-        self.t += 1
-        terminated = self.t >= self.lengths[self.finished % len(self.lengths)]
-        if terminated:
-            self.finished += 1
-        return self._obs(), 1.0, terminated, False, {}
-
-
-gym.register("KnownLengths-v0", entry_point=KnownLengths)
-'''
-
-
-def run_cli(tmp_path, *args, timeout=180):
-    """The CLI, with the KnownLengths-v0 environment importable (``env.import_module=known_envs``)."""
-    from test_cli import trajrl
-
-    (tmp_path / "known_envs.py").write_text(KNOWN_LENGTHS_ENV)
-    return trajrl(*args, cwd=tmp_path, timeout=timeout, pythonpath=tmp_path)
-
-
-def rows_of(run_dir):
-    with open(run_dir / "metrics.csv") as f:
-        return [{k: float(v) for k, v in row.items() if v != ""} for row in csv.DictReader(f)]
-
 
 def test_off_policy_statistics_are_exact_on_episodes_of_known_length(tmp_path):
     """Every episode lasts 5 steps and slices are 8 long, so every slice is one whole

@@ -7,6 +7,7 @@ import trajrl
 from trajrl.algos.r2d2 import R2D2, RecurrentQNet, signed_hyperbolic, signed_parabolic
 from trajrl.replay.batches import TD_KEY, sequence_priority
 from trajrl.settings import R2D2Settings
+from helpers import acting_rollout
 
 
 def brute_force_target(reward, terminated, bootstrap, length, gamma, n):
@@ -48,19 +49,6 @@ def test_value_rescaling_inverts():
     torch.testing.assert_close(signed_parabolic(signed_hyperbolic(x)), x, rtol=1e-4, atol=1e-3)
 
 
-def acting_rollout(pipe, steps: int):
-    """``steps`` steps acted by the pipeline's policy in one of its environments
-    (episodes reset inside); the state it stores is zero at is_init and only there."""
-    env = pipe.env_fn()
-    with torch.no_grad():
-        rollout = env.rollout(steps, pipe.policy, break_when_any_done=False)
-    env.close()
-    is_init = rollout["is_init"].reshape(-1)
-    assert rollout["recurrent_state_h"][is_init].abs().sum() == 0
-    assert rollout["recurrent_state_h"][~is_init].abs().sum() > 0
-    return rollout
-
-
 def test_learning_pass_reproduces_the_acting_policy_q_values():
     """From the stored state at any step, the sequence pass gives the Q-values the
     policy acted on: the stored state is the one the policy used, zero at is_init."""
@@ -96,7 +84,7 @@ def test_burn_in_steps_are_not_learned_unless_the_slice_starts_its_episode():
 
 
 def test_padded_steps_change_no_update():
-    from test_rsac import slices
+    from helpers import slices
 
     batch = slices([12, 5, 1, 9], horizon=14)  # two columns that are padding in every row
     batch.set("action", torch.randint(2, (4, 14)))
@@ -141,7 +129,7 @@ def test_evaluation_acts_with_the_network_it_is_asked_for(network):
 def test_lr_decays_linearly_to_lr_end_over_the_planned_updates():
     """algo.lr_end: the factory plans (total_frames - warmup) * updates_per_frame updates;
     the lr falls linearly from lr to lr_end over them, then stays."""
-    from test_rsac import slices
+    from helpers import slices
     from trajrl.config import validate
     from trajrl.factory.agent import build_agent
 

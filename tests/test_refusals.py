@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from test_cli import processes_in_group
+from helpers import processes_in_group
 
 #: Config files a user might write (``hydra.searchpath`` adds their directory).
 USER_CONFIGS = {
@@ -23,8 +23,9 @@ CASES = [
     # unknown group options and keys: Hydra's message, with the valid options
     (["collector=nope"], ["collector/nope", "Available options", "multi_async"]),
     (["algo=dqn"], ["algo/dqn", "r2d2", "rsac"]),
-    (["foo=1"], ["Could not override 'foo'", "+foo=1"]),
-    (["sampler=random", "sampler.burn_in=3"], ["sampler.burn_in", "Key 'burn_in' is not in struct"]),
+    (["foo=1"], ["foo=1", "the top level has no such setting", "total_frames"]),
+    (["sampler=random", "sampler.burn_in=3"], ["sampler.burn_in=3", "sampler=random has no such setting",
+                                               "transitions_per_batch"]),
     (["+sampler.foo=1"], ["sampler.foo=1", "sampler=slice has no such setting", "slice_len"]),
     (["seed=[1,2"], ["seed=[1,2", "override_grammar"]),
     # types
@@ -33,8 +34,12 @@ CASES = [
     (["audit=maybe"], ["audit='maybe'", "true or false"]),
     (["algo.encoder_sizes=[a]"], ["algo.encoder_sizes[0]='a'", "a list of integers"]),
     # values and combinations
-    (["trajs_per_batch=0"], ["trajs_per_batch=0", "integer >= 1"]),
-    (["env.num_envs=0"], ["env.num_envs=0", "must be a number >= 1"]),
+    (["trajs_per_batch=0"], ["trajs_per_batch=0", "must be >= 1", "the default is 4"]),
+    (["env.num_envs=0"], ["env.num_envs=0", "must be >= 1"]),
+    # a range declared beside each numeric setting (tests/test_settings.py goes through all of them)
+    (["algo.gamma=1.5"], ["algo.gamma=1.5", "must be between 0 and 1", "the default is 0.99"]),
+    (["algo.lr=-1"], ["algo.lr=-1.0", "must be > 0", "the default is 0.001"]),
+    (["algo.hidden_size=0"], ["algo.hidden_size=0", "must be >= 1", "the default is 64"]),
     (["env.vectorization=threads"], ["env.vectorization='threads'", "use one of sync, async"]),
     (["sampler=slice", "trajs_per_batch=null"], ["trajs_per_batch", "complete episodes", "trajs_per_batch=4"]),
     (["collector=async_batched", "trajs_per_batch=4"], ["trajs_per_batch=4", "async_batched", "trajs_per_batch=1"]),
@@ -50,10 +55,10 @@ CASES = [
     (["storage.ndim=2"], ["storage.ndim=2", "storage.ndim=auto or 1"]),
     (["collector=sync", "collector.num_workers=2"], ["collector.num_workers=2", "multi_sync or multi_async"]),
     (["collector.num_workers=64"], ["collector.num_workers=64", "cores", "at most"]),
-    (["device=cuda"], ["device='cuda'", "device=cpu"]),
+    (["device=cuda"], ["device='cuda'", "use one of cpu"]),
     (["loop.warmup_frames=5000", "total_frames=1000"], ["loop.warmup_frames=5000", "below total_frames=1000"]),
     (["algo=ppo", "loop.updates_per_frame=2"], ["loop.updates_per_frame='2'", "off-policy loop only", "algo.epochs"]),
-    (["logger.backends=[mlflow]"], ["logger.backends='mlflow'", "csv, tensorboard or wandb"]),
+    (["logger.backends=[mlflow]"], ["logger.backends='mlflow'", "use one of csv, tensorboard, wandb"]),
     # against the environment
     (["env=gym"], ["env.id", "required"]),
     (["env=gym", "env.id=NoSuchEnv-v0"], ["env.id='NoSuchEnv-v0'", "not a registered gymnasium id"]),
@@ -68,7 +73,8 @@ CASES = [
     (["resume=nowhere"], ["resume='nowhere'", "checkpoints/latest.pt", "outputs/<date>/<time>"]),
     # config files
     (["experiment=wrong_type"], ["loop.weight_sync_every='often'", "must be an integer"]),
-    (["experiment=unknown_key"], ["loop.warmup=10", "loop has no such setting", "warmup_frames"]),
+    (["experiment=unknown_key"], ["loop.warmup (set in experiment/unknown_key.yaml)", "loop has no such setting",
+                                  "warmup_frames"]),
     (["experiment=broken_yaml"], ["broken_yaml.yaml", "line 2", "expected ',' or ']'"]),
     (["experiment=unknown_option"], ["collector/threads", "Available options", "multi_sync"]),
     (["experiment=contradiction"], ["collector='multi_async'", "algo=ppo", "collector=sync or collector=multi_sync"]),

@@ -4,7 +4,7 @@ import torch
 from tensordict import TensorDict
 
 import trajrl
-from test_cli import read_metrics, trajrl as cli
+from helpers import read_metrics, trajrl as cli
 from trajrl.train.checkpoint import load_checkpoint
 from trajrl.replay.audit import audit_storage
 from trajrl.replay.episodes import TRAJ_KEY

@@ -1,7 +1,6 @@
 """Recurrent SAC: squashed-Gaussian log-probs, burn-in, padding, and the state the actor used."""
 import pytest
 import torch
-from tensordict import TensorDict
 from torch import nn
 from torch.distributions import AffineTransform, Normal, TanhTransform, TransformedDistribution
 
@@ -9,6 +8,7 @@ import trajrl
 from trajrl.algos.rsac import RSAC, RecurrentActor, RecurrentCritic, SquashedGaussian, run_core
 from trajrl.settings import RSACSettings
 from trajrl.replay.episodes import MASK_KEY
+from helpers import slices
 
 
 def test_squashed_gaussian_log_prob_is_the_change_of_variables():
@@ -30,24 +30,6 @@ def test_burn_in_steps_carry_no_gradient(rnn):
     torch.testing.assert_close(out, rnn(x)[0])  # same values as one pass
     out[:, 3:].sum().backward()
     assert (x.grad[:, :3] == 0).all() and (x.grad[:, 3:] != 0).any()
-
-
-def slices(lengths, horizon, obs_dim=2, seed=0):
-    gen = torch.Generator().manual_seed(seed)
-    n = len(lengths)
-    mask = torch.arange(horizon) < torch.tensor(lengths).unsqueeze(-1)
-    step_count = torch.arange(horizon).expand(n, horizon).clone() + torch.tensor([0, 7, 0, 30][:n]).unsqueeze(-1)
-    return TensorDict({
-        "observation": torch.randn(n, horizon, obs_dim, generator=gen),
-        "action": torch.rand(n, horizon, 1, generator=gen) * 4 - 2,
-        "step_count": step_count.unsqueeze(-1),
-        "recurrent_state_h": torch.randn(n, horizon, 1, 8, generator=gen),
-        "recurrent_state_c": torch.randn(n, horizon, 1, 8, generator=gen),
-        MASK_KEY: mask,
-        ("next", "observation"): torch.randn(n, horizon, obs_dim, generator=gen),
-        ("next", "reward"): torch.randn(n, horizon, 1, generator=gen),
-        ("next", "terminated"): torch.zeros(n, horizon, 1, dtype=torch.bool),
-    }, [n, horizon])
 
 
 def test_padded_steps_change_no_update():
@@ -75,7 +57,7 @@ def test_padded_steps_change_no_update():
 def test_the_actor_starts_from_the_state_it_stored_while_acting():
     """From the stored state at any step, the learner's actor pass gives the actions
     the policy took (deterministic acting): the stored state is the one it used."""
-    from test_r2d2 import acting_rollout
+    from helpers import acting_rollout
     from torchrl.envs.utils import ExplorationType, set_exploration_type
 
     cfg = trajrl.compose(["experiment=rsac_pendulum_novel", "collector=sync", "debug=smoke"])

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from test_cli import read_metrics, trajrl
+from helpers import read_metrics, trajrl
 
 HAS_RAY = importlib.util.find_spec("ray") is not None
 HAS_SWEEP = all(importlib.util.find_spec(m) is not None

@@ -15,7 +15,13 @@ from typing import Any
 from hydra import compose as hydra_compose
 from hydra import initialize_config_dir
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import ConfigKeyError, MissingMandatoryValue, OmegaConfBaseException, ValidationError
+from omegaconf.errors import (
+    ConfigAttributeError,
+    ConfigKeyError,
+    MissingMandatoryValue,
+    OmegaConfBaseException,
+    ValidationError,
+)
 
 from trajrl import settings as S
 from trajrl.errors import ConfigError
@@ -137,7 +143,7 @@ def explain(err: BaseException) -> ConfigError | None:
     """Hydra's composition error as trajrl's one line, where the cause is a value of the
     wrong type or a key no option has (``None``: Hydra's own message says it best)."""
     cause: BaseException | None = err
-    while cause is not None and not isinstance(cause, (ValidationError, ConfigKeyError)):
+    while cause is not None and not isinstance(cause, (ValidationError, ConfigKeyError, ConfigAttributeError)):
         cause = cause.__cause__ or cause.__context__
     if cause is None:
         return None
@@ -155,17 +161,28 @@ def explain(err: BaseException) -> ConfigError | None:
     from dataclasses import fields
 
     names = sorted(f.name for f in fields(schema) if f.name not in S.GROUPS)
-    where = group or "the top level"
+    options = [name for name, cls in S.GROUPS[group][1].items() if cls is schema] if group in S.GROUPS else []
+    where = (f"{group}={options[0]}" if len(options) == 1 and options[0] else group) or "the top level"
+    import re
+
+    source = re.match(r"In '([^']+)'", str(err))
     return ConfigError(setting, _override_value(err, setting), f"{where} has no such setting; its settings are "
-                       f"{', '.join(names)}")
+                       f"{', '.join(names)}", source=f"{source.group(1)}.yaml" if source else None)
 
 
 def _override_value(err: BaseException, setting: str) -> Any:
     """The value given to ``setting`` in the message Hydra wrote, if it says (``?`` otherwise)."""
     import re
 
+    import yaml
+
     found = re.search(rf"{re.escape(setting)}=(\S+)", str(err))
-    return found.group(1) if found else "?"
+    if not found:
+        return "?"
+    try:
+        return yaml.safe_load(found.group(1))
+    except yaml.YAMLError:
+        return found.group(1)
 
 
 def _join(prefix: str, key: Any) -> str:

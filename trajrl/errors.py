@@ -11,11 +11,12 @@ from typing import Any
 
 
 class ConfigError(ValueError):
-    """A setting that cannot work: names the setting, the value and what would."""
+    """A setting that cannot work: names the setting, the value (or, where only Hydra
+    knows the value, the config file that set it) and what would work."""
 
-    def __init__(self, setting: str, value: Any, fix: str):
+    def __init__(self, setting: str, value: Any, fix: str, source: str | None = None):
         self.setting, self.value, self.fix = setting, value, fix
-        super().__init__(f"{setting}={value!r}: {fix}")
+        super().__init__(f"{setting} (set in {source}): {fix}" if source else f"{setting}={value!r}: {fix}")
 
 
 class CheckpointError(ValueError):

@@ -39,8 +39,8 @@ class Range:
     def __str__(self) -> str:
         low = None if self.low is None else f"{'>' if self.low_open else '>='} {self.low:g}"
         high = None if self.high is None else f"{'<' if self.high_open else '<='} {self.high:g}"
-        if low and high and not (self.low_open or self.high_open):
-            return f"between {self.low:g} and {self.high:g}"
+        if low and high and self.low_open == self.high_open:
+            return f"{'strictly ' if self.low_open else ''}between {self.low:g} and {self.high:g}"
         if low and high:
             return f"{low} and {high}"
         return low or high or "a finite number"
@@ -128,7 +128,7 @@ class StorageSettings:
     kind: str = option("lazy_tensor")
     capacity: int = setting(100_000, "frames the buffer holds; the oldest are overwritten first", range=at_least(1))
     ndim: Any = setting("auto", "storage dimensions: auto derives them from the collector (1 for complete "
-                                "episodes)", choices=("auto", "1"))
+                                "episodes)")
 
 
 @dataclass

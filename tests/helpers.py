@@ -1,0 +1,260 @@
+"""What several test modules use: the real CLI in a subprocess, reading a run's metrics,
+processes left behind, and environments written into a test's directory (imported
+by the CLI through ``env.import_module``). Fixtures around them are in conftest.py."""
+import csv
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+from tensordict import TensorDict
+from torchrl.data import LazyTensorStorage, TensorDictReplayBuffer
+
+from trajrl.replay.episodes import MASK_KEY, TRAJ_KEY, EpisodeSampler, as_sequences
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def trajrl(*args, cwd, timeout=120, pythonpath=None):
+    """``python -m trajrl *args`` in ``cwd`` (``pythonpath``: where extra env modules are)."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", **({"PYTHONPATH": str(pythonpath)} if pythonpath else {})}
+    env.pop("HYDRA_FULL_ERROR", None)
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "trajrl", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env=env, stdin=subprocess.DEVNULL)
+    proc.elapsed = time.monotonic() - start
+    return proc
+
+
+def processes_in_group(pgid: int) -> list[int]:
+    """Live processes of process group ``pgid`` (from /proc)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            found.append(int(stat.parent.name))
+    return found
+
+
+def read_metrics(run_dir: Path) -> list[dict]:
+    """``metrics.csv`` as written (strings; a column a row has no value for is empty)."""
+    with open(run_dir / "metrics.csv") as f:
+        return list(csv.DictReader(f))
+
+
+def rows_of(run_dir: Path) -> list[dict]:
+    """``metrics.csv`` as numbers, each row with the columns it has a value for."""
+    return [{k: float(v) for k, v in row.items() if v != ""} for row in read_metrics(run_dir)]
+
+
+KNOWN_LENGTHS_ENV = '''
+import gymnasium as gym
+import numpy as np
+
+
+class KnownLengths(gym.Env):
+    """Reward 1 per step; episode k (counted per environment) lasts lengths[k % len(lengths)] steps."""
+    observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, lengths=(5,)):
+        self.lengths, self.finished, self.t = list(lengths), 0, 0
+
+    def _obs(self):
+        return np.array([self.t / 10.0, 0.0], dtype=np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self._obs(), {}
+
+    def step(self, action):
+        self.t += 1
+        terminated = self.t >= self.lengths[self.finished % len(self.lengths)]
+        if terminated:
+            self.finished += 1
+        return self._obs(), 1.0, terminated, False, {}
+
+
+gym.register("KnownLengths-v0", entry_point=KnownLengths)
+'''
+
+
+def run_cli(tmp_path, *args, timeout=180):
+    """The CLI, with the KnownLengths-v0 environment importable (``env.import_module=known_envs``)."""
+    (tmp_path / "known_envs.py").write_text(KNOWN_LENGTHS_ENV)
+    return trajrl(*args, cwd=tmp_path, timeout=timeout, pythonpath=tmp_path)
+
+
+BAD_ENVS = '''
+import multiprocessing
+import time
+
+import gymnasium as gym
+from gymnasium.envs.classic_control import CartPoleEnv
+
+class Faulty(CartPoleEnv):
+    """CartPole that, after ``after`` steps, raises (Exploding-v0) or stops answering,
+    as a simulator can (Hanging-v0); ``learner_only``: only in the learner's process
+    (its evaluation), never in a collector worker's (FailsInTheLearner-v0)."""
+
+    def __init__(self, after=1000, hang=False, learner_only=False, **kwargs):
+        super().__init__(**kwargs)
+        self.after, self.hang, self.learner_only, self.steps_taken = after, hang, learner_only, 0
+
+    def step(self, action):
+        self.steps_taken += 1
+        if self.steps_taken > self.after and not (self.learner_only and multiprocessing.parent_process()):
+            if self.hang:
+                time.sleep(3600)
+            raise RuntimeError(f"boom: the environment failed after {self.after} steps")
+        return super().step(action)
+
+gym.register("Exploding-v0", entry_point=Faulty, max_episode_steps=500)
+gym.register("Hanging-v0", entry_point=Faulty, max_episode_steps=500, kwargs={"after": 3000, "hang": True})
+gym.register("FailsInTheLearner-v0", entry_point=Faulty, max_episode_steps=500,
+             kwargs={"after": 0, "learner_only": True})
+'''
+
+
+class Run:
+    """``python -m trajrl`` in its own process group (as a shell would start it)."""
+
+    def __init__(self, tmp_path: Path, *overrides: str):
+        (tmp_path / "bad_envs.py").write_text(BAD_ENVS)
+        self.dir = tmp_path / "run"
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(tmp_path)}
+        env.pop("HYDRA_FULL_ERROR", None)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "trajrl", "debug=smoke", "loop.checkpoint_every_frames=500", *overrides,
+             f"hydra.run.dir={self.dir}"],
+            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+            stdin=subprocess.DEVNULL, start_new_session=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        self.pgid = self.proc.pid
+
+    def wait_for_checkpoint(self, timeout: float = 90) -> None:
+        """Until training is under way and has saved a checkpoint."""
+        deadline = time.monotonic() + timeout
+        while not (self.dir / "checkpoints" / "latest.pt").exists():
+            assert self.proc.poll() is None, self.proc.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, "no checkpoint in time"
+            time.sleep(0.2)
+
+    def workers(self) -> list[int]:
+        """The run's child processes that are collector workers."""
+        found = []
+        for pid in processes_in_group(self.pgid):
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            if b"spawn_main" in cmdline and pid != self.proc.pid:
+                found.append(pid)
+        return found
+
+    def end(self, within: float = 30) -> str:
+        """Its stderr once it has ended, asserting it ended within ``within`` seconds."""
+        start = time.monotonic()
+        try:
+            _, err = self.proc.communicate(timeout=within)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.pgid, signal.SIGKILL)
+            raise AssertionError(f"the run did not end within {within} s")
+        assert time.monotonic() - start < within
+        return err
+
+    def assert_nothing_left(self, within: float = 10) -> None:
+        deadline = time.monotonic() + within
+        while processes_in_group(self.pgid):
+            if time.monotonic() > deadline:
+                left = processes_in_group(self.pgid)
+                os.killpg(self.pgid, signal.SIGKILL)
+                raise AssertionError(f"processes left behind: {left}")
+            time.sleep(0.2)
+
+    def assert_checkpoint_loads(self) -> dict:
+        import trajrl
+        from trajrl.train.checkpoint import load_checkpoint
+
+        saved = load_checkpoint(self.dir)
+        assert saved["frames"] > 0
+        agent = trajrl.load_agent(self.dir)
+        assert agent.algo.updates == saved["algo"]["updates"]
+        return saved
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.pgid, signal.SIGKILL)
+
+
+# ---------------------------------------------------------------- data built by hand
+def episodes(lengths, first_id=0, terminal=True):
+    """Flat episodes as a collector with trajs_per_batch writes them."""
+    parts = []
+    for i, length in enumerate(lengths):
+        steps = torch.arange(length)
+        done = steps == length - 1
+        seen = torch.randn(length + 1, 3)  # each step observes what the one before led to
+        parts.append(TensorDict({
+            TRAJ_KEY: torch.full((length,), first_id + i),
+            "step_count": steps.unsqueeze(-1),
+            "is_init": (steps == 0).unsqueeze(-1),
+            "observation": seen[:-1],
+            ("next", "observation"): seen[1:],
+            ("next", "done"): done.unsqueeze(-1),
+            ("next", "terminated"): (done & terminal).unsqueeze(-1),
+        }, [length]))
+    return torch.cat(parts)
+
+
+def zero_padded(flat):
+    """Flat episodes as a [N, T] zero-padded batch with ("collector", "mask")."""
+    batch = as_sequences(flat, flat["is_init"])
+    mask = batch[MASK_KEY]
+    padded = batch.apply(lambda x: x * mask.reshape(*mask.shape, *([1] * (x.ndim - 2))).to(x.dtype))
+    padded.set(MASK_KEY, mask)
+    return padded
+
+
+def padded_buffer(capacity=10_000, sampler=None):
+    from trajrl.replay.padded import PaddedToFlat
+
+    storage = LazyTensorStorage(capacity)
+    buffer = TensorDictReplayBuffer(storage=storage, sampler=sampler or EpisodeSampler(), batch_size=4)
+    buffer.append_transform(PaddedToFlat(storage))
+    return buffer
+
+
+def slices(lengths, horizon, obs_dim=2, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    n = len(lengths)
+    mask = torch.arange(horizon) < torch.tensor(lengths).unsqueeze(-1)
+    step_count = torch.arange(horizon).expand(n, horizon).clone() + torch.tensor([0, 7, 0, 30][:n]).unsqueeze(-1)
+    return TensorDict({
+        "observation": torch.randn(n, horizon, obs_dim, generator=gen),
+        "action": torch.rand(n, horizon, 1, generator=gen) * 4 - 2,
+        "step_count": step_count.unsqueeze(-1),
+        "recurrent_state_h": torch.randn(n, horizon, 1, 8, generator=gen),
+        "recurrent_state_c": torch.randn(n, horizon, 1, 8, generator=gen),
+        MASK_KEY: mask,
+        ("next", "observation"): torch.randn(n, horizon, obs_dim, generator=gen),
+        ("next", "reward"): torch.randn(n, horizon, 1, generator=gen),
+        ("next", "terminated"): torch.zeros(n, horizon, 1, dtype=torch.bool),
+    }, [n, horizon])
+
+
+def acting_rollout(pipe, steps: int):
+    """``steps`` steps acted by the pipeline's policy in one of its environments
+    (episodes reset inside); the state it stores is zero at is_init and only there."""
+    env = pipe.env_fn()
+    with torch.no_grad():
+        rollout = env.rollout(steps, pipe.policy, break_when_any_done=False)
+    env.close()
+    is_init = rollout["is_init"].reshape(-1)
+    assert rollout["recurrent_state_h"][is_init].abs().sum() == 0
+    assert rollout["recurrent_state_h"][~is_init].abs().sum() > 0
+    return rollout

@@ -1,0 +1,111 @@
+"""One place per setting: every option's dataclass (trajrl/settings.py) is what Hydra
+composes and what the code reads; every numeric setting declares its range, and a
+value outside it is refused before anything is built (table-driven over the registry,
+so that a new field without a range, or with one nobody checks, fails here)."""
+import math
+from dataclasses import MISSING, fields
+
+import pytest
+from omegaconf import OmegaConf
+
+import trajrl
+from trajrl import settings as S
+from trajrl.config import validate
+from trajrl.errors import ConfigError
+
+#: How to compose a config that has each group's option (the default config has the others).
+OPTION_OVERRIDES = {
+    ("storage", "none"): ["algo=ppo"], ("sampler", "episode"): ["algo=ppo"],
+    ("collector", "multi_sync"): ["algo=ppo"], ("collector", "async_batched"): ["collector=async_batched"],
+}
+
+
+def numeric_settings() -> list:
+    """``(group, option, field)`` of every numeric setting, once per option that declares it."""
+    return [pytest.param(group, option, f, id=f"{group}={option}:{f.name}" if group else f.name)
+            for group, option, f in S.numeric_fields()]
+
+
+def outside(span: S.Range, is_int: bool) -> float:
+    """A value the range refuses (of the field's type where one exists)."""
+    if span.low is not None:
+        return span.low if span.low_open else span.low - 1
+    if span.high is not None:
+        return span.high if span.high_open else span.high + 1
+    return math.inf  # no bound: still finite only
+
+
+@pytest.mark.parametrize("group, option, f", numeric_settings())
+def test_every_numeric_setting_declares_its_range_and_a_value_outside_it_is_refused(group, option, f):
+    span = f.metadata.get("range")
+    assert isinstance(span, S.Range), f"{group}.{f.name} declares no range: setting(..., range=...)"
+    assert f.metadata.get("help"), f"{group}.{f.name} has no description"
+    selector = S.GROUPS[group][0] if group else None
+    overrides = OPTION_OVERRIDES.get((group, option), [f"{group}={option}"] if selector else [])
+    if group == "collector" and option == "ray":
+        pytest.importorskip("ray")
+    cfg = trajrl.compose([*overrides, "debug=smoke"])
+    if group == "loop" or not group:
+        section = cfg.loop if group == "loop" else cfg
+    else:
+        section = cfg[group]
+        assert section[selector] == option if selector else True
+    key = f"{group}.{f.name}" if group else f.name
+    is_int = "int" in str(f.type)
+    value = outside(span, is_int)
+    if "list" in str(f.type):
+        value = [int(value)]
+    elif is_int and math.isfinite(value):
+        value = int(value)
+    OmegaConf.set_struct(cfg, False)
+    OmegaConf.update(cfg, key, value, force_add=True)
+    with pytest.raises(ConfigError) as refused:
+        validate(cfg)
+    assert refused.value.setting == key, str(refused.value)
+    assert str(span) in str(refused.value), str(refused.value)
+
+
+def test_each_option_dataclass_is_what_hydra_composes_with_its_defaults():
+    """The YAML files add no defaults of their own: a composed option's values are its
+    dataclass's defaults, except the few an option file says it changes."""
+    changed = {("collector", "multi_async"): {"kind", "num_workers"}, ("sampler", "slice"): set(),
+               ("algo", "r2d2"): set(), ("storage", "lazy_tensor"): {"kind"}, ("logger", ""): set(),
+               ("env", ""): {"id"}, ("loop", ""): set()}
+    cfg = trajrl.compose([])
+    for (group, option), allowed in changed.items():
+        schema = S.option_schema(group, cfg[group])
+        for f in fields(schema):
+            if f.default is MISSING and f.default_factory is MISSING:
+                continue  # required (env.id): the option file gives it
+            default = f.default if f.default is not MISSING else f.default_factory()
+            if f.name not in allowed:
+                assert cfg[group][f.name] == default, (group, f.name)
+
+
+def test_choices_come_from_the_registries():
+    """--help's options are the option files; each names an option of its group's registry."""
+    from helpers import REPO
+
+    for group, (selector, options) in S.GROUPS.items():
+        if selector is None:
+            continue
+        files = sorted(p.stem for p in (REPO / "configs" / group).glob("*.yaml"))
+        assert files == sorted(options), group
+        for name in options:
+            assert trajrl.compose([f"{group}={name}"] if group != "storage" or name != "none" else ["algo=ppo"])[group][selector] == name
+
+
+def test_the_factory_builds_every_option_of_the_registries():
+    from trajrl.factory.agent import BUILDERS as AGENTS
+    from trajrl.factory.collector import BUILDERS as COLLECTORS
+
+    assert sorted(AGENTS) == sorted(S.ALGOS)
+    assert sorted(COLLECTORS) == sorted(S.COLLECTORS)
+
+
+def test_a_config_is_checked_once():
+    """validate() returns a read-only config marked as checked; build() and train() take it as it is."""
+    checked = validate(trajrl.compose(["debug=smoke"]))
+    assert validate(checked) is checked
+    with pytest.raises(Exception):
+        checked.algo.lr = -1.0
