@@ -38,7 +38,7 @@ import torch
 import trajrl
 from trajrl.replay.audit import audit_storage
 from trajrl.replay.episodes import TRAJ_KEY
-from trajrl.train.progress import Progress
+from trajrl.training.progress import Progress
 
 ENV = "CartPole-v1"
 COMMON = ["env=cartpole", "storage.capacity=200000", "loop.warmup_frames=0"]

@@ -178,7 +178,7 @@ class Run:
 
     def assert_checkpoint_loads(self) -> dict:
         import trajrl
-        from trajrl.train.checkpoint import load_checkpoint
+        from trajrl.training.checkpoint import load_checkpoint
 
         saved = load_checkpoint(self.dir)
         assert saved["frames"] > 0

@@ -5,7 +5,7 @@ import torch
 
 import trajrl
 from trajrl.errors import CheckpointError
-from trajrl.train.checkpoint import checkpoint_path, load_checkpoint
+from trajrl.training.checkpoint import checkpoint_path, load_checkpoint
 
 
 @pytest.mark.parametrize("overrides", [["algo=r2d2"], ["experiment=rsac_pendulum_novel"], ["algo=ppo", "algo.recurrent=true"]])

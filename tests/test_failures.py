@@ -9,23 +9,10 @@ import time
 from pathlib import Path
 
 import pytest
-import torch
 
-from helpers import Run, read_metrics
+import trajrl
 
-@pytest.fixture
-def run_in(tmp_path, monkeypatch):
-    monkeypatch.syspath_prepend(str(tmp_path))  # load_agent imports bad_envs too
-    runs = []
-
-    def start(*overrides: str) -> Run:
-        runs.append(Run(tmp_path, *overrides))
-        return runs[-1]
-
-    yield start
-    for r in runs:
-        r.kill()
-
+from helpers import read_metrics
 
 @pytest.mark.parametrize("collector", ["sync", "multi_async", "async_batched"])
 def test_an_environment_that_raises_ends_the_run_with_its_cause(collector, run_in):
@@ -156,36 +143,44 @@ def test_sigkill_to_the_run_leaves_no_worker_behind(case, run_in):
     run.assert_checkpoint_loads()  # the last one saved, whole (written then renamed)
 
 
-def hold_the_write_lock(buffer, held) -> None:
+def hold_the_write_lock(lock, held) -> None:
     """A collector worker that is killed in the middle of a write."""
-    buffer._write_lock.acquire()
+    lock.acquire()
     held.set()
     time.sleep(3600)
 
 
 def test_a_worker_killed_while_writing_does_not_hang_the_learner():
     """A process killed while it holds the shared buffer's write lock never releases
-    it; the learner's sample waits on it, and gives up after the stall timeout."""
-    from tensordict import TensorDict
-    from torchrl.data import LazyTensorStorage, TensorDictReplayBuffer
-
+    it; the loop's update waits on it to sample, and gives up after the stall timeout
+    (the off-policy loop's own update, on the pipeline's own buffer)."""
+    from trajrl.collect.watch import CollectorWatch
+    from trajrl.config import validate
     from trajrl.errors import CollectorFailed
-    from trajrl.train.interrupts import raise_after
+    from trajrl.settings import settings_of
+    from trajrl.training.loops import OffPolicyLoop, RunParts
+    from trajrl.training.metrics import MetricsLog
+    from trajrl.training.progress import Progress
 
-    buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(100), shared=True, batch_size=4)
-    buffer.extend(TensorDict({"observation": torch.zeros(10, 2)}, [10]))
-    context = multiprocessing.get_context("spawn")
-    held = context.Event()
-    worker = context.Process(target=hold_the_write_lock, args=(buffer, held))
-    worker.start()
-    assert held.wait(60)
-    os.kill(worker.pid, signal.SIGKILL)
-    worker.join()
-    start = time.monotonic()
-    with pytest.raises(CollectorFailed, match="gave up"):
-        with raise_after(1, lambda: CollectorFailed("gave up")):  # as OffPolicyLoop._update does
-            buffer.sample()
-    assert time.monotonic() - start < 5
+    cfg = validate(trajrl.compose(["collector=multi_async", "debug=smoke", "loop.stall_timeout_s=1",
+                                   "algo.normalize_observations=false"]))
+    with trajrl.build(cfg) as pipe:
+        parts = RunParts(pipe.collector, pipe.algo, pipe.policy, log=MetricsLog(None),
+                         progress=Progress(cfg.total_frames, live=False), version=pipe.version)
+        loop = OffPolicyLoop(parts, pipe.sequences, pipe.exploration, settings_of(cfg, "loop"), cfg.total_frames)
+        loop.watch = CollectorWatch(pipe.collector)
+        context = multiprocessing.get_context("spawn")
+        held = context.Event()
+        worker = context.Process(target=hold_the_write_lock, args=(pipe.buffer._write_lock, held))
+        worker.start()
+        assert held.wait(60)
+        os.kill(worker.pid, signal.SIGKILL)
+        worker.join()
+        start = time.monotonic()
+        with pytest.raises(CollectorFailed, match="an update waited on the replay buffer"):
+            loop.update()
+        assert time.monotonic() - start < 5
+        loop.watch.close()
 
 
 def alive(pid: int) -> bool:

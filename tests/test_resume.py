@@ -5,7 +5,7 @@ from tensordict import TensorDict
 
 import trajrl
 from helpers import read_metrics, trajrl as cli
-from trajrl.train.checkpoint import load_checkpoint
+from trajrl.training.checkpoint import load_checkpoint
 from trajrl.replay.audit import audit_storage
 from trajrl.replay.episodes import TRAJ_KEY
 
@@ -32,7 +32,7 @@ def test_a_resumed_run_continues_where_its_checkpoint_stopped(tmp_path):
                 "loop.log_every_frames=500", f"hydra.run.dir={run_dir}", cwd=tmp_path)
     assert first.returncode == 0, first.stderr[-3000:]
     saved = load_checkpoint(run_dir)
-    frames, updates = saved["frames"], saved["loop"]["updates"]
+    frames, updates = saved["frames"], saved["algo"]["updates"]
     before = stored(saved["buffer"])
     rows_before = read_metrics(run_dir)
     assert frames >= 1500 and updates > 0 and len(before) == frames
@@ -40,7 +40,7 @@ def test_a_resumed_run_continues_where_its_checkpoint_stopped(tmp_path):
     # Rebuilt from the checkpoint, before anything runs: the same learner, buffer and counters.
     cfg = trajrl.compose(["collector=multi_async", "debug=smoke", "storage.capacity=6000", f"resume={run_dir}"])
     with trajrl.build(cfg) as pipe:
-        assert pipe.resumed["frames"] == frames and pipe.resumed["updates"] == updates
+        assert pipe.resumed.frames == frames and pipe.resumed.episodes == saved["loop"]["episodes"] > 0
         assert pipe.buffer.write_count == frames and len(pipe.buffer) == frames
         restored = tensors(pipe.algo.state_dict())
         wanted = tensors(saved["algo"])
@@ -55,7 +55,7 @@ def test_a_resumed_run_continues_where_its_checkpoint_stopped(tmp_path):
     second = cli(f"resume={run_dir}", "total_frames=3000", cwd=tmp_path)
     assert second.returncode == 0, second.stderr[-3000:]
     final = load_checkpoint(run_dir)
-    assert final["frames"] >= 3000 and final["loop"]["updates"] > updates
+    assert final["frames"] >= 3000 and final["algo"]["updates"] > updates
     after = stored(final["buffer"])
     assert_same_steps(after[:frames], before)  # what was stored is still there, untouched
     assert not any(audit_storage(after, full=False).values())  # old and new episodes: whole, distinct ids

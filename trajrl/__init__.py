@@ -12,7 +12,7 @@ Names are imported on first use, so that checking a configuration (``trajrl.conf
 does not load torch.
 
 The packages follow the data: ``collect`` (environments, episode assembly, workers),
-``replay`` (storage layouts, samplers, audit), ``algos`` (the learners), ``train`` (the
+``replay`` (storage layouts, samplers, audit), ``algos`` (the learners), ``training`` (the
 loops, evaluation, metrics, checkpoints), ``report`` (plots and summaries of finished
 runs); ``settings`` declares every setting, ``config`` checks them, ``factory`` builds.
 """
@@ -23,7 +23,7 @@ import importlib
 _HOME = {
     "CheckpointError": "trajrl.errors", "ConfigError": "trajrl.errors", "compose": "trajrl.config",
     "Pipeline": "trajrl.factory", "build": "trajrl.factory", "load_agent": "trajrl.factory",
-    "train": "trajrl.train.run",
+    "train": "trajrl.training.run",
 }
 __all__ = sorted(_HOME)
 

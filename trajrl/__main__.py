@@ -56,7 +56,7 @@ def run(cfg: DictConfig) -> float:
         print(f"trajrl: configuration error: {err}", file=sys.stderr)
         sys.exit(2)
 
-    from trajrl.train.run import summary, train
+    from trajrl.training.run import summary, train
 
     record_command(run_dir, list(hydra_cfg.overrides.task))
     try:

@@ -15,7 +15,7 @@ import numpy as np
 
 from trajrl.errors import ConfigError, EnvironmentFailed
 from trajrl.settings import ACTIONS
-from trajrl.train.interrupts import raise_after
+from trajrl.training.interrupts import raise_after
 
 
 class HideObservation(gym.ObservationWrapper):

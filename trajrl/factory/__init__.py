@@ -1,6 +1,6 @@
 """The factory: turns a checked config into real TorchRL objects, one group at a time
 (``build``), and a finished run's directory back into its agent (``load_agent``).
-It builds; the loops in ``trajrl.train`` run what it built."""
+It builds; the loops in ``trajrl.training`` run what it built."""
 from __future__ import annotations
 
 import logging
@@ -30,7 +30,7 @@ from trajrl.factory.logger import build_loggers
 from trajrl.factory.replay import build_buffer
 from trajrl.replay.batches import SequenceSampler
 from trajrl.settings import PROCESS_COLLECTORS, settings_of
-from trajrl.train.checkpoint import LoopState, load_checkpoint, restore
+from trajrl.training.checkpoint import LoopState, load_checkpoint, restore
 
 log = logging.getLogger("trajrl")
 

@@ -1,5 +1,5 @@
 """Logger factory: TorchRL's TensorBoard and wandb loggers (several at once). ``csv`` is
-the run directory's ``metrics.csv``, which every run writes (``trajrl.train.metrics``):
+the run directory's ``metrics.csv``, which every run writes (``trajrl.training.metrics``):
 each metric is written once."""
 from __future__ import annotations
 

@@ -13,12 +13,12 @@ from trajrl.factory import build
 from trajrl.factory.logger import flat_hparams
 from trajrl.replay.audit import LiveAudit
 from trajrl.settings import ON_POLICY_ALGOS, settings_of
-from trajrl.train.checkpoint import Checkpointer, checkpoint_path
-from trajrl.train.evaluate import Evaluator
-from trajrl.train.interrupts import interrupts_raise
-from trajrl.train.loops import EpisodicLoop, OffPolicyLoop, RunParts
-from trajrl.train.metrics import MetricsLog
-from trajrl.train.progress import Progress
+from trajrl.training.checkpoint import Checkpointer, checkpoint_path
+from trajrl.training.evaluate import Evaluator
+from trajrl.training.interrupts import interrupts_raise
+from trajrl.training.loops import EpisodicLoop, OffPolicyLoop, RunParts
+from trajrl.training.metrics import MetricsLog
+from trajrl.training.progress import Progress
 
 log = logging.getLogger("trajrl")
 

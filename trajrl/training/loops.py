@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import torch
@@ -28,15 +28,15 @@ from trajrl.errors import CollectorFailed, RunInterrupted
 from trajrl.replay.audit import LiveAudit
 from trajrl.replay.episodes import MASK_KEY, as_sequences
 from trajrl.settings import LoopSettings
-from trajrl.train.checkpoint import LoopState
-from trajrl.train.interrupts import critical, raise_after
-from trajrl.train.metrics import MaskTally, MetricsLog, Rates, StoredEpisodeStats, WorkerStats, buffer_stats, episode_stats
-from trajrl.train.progress import Progress
+from trajrl.training.checkpoint import LoopState
+from trajrl.training.interrupts import critical, raise_after
+from trajrl.training.metrics import MaskTally, MetricsLog, Rates, StoredEpisodeStats, WorkerStats, buffer_stats, episode_stats
+from trajrl.training.progress import Progress
 
 
 @dataclass
 class RunParts:
-    """What a loop runs, built by the factory (``trajrl.train.run`` gathers them)."""
+    """What a loop runs, built by the factory (``trajrl.training.run`` gathers them)."""
 
     collector: object                        # a TorchRL collector (or trajrl's Ray one)
     algo: object                             # R2D2 | RSAC | PPO: ``update(batch)``, ``updates``
@@ -136,6 +136,7 @@ class Loop:
             self.watch.close()
             self.progress.close()  # the terminal's status line, before any message
         self.shut_down()
+        self.state.frames = self.frames_now()
         if self.parts.audit is not None:
             self.audit_buffer(self.parts.audit)
         last_eval = self.evaluate(collecting=False) if self.parts.evaluate is not None else {}
@@ -154,6 +155,10 @@ class Loop:
     def audit_buffer(self, audit: LiveAudit) -> None:
         """At the end, with the audit on: the whole buffer (a loop without one has nothing to check)."""
 
+    def frames_now(self) -> int:
+        """Frames the run has (stored, or learnt from), as of now."""
+        return self.state.frames
+
     def finished(self) -> bool:
         limit = self.settings.time_limit_s
         return self.state.frames >= self.total_frames or (
@@ -164,7 +169,7 @@ class Loop:
         """Save the run (at the end, when interrupted, or when due); a signal waits for it."""
         if self.parts.checkpoint is not None:
             with critical():
-                self.parts.checkpoint(self.state)
+                self.parts.checkpoint(replace(self.state, frames=self.frames_now()))
 
     @contextlib.contextmanager
     def paused(self):
@@ -275,6 +280,9 @@ class OffPolicyLoop(Loop):
             if self.episodes.due():
                 self.episodes.read()
             self.log_eval_checkpoint()
+
+    def frames_now(self) -> int:
+        return self.buffer.write_count  # what the saved buffer holds, whatever the loop last read
 
     def updates_due(self) -> float:
         return (self.buffer.write_count - self.settings.warmup_frames) * self.settings.updates_per_frame
