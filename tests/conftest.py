@@ -25,18 +25,25 @@ def run_in(tmp_path, monkeypatch):
         r.kill()
 
 
-@pytest.fixture(scope="module")
-def module_dir(tmp_path_factory, request):
-    """A directory for CLI runs that several tests of one module assert on (run once per module)."""
-    return tmp_path_factory.mktemp(request.module.__name__)
-
-
-@pytest.fixture(scope="module")
-def smoke_run(module_dir):
-    """``python -m trajrl debug=smoke`` with every logger, in a pipe, run once per module:
-    ``(process, run directory)``."""
-    run_dir = module_dir / "smoke"
-    proc = trajrl("debug=smoke", "logger.backends=[csv,tensorboard,wandb]", f"hydra.run.dir={run_dir}",
-                  cwd=module_dir, timeout=180)
+@pytest.fixture(scope="session")
+def smoke_run(tmp_path_factory):
+    """``python -m trajrl debug=smoke`` (the default collector and sampler) with the live
+    audit on every batch and every logger, in a pipe, run once for the tests that read
+    it: ``(process, run directory)``."""
+    root = tmp_path_factory.mktemp("smoke")
+    run_dir = root / "run"
+    proc = trajrl("collector=multi_async", "sampler=slice", "debug=smoke", "audit=true", "audit_every=1",
+                  "logger.backends=[csv,tensorboard,wandb]", f"hydra.run.dir={run_dir}", cwd=root, timeout=180)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc, run_dir
+
+
+@pytest.fixture(scope="session")
+def sweep(tmp_path_factory):
+    """One ``--multirun`` over seeds x algorithms, run once for the tests that read it
+    (the run directories, plots and summaries): its sweep directory."""
+    root = tmp_path_factory.mktemp("multirun")
+    proc = trajrl("--multirun", "seed=0,1", "algo=r2d2,ppo", "debug=smoke", "loop.eval_every_frames=500",
+                  f"hydra.sweep.dir={root / 'sweep'}", cwd=root, timeout=400)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return root / "sweep"

@@ -15,16 +15,23 @@ def smoke_pairs() -> list:
     """Every collector x sampler pair. Each sampler with the default collector and each
     collector with the default sampler run by default; the other pairs repeat those code
     paths (the sampler reads the buffer whichever collector filled it) and run with -m slow."""
-    return [pytest.param(collector, sampler, marks=() if collector == "multi_async" or sampler == "slice"
-                         else pytest.mark.slow)
+    def marks(collector: str, sampler: str) -> tuple:
+        if (collector, sampler) == ("multi_async", "slice"):  # the run conftest.py shares: on its worker
+            return (pytest.mark.xdist_group("shared_runs"),)
+        return () if collector == "multi_async" or sampler == "slice" else (pytest.mark.slow,)
+
+    return [pytest.param(collector, sampler, marks=marks(collector, sampler))
             for collector in LOCAL_COLLECTORS for sampler in SAMPLERS]
 
 
 @pytest.mark.parametrize("collector, sampler", smoke_pairs())
-def test_smoke_run_of_every_collector_and_sampler_writes_metrics(collector, sampler, tmp_path):
+def test_smoke_run_of_every_collector_and_sampler_writes_metrics(collector, sampler, tmp_path, request):
     run_dir = tmp_path / "run"
-    proc = trajrl(f"collector={collector}", f"sampler={sampler}", "debug=smoke", "audit=true", "audit_every=1",
-                  f"hydra.run.dir={run_dir}", cwd=tmp_path)
+    if (collector, sampler) == ("multi_async", "slice"):  # the default pair: the run conftest.py shares
+        proc, run_dir = request.getfixturevalue("smoke_run")
+    else:
+        proc = trajrl(f"collector={collector}", f"sampler={sampler}", "debug=smoke", "audit=true", "audit_every=1",
+                      f"hydra.run.dir={run_dir}", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = read_metrics(run_dir)
     assert rows and int(rows[-1]["frames"]) >= 2000
@@ -44,8 +51,9 @@ def test_smoke_run_of_every_collector_and_sampler_writes_metrics(collector, samp
     assert "== trajrl run finished ==" in proc.stdout
 
 
-@pytest.mark.parametrize("traj_format", ["padded", "cat"])
-@pytest.mark.parametrize("collector", ["sync", "multi_sync"])
+@pytest.mark.parametrize("collector, traj_format", [
+    ("sync", "padded"), ("multi_sync", "cat"),  # each collector and each format once; the other pairs with -m slow
+    pytest.param("sync", "cat", marks=pytest.mark.slow), pytest.param("multi_sync", "padded", marks=pytest.mark.slow)])
 def test_smoke_run_of_ppo_learns_from_complete_episodes(collector, traj_format, tmp_path):
     run_dir = tmp_path / "run"
     proc = trajrl("algo=ppo", "algo.recurrent=true", f"collector={collector}", f"traj_format={traj_format}",
@@ -60,7 +68,8 @@ def test_smoke_run_of_ppo_learns_from_complete_episodes(collector, traj_format, 
     assert "eval/return" in last
 
 
-@pytest.mark.parametrize("collector", LOCAL_COLLECTORS)
+@pytest.mark.parametrize("collector", [c if c == "multi_async" else pytest.param(c, marks=pytest.mark.slow)
+                                       for c in LOCAL_COLLECTORS])  # the collectors' paths: the R2D2 smoke runs
 def test_smoke_run_of_recurrent_sac_on_every_collector(collector, tmp_path):
     run_dir = tmp_path / "run"
     proc = trajrl("experiment=rsac_pendulum_novel", f"collector={collector}", "debug=smoke", "audit=true",
@@ -72,14 +81,11 @@ def test_smoke_run_of_recurrent_sac_on_every_collector(collector, tmp_path):
     assert "train/alpha" in last and "eval/return" in last
 
 
-def test_multirun_makes_one_run_directory_per_job(tmp_path):
+@pytest.mark.xdist_group("shared_runs")  # one worker runs the shared runs (conftest.py) once
+def test_multirun_makes_one_run_directory_per_job(sweep):
     """Seeds x algorithms; each algorithm brings its own collector, storage and sampler."""
     from omegaconf import OmegaConf
 
-    sweep = tmp_path / "sweep"
-    proc = trajrl("--multirun", "seed=0,1", "algo=r2d2,ppo", "debug=smoke", f"hydra.sweep.dir={sweep}",
-                  cwd=tmp_path, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
     runs = sorted(p for p in sweep.iterdir() if p.is_dir() and (p / "metrics.csv").exists())
     assert [p.name for p in runs] == ["0", "1", "2", "3"]
     assert all(int(read_metrics(p)[-1]["frames"]) >= 2000 for p in runs)

@@ -74,10 +74,12 @@ def test_an_environment_that_hangs_in_the_learners_process_ends_the_run(case, ru
     run.assert_nothing_left()
 
 
-@pytest.mark.parametrize("algo, collector", [("r2d2", "multi_async"), ("ppo", "sync"), ("ppo", "multi_sync")])
+@pytest.mark.parametrize("algo, collector", [("r2d2", "multi_async"), ("ppo", "sync"),
+                                             pytest.param("ppo", "multi_sync", marks=pytest.mark.slow)])
 def test_an_environment_that_hangs_ends_the_run_after_the_stall_timeout(algo, collector, run_in):
     """Off-policy, the loop sees no frame stored; PPO waits for a batch of complete
-    episodes, in its own process (sync) or from workers: either way the run ends."""
+    episodes, in its own process (sync) or from workers (multi_sync, -m slow: the same
+    wait of the episodic loop): either way the run ends."""
     run = run_in("env=gym", "env.id=Hanging-v0", "env.import_module=bad_envs", f"algo={algo}",
                  f"collector={collector}", "total_frames=100000", "loop.stall_timeout_s=10")
     err = run.end(within=90)

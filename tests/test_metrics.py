@@ -79,6 +79,7 @@ def test_episodic_batch_statistics_are_exact_on_episodes_of_known_length(rollout
     assert last["episode/completed"] * 6.5 == last["frames"]
 
 
+@pytest.mark.xdist_group("shared_runs")  # one worker runs the shared runs (conftest.py) once
 def test_tensorboard_and_wandb_offline_runs_write_their_files(smoke_run):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -106,13 +107,11 @@ def test_tensorboard_and_wandb_offline_runs_write_their_files(smoke_run):
     assert not (run_dir / "logs" / "csv").exists()
 
 
-def test_a_multirun_is_plotted_and_summarised_across_seeds(tmp_path):
-    sweep = tmp_path / "sweep"
-    proc = run_cli(tmp_path, "--multirun", "seed=0,1", "debug=smoke", "loop.eval_every_frames=500",
-                   f"hydra.sweep.dir={sweep}", timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    for job in ("0", "1"):
-        assert (sweep / job / "command.txt").read_text().startswith(f"python -m trajrl seed={job} debug=smoke")
+@pytest.mark.xdist_group("shared_runs")  # one worker runs the shared runs (conftest.py) once
+def test_a_multirun_is_plotted_and_summarised_across_seeds(sweep, tmp_path):
+    """The sweep seed=0,1 x algo=r2d2,ppo (conftest.py): one curve and one row per algorithm."""
+    for job, algo in (("0", "r2d2"), ("1", "ppo")):
+        assert (sweep / job / "command.txt").read_text().startswith(f"python -m trajrl seed=0 algo={algo} debug=smoke")
         assert (sweep / job / "plots" / "returns.png").stat().st_size > 10_000
 
     plot = run_cli(tmp_path, "plot", str(sweep))
@@ -126,10 +125,12 @@ def test_a_multirun_is_plotted_and_summarised_across_seeds(tmp_path):
     assert summary.returncode == 0, summary.stderr
     table = summary.stdout.strip().splitlines()
     assert table[0].startswith("| configuration | seeds | final eval return")
-    assert len(table) == 3 and table[2].startswith("| debug=smoke loop.eval_every_frames=500 | 0, 1 | ")
-    finals = [rows_of(sweep / job)[-1]["eval/return"] for job in ("0", "1")]
-    mean, std = sum(finals) / 2, abs(finals[0] - finals[1]) / 2
-    assert table[2].split(" | ")[2] == f"{mean:.1f} ± {std:.1f}"
+    assert len(table) == 4
+    for jobs, algo in (("02", "r2d2"), ("13", "ppo")):
+        (line,) = [row for row in table[2:] if row.startswith(f"| algo={algo} debug=smoke loop.eval_every_frames=500 | 0, 1 | ")]
+        finals = [rows_of(sweep / job)[-1]["eval/return"] for job in jobs]
+        mean, std = sum(finals) / 2, abs(finals[0] - finals[1]) / 2
+        assert line.split(" | ")[2] == f"{mean:.1f} ± {std:.1f}"
     assert (sweep / "summary.md").read_text().strip() == summary.stdout.strip()
 
     missing = run_cli(tmp_path, "plot", str(tmp_path / "nowhere"))
@@ -157,6 +158,7 @@ def test_progress_redraws_a_status_line_on_a_terminal_and_prints_plain_lines_els
     assert out.endswith("\r")  # cleared at the end: the terminal is left on a fresh line
 
 
+@pytest.mark.xdist_group("shared_runs")  # one worker runs the shared runs (conftest.py) once
 def test_a_run_in_a_pipe_prints_plain_lines(smoke_run):
     proc, _ = smoke_run
     assert "\r" not in proc.stdout and "\x1b" not in proc.stdout

@@ -351,6 +351,10 @@ def register() -> None:
     ``trajrl_run`` for the top level), where the YAML files of ``configs/`` extend them."""
     from hydra.core.config_store import ConfigStore
 
+    from omegaconf import OmegaConf
+
+    if not OmegaConf.has_resolver("trajrl_settings"):  # --help's list of every setting (configs/config.yaml)
+        OmegaConf.register_new_resolver("trajrl_settings", describe)
     store = ConfigStore.instance()
     store.store(name="trajrl_run", node=RunSettings)
     for group, (_, options) in GROUPS.items():
@@ -439,3 +443,31 @@ def settings_of(cfg: Any, group: str) -> Any:
 
     section = cfg.get(group)
     return option_schema(group, section)(**OmegaConf.to_container(section, resolve=True))
+
+
+def describe() -> str:
+    """Every setting of every option, one line each (``python -m trajrl --help``)."""
+    lines = []
+
+    def add(prefix: str, schema: type, skip: tuple = ()) -> None:
+        for f in fields(schema):
+            if f.name in skip or f.metadata.get("help") is None or f.name in GROUPS:
+                continue
+            default = f.default if f.default is not MISSING else (
+                f.default_factory() if f.default_factory is not MISSING else "(required)")
+            span, choices = f.metadata.get("range"), f.metadata.get("choices")
+            allowed = f" | {span}" if span is not None else (f" | {', '.join(choices)}" if choices else "")
+            lines.append(f"  {prefix}{f.name} = {default}{allowed}: {f.metadata['help']}")
+
+    lines.append("top level:")
+    add("", RunSettings)
+    for group, (selector, options) in GROUPS.items():
+        seen: set = set()
+        for name, schema in options.items():
+            if schema in seen:
+                continue
+            seen.add(schema)
+            same = [n for n, s in options.items() if s is schema]
+            lines.append(f"{group}" + (f" ({selector}={', '.join(same)})" if selector else "") + ":")
+            add(f"{group}.", schema, skip=(selector,) if selector else ())
+    return "\n".join(lines)
