@@ -25,25 +25,46 @@ def run_in(tmp_path, monkeypatch):
         r.kill()
 
 
+def run_once(tmp_path_factory, worker_id: str, name: str, *args: str, timeout: float) -> tuple:
+    """``python -m trajrl *args`` run once per test session, however many test processes
+    ask for it (pytest-xdist's workers share the session's temporary directory; the first
+    to ask runs it, the others wait for it): ``(process, its directory)``."""
+    import json
+    import subprocess
+
+    from filelock import FileLock
+
+    root = tmp_path_factory.getbasetemp()
+    root = root.parent if worker_id != "master" else root
+    where = root / name
+    with FileLock(str(root / f"{name}.lock")):
+        result = where / "result.json"
+        if not result.exists():
+            where.mkdir(parents=True, exist_ok=True)
+            proc = trajrl(*args, cwd=where, timeout=timeout)
+            result.write_text(json.dumps({"returncode": proc.returncode, "stdout": proc.stdout,
+                                          "stderr": proc.stderr}))
+        done = json.loads(result.read_text())
+    proc = subprocess.CompletedProcess(args, done["returncode"], done["stdout"], done["stderr"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc, where
+
+
 @pytest.fixture(scope="session")
-def smoke_run(tmp_path_factory):
+def smoke_run(tmp_path_factory, worker_id):
     """``python -m trajrl debug=smoke`` (the default collector and sampler) with the live
     audit on every batch and every logger, in a pipe, run once for the tests that read
     it: ``(process, run directory)``."""
-    root = tmp_path_factory.mktemp("smoke")
-    run_dir = root / "run"
-    proc = trajrl("collector=multi_async", "sampler=slice", "debug=smoke", "audit=true", "audit_every=1",
-                  "logger.backends=[csv,tensorboard,wandb]", f"hydra.run.dir={run_dir}", cwd=root, timeout=180)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc, run_dir
+    proc, where = run_once(tmp_path_factory, worker_id, "smoke", "collector=multi_async", "sampler=slice",
+                           "debug=smoke", "audit=true", "audit_every=1", "logger.backends=[csv,tensorboard,wandb]",
+                           "hydra.run.dir=run", timeout=180)
+    return proc, where / "run"
 
 
 @pytest.fixture(scope="session")
-def sweep(tmp_path_factory):
+def sweep(tmp_path_factory, worker_id):
     """One ``--multirun`` over seeds x algorithms, run once for the tests that read it
     (the run directories, plots and summaries): its sweep directory."""
-    root = tmp_path_factory.mktemp("multirun")
-    proc = trajrl("--multirun", "seed=0,1", "algo=r2d2,ppo", "debug=smoke", "loop.eval_every_frames=500",
-                  f"hydra.sweep.dir={root / 'sweep'}", cwd=root, timeout=400)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return root / "sweep"
+    _, where = run_once(tmp_path_factory, worker_id, "multirun", "--multirun", "seed=0,1", "algo=r2d2,ppo",
+                        "debug=smoke", "loop.eval_every_frames=500", "hydra.sweep.dir=sweep", timeout=400)
+    return where / "sweep"

@@ -15,12 +15,8 @@ def smoke_pairs() -> list:
     """Every collector x sampler pair. Each sampler with the default collector and each
     collector with the default sampler run by default; the other pairs repeat those code
     paths (the sampler reads the buffer whichever collector filled it) and run with -m slow."""
-    def marks(collector: str, sampler: str) -> tuple:
-        if (collector, sampler) == ("multi_async", "slice"):  # the run conftest.py shares: on its worker
-            return (pytest.mark.xdist_group("shared_runs"),)
-        return () if collector == "multi_async" or sampler == "slice" else (pytest.mark.slow,)
-
-    return [pytest.param(collector, sampler, marks=marks(collector, sampler))
+    return [pytest.param(collector, sampler, marks=() if collector == "multi_async" or sampler == "slice"
+                         else pytest.mark.slow)
             for collector in LOCAL_COLLECTORS for sampler in SAMPLERS]
 
 
@@ -81,7 +77,6 @@ def test_smoke_run_of_recurrent_sac_on_every_collector(collector, tmp_path):
     assert "train/alpha" in last and "eval/return" in last
 
 
-@pytest.mark.xdist_group("shared_runs")  # one worker runs the shared runs (conftest.py) once
 def test_multirun_makes_one_run_directory_per_job(sweep):
     """Seeds x algorithms; each algorithm brings its own collector, storage and sampler."""
     from omegaconf import OmegaConf

@@ -79,7 +79,6 @@ def test_episodic_batch_statistics_are_exact_on_episodes_of_known_length(rollout
     assert last["episode/completed"] * 6.5 == last["frames"]
 
 
-@pytest.mark.xdist_group("shared_runs")  # one worker runs the shared runs (conftest.py) once
 def test_tensorboard_and_wandb_offline_runs_write_their_files(smoke_run):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -107,7 +106,6 @@ def test_tensorboard_and_wandb_offline_runs_write_their_files(smoke_run):
     assert not (run_dir / "logs" / "csv").exists()
 
 
-@pytest.mark.xdist_group("shared_runs")  # one worker runs the shared runs (conftest.py) once
 def test_a_multirun_is_plotted_and_summarised_across_seeds(sweep, tmp_path):
     """The sweep seed=0,1 x algo=r2d2,ppo (conftest.py): one curve and one row per algorithm."""
     for job, algo in (("0", "r2d2"), ("1", "ppo")):
@@ -158,7 +156,6 @@ def test_progress_redraws_a_status_line_on_a_terminal_and_prints_plain_lines_els
     assert out.endswith("\r")  # cleared at the end: the terminal is left on a fresh line
 
 
-@pytest.mark.xdist_group("shared_runs")  # one worker runs the shared runs (conftest.py) once
 def test_a_run_in_a_pipe_prints_plain_lines(smoke_run):
     proc, _ = smoke_run
     assert "\r" not in proc.stdout and "\x1b" not in proc.stdout

@@ -439,9 +439,13 @@ def is_numeric(f: Any) -> bool:
 
 def settings_of(cfg: Any, group: str) -> Any:
     """The dataclass instance of a checked config's group (``settings_of(cfg, "algo")``: an ``R2D2Settings``)."""
+    return section_settings(group, cfg.get(group))
+
+
+def section_settings(group: str, section: Any) -> Any:
+    """The dataclass instance of one group's section of a checked config."""
     from omegaconf import OmegaConf
 
-    section = cfg.get(group)
     return option_schema(group, section)(**OmegaConf.to_container(section, resolve=True))
 
 

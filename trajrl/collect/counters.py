@@ -3,6 +3,7 @@ them: a memory-mapped table every environment writes its running totals into
 (``WorkerCounters``), written by a transform on each environment (``CountSteps``)."""
 from __future__ import annotations
 
+import multiprocessing
 import os
 import tempfile
 import time
@@ -76,8 +77,9 @@ class CountSteps(Transform):
         return {**super().__getstate__(), "_row": None, "_gate": None}
 
     def _wait_at_gate(self) -> None:
-        if self._parent is None:
-            self._parent = os.getppid()
+        if self._parent is None:  # the process that started this one (the learner), wherever it runs
+            started_by = multiprocessing.parent_process()
+            self._parent = started_by.pid if started_by is not None else os.getppid()
         while self._gate[0] and os.getppid() == self._parent:
             time.sleep(0.001)
 

@@ -29,10 +29,11 @@ def exit_with_parent(poll_s: float = 0.5) -> None:
     never releases it, and a worker waiting on it would otherwise wait forever.
     Does nothing in a process not started by multiprocessing; starts one thread at most."""
     global _exit_with_parent_started
-    if _exit_with_parent_started or multiprocessing.parent_process() is None:
+    started_by = multiprocessing.parent_process()
+    if _exit_with_parent_started or started_by is None:
         return
     _exit_with_parent_started = True
-    parent = os.getppid()
+    parent = started_by.pid  # not os.getppid(): the parent may have died before this worker got here
 
     def watch() -> None:
         while os.getppid() == parent:

@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
 from torchrl.data import LazyMemmapStorage, LazyTensorStorage, RoundRobinWriter, TensorDictReplayBuffer
 from torchrl.envs.transforms import ExcludeTransform
-from torchrl.data.replay_buffers.samplers import (
-    RandomSampler,
-    SliceSampler,
-    SliceSamplerWithoutReplacement,
-)
+from torchrl.data.replay_buffers.samplers import RandomSampler, Sampler, SliceSampler, SliceSamplerWithoutReplacement
 
 from trajrl.replay.batches import SequenceSampler
 from trajrl.replay.episodes import TRAJ_KEY, EpisodeSampler
 from trajrl.replay.padded import PaddedToFlat
 from trajrl.replay.slices import StepSliceSampler
+from trajrl.settings import section_settings
 
 
 #: What every step carries that the buffer does not store, since what it stores
@@ -35,24 +33,33 @@ def build_storage(storage_cfg, run_dir: Path | None, reuse_files: bool = False):
                              existsok=reuse_files)
 
 
-def build_sampler(sampler_cfg, capacity: int):
+def _slices(sampler: Sampler, s) -> tuple[Sampler, int]:
+    return sampler, s.slices_per_batch * s.slice_len  # the buffer's batch size is in stored steps
+
+
+def _uniform_slices(s, capacity: int) -> tuple[Sampler, int]:
+    if s.weighting == "step":  # trajrl's: each stored step equally likely to start a slice
+        return _slices(StepSliceSampler(capacity, s.slice_len), s)
+    # TorchRL's: each stored episode equally likely. Slices never cross an episode (boundaries
+    # come from the trajectory ids); episodes shorter than slice_len come back whole.
+    return _slices(SliceSampler(slice_len=s.slice_len, traj_key=TRAJ_KEY, strict_length=False), s)
+
+
+#: How each sampler of the registry is built: ``(TorchRL sampler, buffer batch size)``.
+SAMPLER_BUILDERS: dict[str, Callable] = {
+    "slice": _uniform_slices,
+    "slice_without_replacement": lambda s, capacity: _slices(
+        SliceSamplerWithoutReplacement(slice_len=s.slice_len, traj_key=TRAJ_KEY, strict_length=False), s),
+    "prioritized_slice": lambda s, capacity: _slices(StepSliceSampler(capacity, s.slice_len, s.alpha, s.beta), s),
+    "episode": lambda s, capacity: (EpisodeSampler(), s.episodes_per_batch),
+    "random": lambda s, capacity: (RandomSampler(), s.transitions_per_batch),
+}
+
+
+def build_sampler(sampler_cfg, capacity: int) -> tuple[Sampler, int]:
     """The TorchRL sampler and the buffer batch size (in stored steps or episodes)."""
-    kind = sampler_cfg.kind
-    if kind == "random":
-        return RandomSampler(), int(sampler_cfg.transitions_per_batch)
-    if kind == "episode":
-        return EpisodeSampler(), int(sampler_cfg.episodes_per_batch)
-    slice_len = int(sampler_cfg.slice_len)
-    # Slices never cross an episode: boundaries come from the trajectory ids.
-    # Episodes shorter than slice_len come back whole.
-    if kind == "prioritized_slice":
-        sampler = StepSliceSampler(capacity, slice_len, float(sampler_cfg.alpha), float(sampler_cfg.beta))
-    elif kind == "slice" and sampler_cfg.weighting == "step":
-        sampler = StepSliceSampler(capacity, slice_len)
-    else:  # TorchRL's: each stored episode equally likely
-        cls = SliceSampler if kind == "slice" else SliceSamplerWithoutReplacement
-        sampler = cls(slice_len=slice_len, traj_key=TRAJ_KEY, strict_length=False)
-    return sampler, int(sampler_cfg.slices_per_batch) * slice_len
+    settings = section_settings("sampler", sampler_cfg)
+    return SAMPLER_BUILDERS[settings.kind](settings, capacity)
 
 
 def build_buffer(storage_cfg, sampler_cfg, shared: bool, run_dir: Path | None = None,
@@ -79,3 +86,4 @@ def build_buffer(storage_cfg, sampler_cfg, shared: bool, run_dir: Path | None = 
         horizon=1 if kind == "random" else (None if kind == "episode" else int(sampler_cfg.slice_len)),
         priority_eta=float(sampler_cfg.eta) if kind == "prioritized_slice" else None,
     )
+
