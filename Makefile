@@ -22,7 +22,8 @@ $(VENV)/.installed-test: $(VENV)/.installed
 	$(PY) -m pip install --quiet -e ".[test]"
 	touch $@
 
-# The slow tests also cover the optional extras (Ray, submitit, Optuna).
+# The slow tests also cover the optional extras (Ray, submitit, Optuna); one at a time
+# (-n 0): two Ray tests at once would each see the other's Ray processes.
 $(VENV)/.installed-extras: $(VENV)/.installed-test
 	$(PY) -m pip install --quiet -e ".[test,ray,sweep]"
 	touch $@
@@ -37,7 +38,7 @@ test: install-test
 	$(PY) -m pytest $(ARGS)
 
 test-slow: $(VENV)/.installed-extras
-	$(PY) -m pytest -m slow $(ARGS)
+	$(PY) -m pytest -m slow -n 0 $(ARGS)
 
 clean:
 	rm -rf $(VENV)

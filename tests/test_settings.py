@@ -98,9 +98,12 @@ def test_choices_come_from_the_registries():
 def test_the_factory_builds_every_option_of_the_registries():
     from trajrl.factory.agent import BUILDERS as AGENTS
     from trajrl.factory.collector import BUILDERS as COLLECTORS
+    from trajrl.factory.replay import SAMPLER_BUILDERS, STORAGE_BUILDERS
 
     assert sorted(AGENTS) == sorted(S.ALGOS)
     assert sorted(COLLECTORS) == sorted(S.COLLECTORS)
+    assert sorted(SAMPLER_BUILDERS) == sorted(S.SAMPLERS)
+    assert sorted([*STORAGE_BUILDERS, "none"]) == sorted(S.STORAGES)
 
 
 def test_a_config_is_checked_once():

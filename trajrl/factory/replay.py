@@ -23,14 +23,23 @@ from trajrl.settings import section_settings
 DERIVED = ["done", "terminated", "truncated", ("next", "is_init"), ("next", "step_count"), ("next", "episode_reward")]
 
 
+def _memmap(s, run_dir: Path | None, reuse_files: bool) -> LazyMemmapStorage:
+    scratch = s.scratch_dir or (str(Path(run_dir) / "buffer") if run_dir else None)
+    return LazyMemmapStorage(s.capacity, scratch_dir=scratch, ndim=int(s.ndim), existsok=reuse_files)
+
+
+#: How each storage of the registry is built (``none``: no buffer at all, see ``trajrl.factory.build``).
+STORAGE_BUILDERS: dict[str, Callable] = {
+    "lazy_tensor": lambda s, run_dir, reuse_files: LazyTensorStorage(s.capacity, ndim=int(s.ndim)),
+    "lazy_memmap": _memmap,
+}
+
+
 def build_storage(storage_cfg, run_dir: Path | None, reuse_files: bool = False):
     """``reuse_files``: a memory-mapped storage may take over the files in its
     directory (a resumed run's own buffer); otherwise existing files are an error."""
-    if storage_cfg.kind == "lazy_tensor":
-        return LazyTensorStorage(int(storage_cfg.capacity), ndim=int(storage_cfg.ndim))
-    scratch = storage_cfg.get("scratch_dir") or (str(Path(run_dir) / "buffer") if run_dir else None)
-    return LazyMemmapStorage(int(storage_cfg.capacity), scratch_dir=scratch, ndim=int(storage_cfg.ndim),
-                             existsok=reuse_files)
+    settings = section_settings("storage", storage_cfg)
+    return STORAGE_BUILDERS[settings.kind](settings, run_dir, reuse_files)
 
 
 def _slices(sampler: Sampler, s) -> tuple[Sampler, int]:
