@@ -1,12 +1,23 @@
 """Fixtures the test modules share (plain helpers are in helpers.py).
 
+One torch thread per test process, as every trajrl process uses (``train()`` and the
+collector workers set it): two pytest-xdist workers with torch's default threads each
+would ask four busy threads of two cores.
+
 Every test runs under pytest-timeout (``--timeout`` in pyproject.toml, signal method):
 ``trajrl.training.interrupts.raise_after`` keeps the timer it finds running, so an
 in-process ``build()`` or ``train()`` leaves the test's timeout live.
 """
-import pytest
+import os
 
-from helpers import Run, trajrl
+os.environ.setdefault("OMP_NUM_THREADS", "1")  # before torch is imported (helpers imports it)
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from helpers import Run, trajrl  # noqa: E402
+
+torch.set_num_threads(1)
 
 
 @pytest.fixture
