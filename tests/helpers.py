@@ -29,6 +29,18 @@ def trajrl(*args, cwd, timeout=120, pythonpath=None):
     return proc
 
 
+def collector_sampler_pairs(collectors, samplers) -> list:
+    """Every collector x sampler pair as test parameters. Each sampler with the default
+    collector (multi_async) and each collector with the default sampler (slice) run by
+    default; the other pairs repeat those code paths (a sampler reads the buffer whichever
+    collector filled it) and run with -m slow."""
+    import pytest
+
+    return [pytest.param(collector, sampler, marks=() if collector == "multi_async" or sampler == "slice"
+                         else pytest.mark.slow)
+            for collector in collectors for sampler in samplers]
+
+
 def processes_in_group(pgid: int) -> list[int]:
     """Live processes of process group ``pgid`` (from /proc)."""
     found = []

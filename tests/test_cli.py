@@ -5,22 +5,13 @@ import sys
 
 import pytest
 
-from helpers import REPO, read_metrics, trajrl
+from helpers import REPO, collector_sampler_pairs, read_metrics, trajrl
 from trajrl.settings import LOCAL_COLLECTORS
 
 SAMPLERS = ("slice", "slice_without_replacement", "prioritized_slice", "episode", "random")
 
 
-def smoke_pairs() -> list:
-    """Every collector x sampler pair. Each sampler with the default collector and each
-    collector with the default sampler run by default; the other pairs repeat those code
-    paths (the sampler reads the buffer whichever collector filled it) and run with -m slow."""
-    return [pytest.param(collector, sampler, marks=() if collector == "multi_async" or sampler == "slice"
-                         else pytest.mark.slow)
-            for collector in LOCAL_COLLECTORS for sampler in SAMPLERS]
-
-
-@pytest.mark.parametrize("collector, sampler", smoke_pairs())
+@pytest.mark.parametrize("collector, sampler", collector_sampler_pairs(LOCAL_COLLECTORS, SAMPLERS))
 def test_smoke_run_of_every_collector_and_sampler_writes_metrics(collector, sampler, tmp_path, request):
     run_dir = tmp_path / "run"
     if (collector, sampler) == ("multi_async", "slice"):  # the default pair: the run conftest.py shares

@@ -13,6 +13,7 @@ import time
 import pytest
 
 import trajrl
+from helpers import collector_sampler_pairs
 from trajrl.settings import LOCAL_COLLECTORS
 from trajrl.replay.audit import audit_batch, audit_storage
 
@@ -40,16 +41,7 @@ def no_violations(counts):
     return {name: n for name, n in counts.items() if n}
 
 
-def collector_sampler_pairs() -> list:
-    """Every collector x sampler pair. Each collector with the default sampler and each
-    sampler with the default collector run by default; the other pairs repeat those code
-    paths (a sampler reads the buffer whichever collector filled it) and run with -m slow."""
-    return [pytest.param(collector, sampler, marks=() if collector == "multi_async" or sampler == "slice"
-                         else pytest.mark.slow)
-            for collector in LOCAL_COLLECTORS for sampler in SAMPLERS]
-
-
-@pytest.mark.parametrize("collector, sampler", collector_sampler_pairs())
+@pytest.mark.parametrize("collector, sampler", collector_sampler_pairs(LOCAL_COLLECTORS, SAMPLERS))
 def test_collector_writes_complete_episodes_and_samples_stay_inside_them(collector, sampler):
     cfg = trajrl.compose([f"collector={collector}", "debug=smoke", f"storage.capacity={CAPACITY}", TIME_LIMIT,
                           "sampler.slices_per_batch=32" if "slice" in sampler else "seed=0", *SAMPLERS[sampler]])
