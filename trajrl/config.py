@@ -8,9 +8,14 @@ without checking it again.
 """
 from __future__ import annotations
 
+import importlib.util
 import os
+import re
+from dataclasses import fields, is_dataclass
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from hydra import compose as hydra_compose
 from hydra import initialize_config_dir
@@ -91,8 +96,6 @@ def typed(cfg: DictConfig) -> DictConfig:
 
 
 def _merge(schema: type, section: DictConfig, prefix: str, where: str, skip=()) -> dict:
-    from dataclasses import fields
-
     known = {f.name for f in fields(schema)}
     for key in section.keys():
         if key not in known:
@@ -114,8 +117,6 @@ def _merge(schema: type, section: DictConfig, prefix: str, where: str, skip=()) 
 
 
 def _value_of(err: OmegaConfBaseException) -> Any:
-    import re
-
     found = re.match(r"Value '(.*?)' (of type|could not)", str(err))
     return found.group(1) if found else getattr(err, "value", "?")
 
@@ -123,8 +124,6 @@ def _value_of(err: OmegaConfBaseException) -> Any:
 def expected(schema: type | None, full_key: str) -> str:
     """How the declared type of setting ``full_key`` reads to a user (``schema``: its
     dataclass, if known; otherwise found through the registry from the key's group)."""
-    from dataclasses import fields, is_dataclass
-
     key = str(full_key)
     name = key.split(".")[-1].split("[")[0]
     group = key.split(".")[0] if "." in key else ""
@@ -152,19 +151,13 @@ def explain(err: BaseException) -> ConfigError | None:
     group = key.split(".")[0] if "." in key else ""
     if isinstance(cause, ValidationError):
         return ConfigError(key, _value_of(cause), f"must be {expected(schema, key)}")
-    from dataclasses import is_dataclass
-
     if not is_dataclass(schema):
         return None
     missing = str(getattr(cause, "key", "") or key.split(".")[-1])
     setting = f"{key.rsplit('.', 1)[0]}.{missing}" if "." in key else missing
-    from dataclasses import fields
-
     names = sorted(f.name for f in fields(schema) if f.name not in S.GROUPS)
     options = [name for name, cls in S.GROUPS[group][1].items() if cls is schema] if group in S.GROUPS else []
     where = (f"{group}={options[0]}" if len(options) == 1 and options[0] else group) or "the top level"
-    import re
-
     source = re.match(r"In '([^']+)'", str(err))
     return ConfigError(setting, _override_value(err, setting), f"{where} has no such setting; its settings are "
                        f"{', '.join(names)}", source=f"{source.group(1)}.yaml" if source else None)
@@ -172,10 +165,6 @@ def explain(err: BaseException) -> ConfigError | None:
 
 def _override_value(err: BaseException, setting: str) -> Any:
     """The value given to ``setting`` in the message Hydra wrote, if it says (``?`` otherwise)."""
-    import re
-
-    import yaml
-
     found = re.search(rf"{re.escape(setting)}=(\S+)", str(err))
     if not found:
         return "?"
@@ -201,8 +190,6 @@ def _check_collector(cfg: DictConfig) -> None:
     if workers > 4 * cores:
         raise ConfigError("collector.num_workers", workers, f"this machine has {cores} cores; use at most {4 * cores}")
     if kind == "ray":
-        import importlib.util
-
         if importlib.util.find_spec("ray") is None:
             raise ConfigError("collector", "ray", "needs Ray, an optional extra: pip install 'trajrl[ray]' "
                               "(or use collector=multi_async on this machine)")

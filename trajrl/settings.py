@@ -391,20 +391,20 @@ def check_section(group: str, section: Any) -> None:
 
 
 def check_value(key: str, f: Any, value: Any) -> None:
-    """``value`` against the range or choices declared with field ``f``."""
+    """``value`` (or each item of a list) against the range or choices declared with field ``f``."""
     if value is None or f.metadata.get("help") is None:
         return
     span, choices = f.metadata.get("range"), f.metadata.get("choices")
-    values = list(value) if isinstance(value, (list, tuple)) or type(value).__name__ == "ListConfig" else [value]
+    is_list = isinstance(value, (list, tuple)) or type(value).__name__ == "ListConfig"
+    values = list(value) if is_list else [value]
+    if is_list and span is not None and not values:
+        raise ConfigError(key, [], "must list at least one size")
     for item in values:
         if choices is not None and str(item) not in choices:
             raise ConfigError(key, item, f"use one of {', '.join(choices)}")
         if span is not None and not span.admits(item):
             default = f.default if f.default is not MISSING else (f.default_factory() if f.default_factory is not MISSING else None)
             raise ConfigError(key, item, f"must be {span}; the default is {default} ({f.metadata['help']})")
-    if isinstance(value, (list, tuple)) or type(value).__name__ == "ListConfig":
-        if span is not None and not values:
-            raise ConfigError(key, [], "must list at least one size")
 
 
 def check_ranges(cfg: Any) -> None:
