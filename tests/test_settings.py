@@ -7,6 +7,7 @@ from dataclasses import MISSING, fields
 
 import pytest
 from omegaconf import OmegaConf
+from omegaconf.errors import ReadonlyConfigError
 
 import trajrl
 from trajrl import settings as S
@@ -26,7 +27,7 @@ def numeric_settings() -> list:
             for group, option, f in S.numeric_fields()]
 
 
-def outside(span: S.Range, is_int: bool) -> float:
+def outside(span: S.Range) -> float:
     """A value the range refuses (of the field's type where one exists)."""
     if span.low is not None:
         return span.low if span.low_open else span.low - 1
@@ -52,7 +53,7 @@ def test_every_numeric_setting_declares_its_range_and_a_value_outside_it_is_refu
         assert section[selector] == option if selector else True
     key = f"{group}.{f.name}" if group else f.name
     is_int = "int" in str(f.type)
-    value = outside(span, is_int)
+    value = outside(span)
     if "list" in str(f.type):
         value = [int(value)]
     elif is_int and math.isfinite(value):
@@ -110,5 +111,5 @@ def test_a_config_is_checked_once():
     """validate() returns a read-only config marked as checked; build() and train() take it as it is."""
     checked = validate(trajrl.compose(["debug=smoke"]))
     assert validate(checked) is checked
-    with pytest.raises(Exception):
+    with pytest.raises(ReadonlyConfigError):
         checked.algo.lr = -1.0
