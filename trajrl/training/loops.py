@@ -400,11 +400,9 @@ class EpisodicLoop(Loop):
             self.timings["update"] += time.monotonic() - t1
             self.recent_return = self.episode_stats["episode/return"]
             self.progress.status(self.state.frames, self.recent_return)
-            if self.checkpoint_every.due(self.state.frames):
-                self.save_checkpoint()
             if self.finished():
                 break
-            self.log_eval_checkpoint()
+            self.log_eval_checkpoint()                           # evaluate, log, save: each when due
             t0 = time.monotonic()
 
     def shut_down(self) -> None:
