@@ -40,6 +40,7 @@ class Target:
 
 
 TARGETS = {  # the issue's targets: evaluation return >= threshold within this many frames
+    "default": Target("trajrl/CartPoleNoVel-v1", 475.0, 60_000),  # python -m trajrl, no preset
     "r2d2_cartpole_novel": Target("trajrl/CartPoleNoVel-v1", 475.0, 50_000),
     "rppo_cartpole_novel": Target("trajrl/CartPoleNoVel-v1", 475.0, 50_000),
     "ppo_cartpole": Target("CartPole-v1", 475.0, 50_000),
@@ -67,7 +68,7 @@ def run(preset: str, seed: int, run_dir: Path, extra: list[str], reuse: bool = F
 
     With ``reuse``, a finished run already in ``run_dir`` with the same overrides
     (its overrides.yaml) is read instead of trained again."""
-    overrides = [f"experiment={preset}", f"seed={seed}", *extra]
+    overrides = [*([] if preset == "default" else [f"experiment={preset}"]), f"seed={seed}", *extra]
     finished = (run_dir / "checkpoints" / "latest.pt").exists() and (run_dir / "overrides.yaml").exists()
     if reuse and finished and yaml.safe_load((run_dir / "overrides.yaml").read_text()) == overrides:
         print(f"  seed {seed}: reused ({run_dir})", flush=True)

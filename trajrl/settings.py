@@ -208,6 +208,8 @@ class NetworkSettings:
     gamma: float = setting(0.99, "discount", range=FRACTION)
     lr: float = setting(1e-3, "learning rate (Adam)", range=above(0))
     max_grad_norm: float = setting(10.0, "gradient norm clipping", range=above(0))
+    layer_norm: bool = setting(False, "layer-normalise the encoder's output and the recurrent features "
+                                      "(Q-network, critics)")
 
 
 @dataclass

@@ -21,8 +21,10 @@ class Standardize(nn.Module):
 
 
 def encoder(obs_dim: int, sizes: list[int], obs_loc: torch.Tensor | None = None,
-            obs_scale: torch.Tensor | None = None, activation: type[nn.Module] = nn.ReLU) -> nn.Module:
-    """observation -> fixed standardisation -> MLP of ``sizes`` (activated last layer).
+            obs_scale: torch.Tensor | None = None, activation: type[nn.Module] = nn.ReLU,
+            layer_norm: bool = False) -> nn.Module:
+    """observation -> fixed standardisation -> MLP of ``sizes`` (activated last layer)
+    -> layer normalisation (with ``layer_norm``).
 
     Standardising inside the network keeps raw observations in the buffer; partial
     observations (positions without velocities) carry their signal in small
@@ -32,6 +34,7 @@ def encoder(obs_dim: int, sizes: list[int], obs_loc: torch.Tensor | None = None,
         Standardize(obs_dim, obs_loc, obs_scale),
         MLP(in_features=obs_dim, out_features=sizes[-1], num_cells=list(sizes[:-1]),
             activation_class=activation, activate_last_layer=True),
+        *([nn.LayerNorm(sizes[-1])] if layer_norm else []),
     )
 
 

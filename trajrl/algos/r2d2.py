@@ -41,14 +41,17 @@ class DuelingHead(nn.Module):
 
 class RecurrentQNet(nn.Module):
     """observation -> standardisation (``obs_loc``/``obs_scale``) -> MLP encoder -> LSTM/GRU
-    -> one Q-value per action (a linear head, or a dueling one)."""
+    -> one Q-value per action (a linear head, or a dueling one); with ``layer_norm``,
+    the encoder's output and the core's features are layer-normalised."""
 
     def __init__(self, obs_dim: int, num_actions: int, encoder_sizes: list[int], hidden_size: int, rnn: str = "lstm",
-                 obs_loc: torch.Tensor | None = None, obs_scale: torch.Tensor | None = None, dueling: bool = False):
+                 obs_loc: torch.Tensor | None = None, obs_scale: torch.Tensor | None = None, dueling: bool = False,
+                 layer_norm: bool = False):
         super().__init__()
-        self.encoder = encoder(obs_dim, encoder_sizes, obs_loc, obs_scale)
+        self.encoder = encoder(obs_dim, encoder_sizes, obs_loc, obs_scale, layer_norm=layer_norm)
         self.rnn = recurrent_core(rnn, encoder_sizes[-1], hidden_size)
-        self.head = DuelingHead(hidden_size, num_actions) if dueling else nn.Linear(hidden_size, num_actions)
+        head = DuelingHead(hidden_size, num_actions) if dueling else nn.Linear(hidden_size, num_actions)
+        self.head = nn.Sequential(nn.LayerNorm(hidden_size), head) if layer_norm else head
         self.kind = rnn
 
     def sequence_q(self, obs: torch.Tensor, state: tuple[torch.Tensor, ...]) -> torch.Tensor:

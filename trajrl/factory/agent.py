@@ -63,7 +63,7 @@ def build_r2d2(a: R2D2Settings, cfg, obs_dim: int, num_actions: int, observation
     """Recurrent Q-network, its policies and the R2D2 learner."""
     loc, scale = observations or (None, None)
     qnet = RecurrentQNet(obs_dim, num_actions, list(a.encoder_sizes), a.hidden_size, a.rnn, loc, scale,
-                         dueling=a.dueling)
+                         dueling=a.dueling, layer_norm=a.layer_norm)
     spec = action_spec(cfg.env)
     greedy, explore, egreedy, core = make_policies(qnet, spec, a.eps_start, a.eps_end, a.eps_decay_frames)
     planned = int(max(0, cfg.total_frames - cfg.loop.warmup_frames) * cfg.loop.updates_per_frame)
