@@ -34,7 +34,7 @@ def test_a_run_leaves_a_checkpoint_that_restores_its_agent(overrides, tmp_path):
     cfg = validate(cfg)
     spaces = env_spaces(cfg.env, cfg.algo.name)
     torch.manual_seed(123)
-    new = weights(build_agent(cfg, spaces.observations, spaces.actions).algo)
+    new = weights(build_agent(cfg, spaces).algo)
     assert any(not torch.equal(new[k], wanted[k]) for k in wanted)
 
 

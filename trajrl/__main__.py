@@ -1,6 +1,7 @@
 """The CLI: ``python -m trajrl [overrides]`` (also the ``trajrl`` console script).
 
-``trajrl plot <dir>`` and ``trajrl summary <dir>`` read finished runs instead.
+``trajrl plot <dir>``, ``trajrl summary <dir>`` and ``trajrl evaluate <run dir>`` read
+finished runs instead.
 """
 from __future__ import annotations
 
@@ -156,7 +157,7 @@ def write_plots(run_dir: Path) -> None:
     print(f"plots           {run_dir / 'plots'} ({len(paths)} figures)", flush=True)
 
 
-SUBCOMMANDS = {"plot": "trajrl.report.plot", "summary": "trajrl.report.summary"}
+SUBCOMMANDS = {"plot": "trajrl.report.plot", "summary": "trajrl.report.summary", "evaluate": "trajrl.report.evaluate"}
 
 
 def main() -> None:

@@ -7,7 +7,6 @@ import difflib
 import functools
 import importlib
 from dataclasses import dataclass
-from types import SimpleNamespace
 from typing import Any, Iterator
 
 import gymnasium as gym
@@ -15,6 +14,7 @@ import numpy as np
 
 from trajrl.errors import ConfigError, EnvironmentFailed
 from trajrl.settings import ACTIONS
+from trajrl.spaces import CONTINUOUS, DISCRETE, Part, action_kind, action_size, flat_observations, parts_of
 from trajrl.training.interrupts import raise_after
 
 
@@ -41,11 +41,57 @@ def make_pendulum_novel(**kwargs) -> gym.Env:
     return HideObservation(gym.make("Pendulum-v1", **kwargs), keep=[0, 1])
 
 
+class CueMemory(gym.Env):
+    """A task that only memory solves: one of ``cues`` cues is shown at the first step
+    only; ``length - 1`` steps later, at the last step, the action must name it.
+
+    Observations: the cue one-hot at step 0 (zeros after it) and a bit set at the last
+    step (when to answer). Reward at the last step only: +1 for the right answer, -1
+    otherwise (0 in expectation for a policy without memory). With ``continuous``, two
+    cues and one action in [-1, 1]: the answer is its sign, the reward ``cue * action``.
+    """
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, length: int = 60, cues: int = 2, continuous: bool = False):
+        if length < 2 or cues < 2 or (continuous and cues != 2):
+            raise ValueError(f"CueMemory needs length >= 2 and cues >= 2 (exactly 2 when continuous); "
+                             f"got length={length}, cues={cues}, continuous={continuous}")
+        self.length, self.cues, self.continuous = length, cues, continuous
+        self.observation_space = gym.spaces.Box(0.0, 1.0, (cues + 1,), dtype=np.float32)
+        self.action_space = (gym.spaces.Box(-1.0, 1.0, (1,), dtype=np.float32) if continuous
+                             else gym.spaces.Discrete(cues))
+        self.cue, self.t = 0, 0
+
+    def _observation(self) -> np.ndarray:
+        obs = np.zeros(self.cues + 1, dtype=np.float32)
+        if self.t == 0:
+            obs[self.cue] = 1.0
+        obs[-1] = float(self.t == self.length - 1)
+        return obs
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        self.cue, self.t = int(self.np_random.integers(self.cues)), 0
+        return self._observation(), {}
+
+    def step(self, action):
+        last = self.t == self.length - 1
+        reward = 0.0
+        if last and self.continuous:
+            reward = float(np.clip(np.asarray(action, dtype=np.float32).reshape(-1)[0], -1, 1)) * (1 if self.cue else -1)
+        elif last:
+            reward = 1.0 if int(action) == self.cue else -1.0
+        self.t += 1
+        return self._observation(), reward, last, False, {}
+
+
 def register() -> None:
     """Register trajrl's environment ids (idempotent)."""
     for env_id, entry_point in (
         ("trajrl/CartPoleNoVel-v1", make_cartpole_novel),
         ("trajrl/PendulumNoVel-v1", make_pendulum_novel),
+        ("trajrl/CueMemory-v0", CueMemory),
     ):
         if env_id not in gym.registry:
             gym.register(env_id, entry_point=entry_point, disable_env_checker=True)
@@ -99,10 +145,11 @@ VECTORIZATION = ("sync", "async")
 
 
 def make_gym(env_id: str, kwargs: dict[str, Any], import_module: str | None = None) -> gym.Env:
-    """One gymnasium environment (picklable by reference: async vector envs make
-    theirs in subprocesses, where trajrl's ids and the user's module must be registered)."""
+    """One gymnasium environment observing one flat vector (``trajrl.spaces``); picklable
+    by reference: async vector envs make theirs in subprocesses, where trajrl's ids and
+    the user's module must be registered."""
     import_env_module(import_module)
-    return gym.make(env_id, **kwargs)
+    return flat_observations(gym.make(env_id, **kwargs))
 
 
 def make_vector(env_id: str, kwargs: dict[str, Any], import_module: str | None, num_envs: int,
@@ -119,15 +166,17 @@ def make_vector(env_id: str, kwargs: dict[str, Any], import_module: str | None, 
 
 @dataclass(frozen=True)
 class EnvSpaces:
-    observations: int   # size of the flat observation
-    actions: int        # number of discrete actions, or size of the continuous action
-    step_limit: int     # most steps an episode can last (gymnasium's TimeLimit; 1000 when it has none)
+    observations: int        # size of the flat observation (trajrl.spaces)
+    parts: tuple[Part, ...]  # what each stretch of it is
+    actions: int             # number of discrete actions, or size of the continuous action
+    action_kind: str         # DISCRETE or CONTINUOUS
+    step_limit: int          # most steps an episode can last (gymnasium's TimeLimit; 1000 when it has none)
 
 
 def env_spaces(env_cfg: Any, algo: str | None = None) -> EnvSpaces:
     """The sizes and step limit of ``env_cfg``'s environment, from one made instance
     (once per environment setting and process); refuses an unknown id, an observation
-    that is not a flat Box, and actions ``algo`` cannot take."""
+    with no flat form, and actions ``algo`` cannot take."""
     import json
 
     kwargs = json.dumps(dict(env_cfg.kwargs or {}), sort_keys=True, default=str)
@@ -138,25 +187,30 @@ def env_spaces(env_cfg: Any, algo: str | None = None) -> EnvSpaces:
 def _env_spaces(env_id: str, kwargs_json: str, import_module: str | None, algo: str | None) -> EnvSpaces:
     import json
 
-    env_cfg = SimpleNamespace(id=env_id, kwargs=json.loads(kwargs_json), import_module=import_module)
-    check_env_id(env_cfg.id, import_module)
+    kwargs = json.loads(kwargs_json)
+    check_env_id(env_id, import_module)
     try:
-        env = gym.make(env_cfg.id, **dict(env_cfg.kwargs or {}))
+        env = gym.make(env_id, **kwargs)
     except TypeError as err:  # an unknown keyword of the environment
-        raise ConfigError("env.kwargs", dict(env_cfg.kwargs or {}), f"{env_cfg.id} refuses them: {str(err).split(' was raised')[0]}") from None
+        raise ConfigError("env.kwargs", kwargs, f"{env_id} refuses them: {str(err).split(' was raised')[0]}") from None
     try:
         obs_space, act_space = env.observation_space, env.action_space
-        discrete = isinstance(act_space, gym.spaces.Discrete)
-        continuous = isinstance(act_space, gym.spaces.Box) and len(act_space.shape) == 1
-        needs = ACTIONS.get(algo)
-        if (needs == "discrete" and not discrete) or (needs == "continuous" and not continuous):
-            other = "algo=rsac" if needs == "discrete" else "algo=r2d2 or algo=ppo"
-            raise ConfigError("env.id", env_cfg.id,
-                              f"algo={algo} needs {needs} actions; this one has {act_space} (try {other})")
-        if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
-            raise ConfigError("env.id", env_cfg.id, f"needs a flat Box observation; this one has {obs_space}")
+        kind = action_kind(act_space)
+        takes = ACTIONS.get(algo, (DISCRETE, CONTINUOUS))
+        if kind not in takes:
+            others = " or ".join(f"algo={name}" for name, kinds in ACTIONS.items() if kind in kinds)
+            fix = f"use {others}" if others else "wrap it into Discrete or a 1-D Box of floats"
+            raise ConfigError("env.id", env_id, f"has {act_space} actions; algo={algo} takes "
+                              f"{' or '.join(ACTION_SPACES[k] for k in takes)} actions ({fix})")
+        try:
+            parts = parts_of(obs_space)
+        except ValueError as err:
+            raise ConfigError("env.id", env_id, f"observes {err}") from None
         limit = env.spec.max_episode_steps if env.spec and env.spec.max_episode_steps else 1000
-        size = int(act_space.n) if discrete else int(act_space.shape[0])
-        return EnvSpaces(int(obs_space.shape[0]), size, int(limit))
+        return EnvSpaces(gym.spaces.flatdim(obs_space), parts, action_size(act_space), kind, int(limit))
     finally:
         env.close()
+
+
+#: How each kind of actions reads in a message.
+ACTION_SPACES = {DISCRETE: "Discrete", CONTINUOUS: "continuous (a 1-D Box)"}

@@ -208,8 +208,8 @@ class NetworkSettings:
     gamma: float = setting(0.99, "discount", range=FRACTION)
     lr: float = setting(1e-3, "learning rate (Adam)", range=above(0))
     max_grad_norm: float = setting(10.0, "gradient norm clipping", range=above(0))
-    layer_norm: bool = setting(False, "layer-normalise the encoder's output and the recurrent features "
-                                      "(Q-network, critics)")
+    layer_norm: bool = setting(False, "layer-normalise each encoder's output, and the recurrent features of "
+                                      "the Q-network and the critics")
 
 
 @dataclass
@@ -264,14 +264,16 @@ class PPOSettings(NetworkSettings):
     value_coef: float = setting(0.5, "weight of the value loss", range=at_least(0))
     entropy_coef: float = setting(0.0, "weight of the entropy bonus", range=at_least(0))
     normalize_advantage: bool = setting(True, "standardise advantages over the valid steps of each minibatch")
+    normalize_rewards: bool = setting(False, "divide rewards by the running std of the discounted return "
+                                             "(value targets at unit scale whatever the task's reward scale)")
 
 
 ALGOS: dict[str, type] = {"r2d2": R2D2Settings, "rsac": RSACSettings, "ppo": PPOSettings}
 #: Algorithms that learn on-policy from each batch of complete episodes (the episodic loop);
 #: the others learn off-policy from a replay buffer.
 ON_POLICY_ALGOS = ("ppo",)
-#: What each algorithm acts with.
-ACTIONS = {"r2d2": "discrete", "ppo": "discrete", "rsac": "continuous"}
+#: The kinds of actions (trajrl.spaces) each algorithm acts with.
+ACTIONS = {"r2d2": ("discrete",), "ppo": ("discrete", "continuous"), "rsac": ("continuous",)}
 
 
 # ---------------------------------------------------------------- report

@@ -7,6 +7,8 @@ from tensordict.nn import TensorDictModule
 from torch import nn
 from torchrl.modules import MLP
 
+from trajrl.spaces import IMAGE, NUMBERS, Part
+
 
 class Standardize(nn.Module):
     """(x - loc) / scale with fixed statistics (buffers: saved and synced with the weights)."""
@@ -20,19 +22,78 @@ class Standardize(nn.Module):
         return (x - self.loc) / self.scale
 
 
-def encoder(obs_dim: int, sizes: list[int], obs_loc: torch.Tensor | None = None,
+#: An observation's parts (``trajrl.spaces.parts_of``), or the size of a vector of numbers.
+Parts = tuple[Part, ...] | int
+
+
+class ObservationInputs(nn.Module):
+    """The flat observation (``trajrl.spaces``) as the MLP's input: numbers standardised,
+    one-hot codes and bits as they are, each image through a small convolution (pixels / 255)."""
+
+    def __init__(self, parts: tuple[Part, ...], loc: torch.Tensor | None = None, scale: torch.Tensor | None = None):
+        super().__init__()
+        flat = [i for p in parts if p.kind != IMAGE for i in range(p.start, p.start + p.size)]
+        numbers = torch.zeros(sum(p.size for p in parts), dtype=torch.bool)
+        for p in parts:
+            numbers[p.start:p.start + p.size] = p.kind == NUMBERS
+        # Codes and bits keep loc 0 and scale 1: a one-hot code is an input at unit scale already.
+        loc = torch.zeros(len(numbers)) if loc is None else torch.where(numbers, torch.as_tensor(loc).float(), 0.0)
+        scale = torch.ones(len(numbers)) if scale is None else torch.where(numbers, torch.as_tensor(scale).float(), 1.0)
+        self.standardize = Standardize(len(flat), loc[flat], scale[flat])
+        self.register_buffer("flat", torch.tensor(flat, dtype=torch.long))
+        self.everything_flat = flat == list(range(len(numbers)))  # no image: no columns to pick
+        self.image_parts = [p for p in parts if p.kind == IMAGE]
+        self.images = nn.ModuleList(ImageEncoder(p.image_shape) for p in self.image_parts)
+        self.out_features = len(flat) + sum(image.out_features for image in self.images)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        flat = obs if self.everything_flat else obs.index_select(-1, self.flat)
+        inputs = [self.standardize(flat.float())] if len(self.flat) else []
+        for part, image in zip(self.image_parts, self.images):
+            inputs.append(image(obs[..., part.start:part.start + part.size], part.channels_last))
+        return inputs[0] if len(inputs) == 1 else torch.cat(inputs, -1)
+
+
+class ImageEncoder(nn.Module):
+    """A small convolutional encoder of one ``(channels, height, width)`` image, flattened:
+    Mnih et al.'s three layers for images of 36 pixels or more a side, two 3x3 layers for smaller ones."""
+
+    def __init__(self, shape: tuple[int, ...]):
+        super().__init__()
+        channels, height, width = shape
+        self.shape = shape
+        if min(height, width) >= 36:
+            layers = [nn.Conv2d(channels, 32, 8, stride=4), nn.ReLU(), nn.Conv2d(32, 64, 4, stride=2), nn.ReLU(),
+                      nn.Conv2d(64, 64, 3, stride=1), nn.ReLU()]
+        else:
+            layers = [nn.Conv2d(channels, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 32, 3, padding=1), nn.ReLU()]
+        self.net = nn.Sequential(*layers, nn.Flatten())
+        with torch.no_grad():
+            self.out_features = int(self.net(torch.zeros(1, *shape)).shape[-1])
+
+    def forward(self, pixels: torch.Tensor, channels_last: bool) -> torch.Tensor:
+        batch = pixels.shape[:-1]
+        c, h, w = self.shape
+        images = pixels.reshape(-1, h, w, c).permute(0, 3, 1, 2) if channels_last else pixels.reshape(-1, c, h, w)
+        return self.net(images.float() / 255.0).reshape(*batch, self.out_features)
+
+
+def encoder(parts: Parts, sizes: list[int], obs_loc: torch.Tensor | None = None,
             obs_scale: torch.Tensor | None = None, activation: type[nn.Module] = nn.ReLU,
             layer_norm: bool = False) -> nn.Module:
-    """observation -> fixed standardisation -> MLP of ``sizes`` (activated last layer)
-    -> layer normalisation (with ``layer_norm``).
+    """observation -> its inputs (``ObservationInputs``: standardised numbers, codes, images)
+    -> MLP of ``sizes`` (activated last layer) -> layer normalisation (with ``layer_norm``).
 
     Standardising inside the network keeps raw observations in the buffer; partial
     observations (positions without velocities) carry their signal in small
     step-to-step differences, which a recurrent core picks up far more easily at unit scale.
     """
+    if isinstance(parts, int):
+        parts = (Part(NUMBERS, 0, parts),)
+    inputs = ObservationInputs(parts, obs_loc, obs_scale)
     return nn.Sequential(
-        Standardize(obs_dim, obs_loc, obs_scale),
-        MLP(in_features=obs_dim, out_features=sizes[-1], num_cells=list(sizes[:-1]),
+        inputs,
+        MLP(in_features=inputs.out_features, out_features=sizes[-1], num_cells=list(sizes[:-1]),
             activation_class=activation, activate_last_layer=True),
         *([nn.LayerNorm(sizes[-1])] if layer_norm else []),
     )

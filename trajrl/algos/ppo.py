@@ -5,6 +5,12 @@ masked GAE, then one ``update(batch)`` on a ``[N, T]`` batch of whole episodes
 padded with ``("collector", "mask")``. Its settings (``PPOSettings``) are in
 ``trajrl.settings``.
 
+Discrete actions come from a categorical policy; continuous ones from a Gaussian with a
+state-independent std, in units where the action space spans [-1, 1], clipped to it
+before the environment gets it (as Stable-Baselines3 and RL Baselines3 Zoo do): the
+log-probability is the Gaussian's, of the sample before clipping, so the ratio of two
+policies stays exact; a tanh squashing would need its Jacobian and has no closed-form entropy.
+
 Each row of a batch is one complete episode, so a recurrent actor and critic run
 over it from a zero state at its first step: exactly what the acting policy did
 (its state restarts at ``is_init``). Padding never reaches an advantage, a loss
@@ -16,25 +22,26 @@ import torch
 from tensordict import TensorDictBase
 from tensordict.nn import TensorDictSequential
 from torch import nn
-from torch.distributions import Categorical
-from torchrl.modules import ProbabilisticActor
+from torch.distributions import Categorical, Independent, Normal
+from torchrl.modules import IndependentNormal, ProbabilisticActor
 
-from trajrl.algos.networks import KeyedModule, acting_core, encoder, recurrent_core
+from trajrl.algos.networks import Parts, KeyedModule, acting_core, encoder, recurrent_core
 from trajrl.algos.sequences import observations_with_next, without_padding_columns
 from trajrl.replay.episodes import MASK_KEY
 from trajrl.settings import PPOSettings
 
 LOG_PROB_KEY = "action_log_prob"  # where the acting policy stores log pi(a|s)
+SAMPLE_KEY = "action_sample"      # continuous actions: the Gaussian sample, before clipping to the bounds
 
 
 # ---------------------------------------------------------------- network
 class Tower(nn.Module):
     """observation -> standardisation -> MLP -> (LSTM/GRU) -> head with ``out`` outputs."""
 
-    def __init__(self, obs_dim: int, out: int, sizes: list[int], rnn: str | None, hidden_size: int,
-                 obs_loc: torch.Tensor | None = None, obs_scale: torch.Tensor | None = None):
+    def __init__(self, parts: Parts, out: int, sizes: list[int], rnn: str | None, hidden_size: int,
+                 obs_loc: torch.Tensor | None = None, obs_scale: torch.Tensor | None = None, layer_norm: bool = False):
         super().__init__()
-        self.encoder = encoder(obs_dim, sizes, obs_loc, obs_scale, activation=nn.Tanh)
+        self.encoder = encoder(parts, sizes, obs_loc, obs_scale, activation=nn.Tanh, layer_norm=layer_norm)
         self.kind = rnn
         self.rnn = recurrent_core(rnn, sizes[-1], hidden_size) if rnn else None
         self.head = nn.Linear(hidden_size if rnn else sizes[-1], out)
@@ -47,19 +54,62 @@ class Tower(nn.Module):
         return self.head(features)
 
 
-class ActorCritic(nn.Module):
-    """Separate actor (action logits) and critic (state value) towers."""
+class ActionBounds(nn.Module):
+    """A Gaussian sample ``u`` (in units where the action space spans [-1, 1]) -> the action
+    the environment gets: clipped to [-1, 1], then scaled to ``[low, high]`` (a dimension
+    without finite bounds gets ``u`` as it is)."""
 
-    def __init__(self, obs_dim: int, num_actions: int, sizes: list[int], rnn: str | None, hidden_size: int,
-                 obs_loc: torch.Tensor | None = None, obs_scale: torch.Tensor | None = None):
+    def __init__(self, low: torch.Tensor, high: torch.Tensor):
         super().__init__()
-        self.actor = Tower(obs_dim, num_actions, sizes, rnn, hidden_size, obs_loc, obs_scale)
-        self.critic = Tower(obs_dim, 1, sizes, rnn, hidden_size, obs_loc, obs_scale)
+        bounded = low.isfinite() & high.isfinite()
+        self.register_buffer("bounded", bounded)
+        self.register_buffer("loc", torch.where(bounded, (high + low) / 2, 0.0))
+        self.register_buffer("scale", torch.where(bounded, (high - low) / 2, 1.0))
+
+    def forward(self, sample: torch.Tensor) -> torch.Tensor:
+        return torch.where(self.bounded, self.loc + self.scale * sample.clamp(-1.0, 1.0), sample)
+
+
+class StateIndependentStd(nn.Module):
+    """The Gaussian's standard deviation: one learnt log-std per action dimension."""
+
+    def __init__(self, action_dim: int):
+        super().__init__()
+        self.log_std = nn.Parameter(torch.zeros(action_dim))  # std 1: half the action range
+
+    def forward(self, mean: torch.Tensor) -> torch.Tensor:
+        return self.log_std.exp().expand_as(mean)
+
+
+class ActorCritic(nn.Module):
+    """Separate actor and critic (state value) towers. The actor gives action logits
+    (``Discrete`` actions) or the mean of a Gaussian with a state-independent std
+    (continuous actions within ``bounds``, a ``(low, high)`` pair)."""
+
+    def __init__(self, parts: Parts, actions: int, sizes: list[int], rnn: str | None, hidden_size: int,
+                 obs_loc: torch.Tensor | None = None, obs_scale: torch.Tensor | None = None,
+                 bounds: tuple[torch.Tensor, torch.Tensor] | None = None, layer_norm: bool = False):
+        super().__init__()
+        self.actor = Tower(parts, actions, sizes, rnn, hidden_size, obs_loc, obs_scale, layer_norm)
+        self.critic = Tower(parts, 1, sizes, rnn, hidden_size, obs_loc, obs_scale, layer_norm)
+        self.continuous = bounds is not None
+        if self.continuous:
+            self.std = StateIndependentStd(actions)
+            self.bounds = ActionBounds(*bounds)
+
+    def distribution(self, obs: torch.Tensor) -> torch.distributions.Distribution:
+        """The policy over whole episodes ``[N, T, obs]``: one distribution per step."""
+        out = self.actor.sequence(obs)
+        if self.continuous:
+            return Independent(Normal(out, self.std(out)), 1)
+        return Categorical(logits=out)
 
 
 def make_actor(net: ActorCritic, action_spec):
     """The acting policy around ``net.actor``: samples actions and stores their log-prob;
-    acts on the most likely action under deterministic exploration (evaluation).
+    acts on the most likely action (the Gaussian's mean) under deterministic exploration
+    (evaluation). Continuous actions: the Gaussian sample is stored as ``SAMPLE_KEY``
+    (what the log-prob is of) and the environment gets it clipped to its bounds.
 
     Returns ``(policy, recurrent core or None)``; the core's primer must be on every env.
     """
@@ -69,12 +119,19 @@ def make_actor(net: ActorCritic, action_spec):
     if tower.rnn is not None:
         core = acting_core(tower.rnn, in_key="features", out_key="features")
         modules.append(core)
-    modules.append(KeyedModule(tower.head, ["features"], ["logits"]))
-    policy = ProbabilisticActor(
-        TensorDictSequential(*modules), in_keys=["logits"], distribution_class=Categorical,
-        return_log_prob=True, log_prob_key=LOG_PROB_KEY, spec=action_spec,
+    if not net.continuous:
+        modules.append(KeyedModule(tower.head, ["features"], ["logits"]))
+        policy = ProbabilisticActor(
+            TensorDictSequential(*modules), in_keys=["logits"], distribution_class=Categorical,
+            return_log_prob=True, log_prob_key=LOG_PROB_KEY, spec=action_spec,
+        )
+        return policy, core
+    modules += [KeyedModule(tower.head, ["features"], ["loc"]), KeyedModule(net.std, ["loc"], ["scale"])]
+    sample = ProbabilisticActor(
+        TensorDictSequential(*modules), in_keys=["loc", "scale"], out_keys=[SAMPLE_KEY],
+        distribution_class=IndependentNormal, return_log_prob=True, log_prob_key=LOG_PROB_KEY,
     )
-    return policy, core
+    return TensorDictSequential(sample, KeyedModule(net.bounds, [SAMPLE_KEY], ["action"])), core
 
 
 # ---------------------------------------------------------------- advantages
@@ -97,6 +154,36 @@ def masked_gae(reward: torch.Tensor, value: torch.Tensor, next_value: torch.Tens
     return torch.where(mask, advantage, 0.0)
 
 
+class RewardScale:
+    """Divides rewards by the running standard deviation of the discounted return summed
+    forward from each episode's start (as Stable-Baselines3's ``VecNormalize`` and
+    gymnasium's ``NormalizeReward`` do): value targets of any task at about unit scale."""
+
+    def __init__(self, gamma: float):
+        self.gamma, self.count, self.mean, self.var = gamma, 0, 0.0, 1.0
+
+    def __call__(self, reward: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """``reward`` ``[N, T]`` of whole episodes, scaled (the statistics updated first)."""
+        running, returns = torch.zeros_like(reward[:, 0]), torch.zeros_like(reward)
+        for t in range(reward.shape[1]):
+            running = self.gamma * running + reward[:, t]
+            returns[:, t] = running
+        seen = returns[mask].double()
+        n, total = int(seen.numel()), self.count + int(seen.numel())
+        if n:
+            mean, var = float(seen.mean()), float(seen.var(unbiased=False))
+            delta = mean - self.mean
+            self.var = (self.var * self.count + var * n + delta ** 2 * self.count * n / total) / total
+            self.mean, self.count = self.mean + delta * n / total, total
+        return reward / (self.var ** 0.5 + 1e-8)
+
+    def state_dict(self) -> dict:
+        return {"count": self.count, "mean": self.mean, "var": self.var}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.count, self.mean, self.var = int(state["count"]), float(state["mean"]), float(state["var"])
+
+
 def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return torch.where(mask, x, 0.0).sum() / mask.sum().clamp_min(1)
 
@@ -113,6 +200,7 @@ class PPO:
         self.settings, self.minibatch_episodes, self.total_frames = settings, minibatch_episodes, total_frames
         self.optimizer = torch.optim.Adam(net.parameters(), lr=settings.lr, eps=1e-5)
         self.generator = torch.Generator().manual_seed(seed)
+        self.reward_scale = RewardScale(settings.gamma) if settings.normalize_rewards else None
         self.updates = 0
         self.frames_seen = 0
 
@@ -127,6 +215,8 @@ class PPO:
         with torch.no_grad():
             value, next_value = self.values(batch)
         reward = batch.get(("next", "reward")).reshape(mask.shape)
+        if self.reward_scale is not None:
+            reward = self.reward_scale(reward, mask)
         terminated = batch.get(("next", "terminated")).reshape(mask.shape)
         advantage = masked_gae(reward, value, next_value, terminated, mask, s.gamma, s.gae_lambda)
         return advantage, advantage + value
@@ -138,8 +228,9 @@ class PPO:
             mean = masked_mean(advantage, mask)
             std = masked_mean((advantage - mean) ** 2, mask).sqrt()
             advantage = (advantage - mean) / (std + 1e-8)
-        dist = Categorical(logits=self.net.actor.sequence(batch.get("observation")))
-        log_prob = dist.log_prob(batch.get("action").reshape(mask.shape))
+        dist = self.net.distribution(batch.get("observation"))
+        taken = batch.get(SAMPLE_KEY) if self.net.continuous else batch.get("action").reshape(mask.shape)
+        log_prob = dist.log_prob(taken)
         log_ratio = torch.where(mask, log_prob - batch.get(LOG_PROB_KEY).reshape(mask.shape), 0.0)
         ratio = log_ratio.exp()
         surrogate = torch.min(ratio * advantage, ratio.clamp(1 - s.clip_epsilon, 1 + s.clip_epsilon) * advantage)
@@ -190,10 +281,13 @@ class PPO:
 
     def state_dict(self) -> dict:
         return {"net": self.net.state_dict(), "optimizer": self.optimizer.state_dict(), "updates": self.updates,
-                "frames_seen": self.frames_seen}
+                "frames_seen": self.frames_seen,
+                "reward_scale": self.reward_scale.state_dict() if self.reward_scale is not None else None}
 
     def load_state_dict(self, state: dict) -> None:
         """Network (in place: the policy built around it follows), optimiser, counters."""
         self.net.load_state_dict(state["net"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.updates, self.frames_seen = int(state["updates"]), int(state["frames_seen"])
+        if self.reward_scale is not None and state.get("reward_scale"):
+            self.reward_scale.load_state_dict(state["reward_scale"])

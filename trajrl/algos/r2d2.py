@@ -20,7 +20,7 @@ from tensordict.nn import TensorDictSequential
 from torch import nn
 from torchrl.modules import EGreedyModule, QValueModule
 
-from trajrl.algos.networks import KeyedModule, acting_core, encoder, recurrent_core, soft_update, state_keys
+from trajrl.algos.networks import Parts, KeyedModule, acting_core, encoder, recurrent_core, soft_update, state_keys
 from trajrl.algos.sequences import learned_steps, observations_with_next, stored_state, without_padding_columns
 from trajrl.replay.batches import TD_KEY
 from trajrl.settings import R2D2Settings
@@ -44,11 +44,11 @@ class RecurrentQNet(nn.Module):
     -> one Q-value per action (a linear head, or a dueling one); with ``layer_norm``,
     the encoder's output and the core's features are layer-normalised."""
 
-    def __init__(self, obs_dim: int, num_actions: int, encoder_sizes: list[int], hidden_size: int, rnn: str = "lstm",
+    def __init__(self, parts: Parts, num_actions: int, encoder_sizes: list[int], hidden_size: int, rnn: str = "lstm",
                  obs_loc: torch.Tensor | None = None, obs_scale: torch.Tensor | None = None, dueling: bool = False,
                  layer_norm: bool = False):
         super().__init__()
-        self.encoder = encoder(obs_dim, encoder_sizes, obs_loc, obs_scale, layer_norm=layer_norm)
+        self.encoder = encoder(parts, encoder_sizes, obs_loc, obs_scale, layer_norm=layer_norm)
         self.rnn = recurrent_core(rnn, encoder_sizes[-1], hidden_size)
         head = DuelingHead(hidden_size, num_actions) if dueling else nn.Linear(hidden_size, num_actions)
         self.head = nn.Sequential(nn.LayerNorm(hidden_size), head) if layer_norm else head

@@ -22,7 +22,7 @@ from torch import nn
 from torchrl.envs.utils import ExplorationType, exploration_type
 from torchrl.modules import MLP
 
-from trajrl.algos.networks import KeyedModule, acting_core, encoder, recurrent_core, soft_update, state_keys
+from trajrl.algos.networks import Parts, KeyedModule, acting_core, encoder, recurrent_core, soft_update, state_keys
 from trajrl.algos.sequences import learned_steps, observations_with_next, stored_state, without_padding_columns
 from trajrl.replay.episodes import MASK_KEY
 from trajrl.settings import RSACSettings
@@ -67,11 +67,11 @@ class SquashedGaussian(nn.Module):
 
 
 class RecurrentActor(nn.Module):
-    def __init__(self, obs_dim: int, action_dim: int, sizes: list[int], hidden_size: int, rnn: str,
-                 low: torch.Tensor, high: torch.Tensor, obs_loc=None, obs_scale=None):
+    def __init__(self, parts: Parts, action_dim: int, sizes: list[int], hidden_size: int, rnn: str,
+                 low: torch.Tensor, high: torch.Tensor, obs_loc=None, obs_scale=None, layer_norm: bool = False):
         super().__init__()
         self.kind = rnn
-        self.encoder = encoder(obs_dim, sizes, obs_loc, obs_scale)
+        self.encoder = encoder(parts, sizes, obs_loc, obs_scale, layer_norm=layer_norm)
         self.rnn = recurrent_core(rnn, sizes[-1], hidden_size)
         self.head = SquashedGaussian(hidden_size, action_dim, low, high)
 
@@ -81,18 +81,20 @@ class RecurrentActor(nn.Module):
 
 
 class RecurrentCritic(nn.Module):
-    """Q(history up to t, a_t): the recurrent core reads observations; the action joins after it."""
+    """Q(history up to t, a_t): the recurrent core reads observations; the action joins after
+    it (with ``layer_norm``, after the core's features are layer-normalised)."""
 
-    def __init__(self, obs_dim: int, action_dim: int, sizes: list[int], hidden_size: int, rnn: str,
-                 obs_loc=None, obs_scale=None):
+    def __init__(self, parts: Parts, action_dim: int, sizes: list[int], hidden_size: int, rnn: str,
+                 obs_loc=None, obs_scale=None, layer_norm: bool = False):
         super().__init__()
-        self.encoder = encoder(obs_dim, sizes, obs_loc, obs_scale)
+        self.encoder = encoder(parts, sizes, obs_loc, obs_scale, layer_norm=layer_norm)
         self.rnn = recurrent_core(rnn, sizes[-1], hidden_size)
+        self.norm = nn.LayerNorm(hidden_size) if layer_norm else nn.Identity()
         self.q = MLP(in_features=hidden_size + action_dim, out_features=1, num_cells=[hidden_size],
                      activation_class=nn.ReLU)
 
     def features(self, obs: torch.Tensor, burn_in: int) -> torch.Tensor:
-        return run_core(self.rnn, self.encoder(obs), None, burn_in)
+        return self.norm(run_core(self.rnn, self.encoder(obs), None, burn_in))
 
     def value(self, features: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         return self.q(torch.cat([features, action], -1)).squeeze(-1)

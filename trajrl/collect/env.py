@@ -13,11 +13,11 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from torchrl.envs import Compose, EnvBase, GymEnv, GymWrapper, InitTracker, RewardSum, StepCounter, TransformedEnv
+from torchrl.envs import Compose, EnvBase, GymWrapper, InitTracker, RewardSum, StepCounter, TransformedEnv
 
 
 from trajrl.collect.counters import CountSteps, WorkerCounters
-from trajrl.envs import import_env_module, make_vector, stepping
+from trajrl.envs import make_gym, make_vector, stepping
 
 
 _exit_with_parent_started = False
@@ -45,21 +45,23 @@ def exit_with_parent(poll_s: float = 0.5) -> None:
 
 def make_env(env_id: str, kwargs: dict[str, Any], import_module: str | None = None, primer=None,
              counts: torch.Tensor | None = None, slot: int = 0, num_envs: int = 1,
-             vectorization: str = "sync", gate: torch.Tensor | None = None) -> EnvBase:
+             vectorization: str = "sync", gate: torch.Tensor | None = None,
+             wrap: Callable[[gym.Env], gym.Env] | None = None) -> EnvBase:
     """One environment, or a vector of ``num_envs`` (batch size ``[num_envs]``), with
     episode bookkeeping (and the recurrent-state primer, if given).
 
     ``InitTracker`` marks each episode's first step (``is_init``), which resets
     a recurrent policy's state; ``StepCounter`` and ``RewardSum`` give each step
     its position and the running return, so episode statistics can be read from
-    stored steps. All three keep one entry per environment of a vector.
+    stored steps. All three keep one entry per environment of a vector. ``wrap``: a
+    gymnasium wrapper around one environment (``trajrl evaluate --video`` records with it).
     """
     if num_envs > 1:
         env = GymWrapper(make_vector(env_id, kwargs, import_module, num_envs, vectorization),
                          categorical_action_encoding=True)
     else:
-        import_env_module(import_module)
-        env = GymEnv(env_id, categorical_action_encoding=True, **dict(kwargs))
+        env = make_gym(env_id, dict(kwargs), import_module)
+        env = GymWrapper(wrap(env) if wrap is not None else env, categorical_action_encoding=True)
     transforms = [InitTracker(), StepCounter(), RewardSum()]
     if primer is not None:
         transforms.append(primer.clone())
@@ -92,7 +94,7 @@ def observation_stats(env_cfg, steps: int, seed: int,
                       step_timeout_s: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Mean and std of observations under a uniformly random policy (fixed for the run);
     an environment call that takes longer than ``step_timeout_s`` fails."""
-    env = gym.make(env_cfg.id, **dict(env_cfg.kwargs or {}))
+    env = make_gym(env_cfg.id, dict(env_cfg.kwargs or {}), env_cfg.get("import_module"))
     env.action_space.seed(seed)
     doing = f"trajrl measured its observations ({steps:,} random steps for algo.normalize_observations=true)"
     try:

@@ -30,7 +30,7 @@ from trajrl.factory.logger import build_loggers
 from trajrl.factory.replay import build_buffer
 from trajrl.replay.batches import SequenceSampler
 from trajrl.settings import PROCESS_COLLECTORS, settings_of
-from trajrl.training.checkpoint import LoopState, load_checkpoint, restore
+from trajrl.training.checkpoint import WHICH, LoopState, load_checkpoint, restore
 
 log = logging.getLogger("trajrl")
 
@@ -80,7 +80,7 @@ def build(cfg: DictConfig, run_dir: str | Path | None = None) -> Pipeline:
     obs_dim, num_actions, limit = spaces.observations, spaces.actions, spaces.step_limit
 
     log.info("env %s: %d observations, %d actions, episodes up to %d steps", cfg.env.id, obs_dim, num_actions, limit)
-    agent = build_agent(cfg, obs_dim, num_actions)
+    agent = build_agent(cfg, spaces)
     kind = cfg.collector.kind
     ray_address = cfg.collector.get("address") if kind == "ray" else None
     # Environments count their frames in a file: not on other machines of a Ray cluster.
@@ -110,18 +110,21 @@ def build(cfg: DictConfig, run_dir: str | Path | None = None) -> Pipeline:
                     agent.algo, agent.version, agent.policy_state(), loggers, limit, resumed)
 
 
-def load_agent(run_dir: str | Path) -> Agent:
+def load_agent(run_dir: str | Path, which: str = "latest") -> Agent:
     """The agent a finished (or stopped) run left in ``run_dir``: built from its
-    ``config.yaml`` and restored from its last checkpoint. ``agent.greedy`` acts
+    ``config.yaml`` and restored from its last checkpoint (``which="latest"``) or the
+    one of its best evaluation (``which="best"``). ``agent.greedy`` acts
     deterministically (for evaluation), ``agent.algo`` can keep learning."""
     from omegaconf import OmegaConf
 
     run_dir = Path(run_dir)
     if not (run_dir / "config.yaml").exists():
         raise CheckpointError(f"{run_dir} has no config.yaml: not a trajrl run directory")
+    if which not in WHICH:
+        raise CheckpointError(f"which={which!r}: a run keeps the checkpoints {' and '.join(WHICH)}")
     cfg = validate(OmegaConf.load(run_dir / "config.yaml"))
-    payload = load_checkpoint(run_dir, algo_name=cfg.algo.name)
+    payload = load_checkpoint(run_dir, algo_name=cfg.algo.name, which=which)
     spaces = env_spaces(cfg.env, cfg.algo.name)
-    agent = build_agent(cfg, spaces.observations, spaces.actions)
+    agent = build_agent(cfg, spaces)
     restore(payload, agent.algo, agent.policy_state(), rng=False)
     return agent

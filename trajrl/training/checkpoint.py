@@ -1,4 +1,5 @@
-"""Checkpoints of a run in its directory (``checkpoints/latest.pt``): the learner
+"""Checkpoints of a run in its directory (``checkpoints/latest.pt``, and ``best.pt``:
+the agent of the best evaluation, without the buffer): the learner
 (networks, target networks, optimisers, counters), the behaviour policy's epsilon
 and weight version, the loop's counters, the RNG state and the replay buffer with
 its sampler state, everything ``resume=<run dir>`` needs to continue.
@@ -24,8 +25,12 @@ from trajrl.replay.episodes import buffer_locked
 FORMAT = "trajrl-checkpoint/2"
 
 
-def checkpoint_path(run_dir: str | Path) -> Path:
-    return Path(run_dir) / "checkpoints" / "latest.pt"
+#: The checkpoints a run keeps: the last one saved, and the agent of its best evaluation.
+WHICH = ("latest", "best")
+
+
+def checkpoint_path(run_dir: str | Path, which: str = "latest") -> Path:
+    return Path(run_dir) / "checkpoints" / f"{which}.pt"
 
 
 def save_checkpoint(path: str | Path, state: dict[str, Any]) -> Path:
@@ -58,13 +63,19 @@ class Checkpointer:
         self.policy_state, self.buffer = policy_state, buffer
 
     def __call__(self, loop: LoopState) -> Path:
-        state = {"algo_name": self.algo_name, "frames": int(loop.frames), "algo": self.algo.state_dict(),
-                 "policy": {name: module.state_dict() for name, module in self.policy_state.items()},
-                 "loop": asdict(loop), "rng": torch.get_rng_state()}
         if self.buffer is None:
-            return save_checkpoint(self.path, state)
+            return save_checkpoint(self.path, self.state(loop))
         with buffer_locked(self.buffer):
-            return save_checkpoint(self.path, {**state, "buffer": self.buffer.state_dict()})
+            return save_checkpoint(self.path, {**self.state(loop), "buffer": self.buffer.state_dict()})
+
+    def best(self, loop: LoopState) -> Path:
+        """``checkpoints/best.pt``: the agent as it is now (just evaluated at its best), without the buffer."""
+        return save_checkpoint(self.path.with_name("best.pt"), self.state(loop))
+
+    def state(self, loop: LoopState) -> dict[str, Any]:
+        return {"algo_name": self.algo_name, "frames": int(loop.frames), "algo": self.algo.state_dict(),
+                "policy": {name: module.state_dict() for name, module in self.policy_state.items()},
+                "loop": asdict(loop), "rng": torch.get_rng_state()}
 
 
 def restore(payload: dict, algo, policy_state: dict, buffer=None, rng: bool = True) -> LoopState:
@@ -102,13 +113,15 @@ def renumber_episodes(buffer_state: dict) -> dict:
     return buffer_state
 
 
-def load_checkpoint(path: str | Path, algo_name: str | None = None) -> dict:
-    """The checkpoint at ``path`` (a file, or a run directory); ``algo_name``: refuse another algorithm's."""
+def load_checkpoint(path: str | Path, algo_name: str | None = None, which: str = "latest") -> dict:
+    """The checkpoint at ``path`` (a file, or a run directory: its ``which`` checkpoint);
+    ``algo_name``: refuse another algorithm's."""
     path = Path(path)
     if path.is_dir():
-        path = checkpoint_path(path)
+        path = checkpoint_path(path, which)
     if not path.exists():
-        raise CheckpointError(f"no checkpoint at {path}")
+        hint = " (best.pt is written at a run's first evaluation; use the latest checkpoint)" if path.name == "best.pt" else ""
+        raise CheckpointError(f"no checkpoint at {path}{hint}")
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # truncated, corrupt, or holding objects weights_only refuses

@@ -48,6 +48,7 @@ class RunParts:
     counters: WorkerCounters | None = None   # what the environments stepped; their gate
     version: PolicyVersion | None = None
     checkpoint: Callable[[LoopState], object] | None = None  # saves the run (``Checkpointer``)
+    keep_best: Callable[[LoopState], object] | None = None   # saves the agent at a new best evaluation
 
 
 def next_multiple(frames: int, every: int) -> int | None:
@@ -183,7 +184,11 @@ class Loop:
         with self.paused() if collecting else contextlib.nullcontext():
             stats = {f"eval/{k}": v for k, v in self.parts.evaluate().items()}
         self.timings["eval"] += time.monotonic() - t0
-        self.state.best_eval = max(self.state.best_eval, stats["eval/return"])
+        if stats["eval/return"] > self.state.best_eval:
+            self.state.best_eval = stats["eval/return"]
+            if self.parts.keep_best is not None:
+                with critical():
+                    self.parts.keep_best(replace(self.state, frames=self.frames_now()))
         return stats
 
     def push_weights(self) -> None:

@@ -34,8 +34,9 @@ def new_run_dir() -> Path:
 def train(cfg: DictConfig, run_dir: str | Path | None = None, progress: Progress | None = None) -> dict[str, float]:
     """Run the training the CLI would run for ``cfg``; return the final metrics.
 
-    The run directory gets the resolved config (``config.yaml``), ``metrics.csv`` and
-    ``checkpoints/latest.pt`` (every ``loop.checkpoint_every_frames`` and at the end);
+    The run directory gets the resolved config (``config.yaml``), ``metrics.csv``,
+    ``checkpoints/latest.pt`` (every ``loop.checkpoint_every_frames`` and at the end) and
+    ``checkpoints/best.pt`` (the agent at its best evaluation);
     ``progress`` prints the metrics rows (default: to stdout, a live status line on a terminal).
     With ``resume=<run dir>`` in ``cfg``, the run continues from that directory's
     checkpoint (and, unless ``run_dir`` says otherwise, in that directory).
@@ -56,13 +57,14 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None, progress: Progress
             evaluator = Evaluator(pipe.eval_env_fn, pipe.greedy_policy, loop_settings.eval_episodes,
                                   seed=int(cfg.seed) + 10_000, max_steps=pipe.eval_max_steps, env_id=cfg.env.id,
                                   step_timeout_s=loop_settings.stall_timeout_s)
+        checkpointer = Checkpointer(run_dir, cfg.algo.name, pipe.algo, pipe.policy_state, pipe.buffer)
         parts = RunParts(
             pipe.collector, pipe.algo, pipe.policy,
             log=MetricsLog(run_dir, pipe.loggers, resume_at=pipe.resumed.frames if pipe.resumed else None),
             progress=progress or Progress(int(cfg.total_frames)), evaluate=evaluator,
             audit=LiveAudit(int(cfg.audit_every)) if cfg.audit else None, counters=pipe.counters,
             version=pipe.version,
-            checkpoint=Checkpointer(run_dir, cfg.algo.name, pipe.algo, pipe.policy_state, pipe.buffer),
+            checkpoint=checkpointer, keep_best=checkpointer.best,
         )
         if cfg.algo.name in ON_POLICY_ALGOS:
             loop = EpisodicLoop(parts, loop_settings, int(cfg.total_frames), pipe.resumed)
@@ -76,6 +78,8 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None, progress: Progress
                 evaluator.close()
     final["run_dir"] = str(run_dir)
     final["checkpoint"] = str(checkpoint_path(run_dir))
+    if checkpoint_path(run_dir, "best").exists():
+        final["best_checkpoint"] = str(checkpoint_path(run_dir, "best"))
     return final
 
 
@@ -98,5 +102,7 @@ def summary(final: dict) -> str:
         *([f"audit           {int(final['audit/violations'])} violations "
            f"({int(final['audit/batches_checked'])} batches and the buffer checked)"] if "audit/violations" in final else []),
         f"checkpoint      {final['checkpoint']}",
+        *([f"best agent      {final['best_checkpoint']} (eval return {fmt('eval/best_return')}; "
+           f"trajrl evaluate {final['run_dir']})"] if "best_checkpoint" in final else []),
         f"run directory   {final['run_dir']}",
     ])

@@ -1,0 +1,95 @@
+"""``trajrl evaluate <run dir>``: the return of a finished run's agent (its best or its
+latest checkpoint) over N deterministic episodes, and a video of one (RL Baselines3 Zoo's
+``enjoy``). The video is written by gymnasium's ``RecordVideo`` (moviepy), for environments
+that render ``rgb_array`` frames (``pip install 'trajrl[video]'`` for classic control's).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from trajrl.errors import CheckpointError, ConfigError, EnvironmentFailed
+
+
+def evaluate_run(run_dir: str | Path, which: str = "best", episodes: int = 10, seed: int = 0) -> dict[str, float]:
+    """Mean and std of the return of ``run_dir``'s ``which`` agent over ``episodes`` deterministic episodes."""
+    from omegaconf import OmegaConf
+
+    from trajrl.collect.env import env_factory
+    from trajrl.config import validate
+    from trajrl.envs import env_spaces
+    from trajrl.factory import load_agent
+    from trajrl.training.evaluate import Evaluator
+
+    agent = load_agent(run_dir, which)
+    cfg = validate(OmegaConf.load(Path(run_dir) / "config.yaml"))
+    evaluator = Evaluator(env_factory(cfg.env, primer=agent.primer, num_envs=1), agent.greedy, episodes, seed=seed,
+                          max_steps=env_spaces(cfg.env, cfg.algo.name).step_limit, env_id=cfg.env.id)
+    try:
+        return evaluator()
+    finally:
+        evaluator.close()
+
+
+def record_video(run_dir: str | Path, folder: str | Path, which: str = "best", seed: int = 0) -> Path:
+    """One deterministic episode of ``run_dir``'s ``which`` agent as ``<folder>/<which>-episode-0.mp4``."""
+    import gymnasium as gym
+    import torch
+    from omegaconf import OmegaConf
+    from torchrl.envs.utils import ExplorationType, set_exploration_type
+
+    from trajrl.collect.env import make_env
+    from trajrl.config import validate
+    from trajrl.envs import env_spaces
+    from trajrl.factory import load_agent
+
+    run_dir, folder = Path(run_dir), Path(folder)
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # pygame draws off-screen: no display needed
+    cfg = validate(OmegaConf.load(run_dir / "config.yaml"))
+    probe = gym.make(cfg.env.id, **dict(cfg.env.kwargs or {}))
+    modes = probe.metadata.get("render_modes", [])
+    probe.close()
+    if "rgb_array" not in modes:
+        raise ConfigError("--video", str(folder), f"env.id={cfg.env.id} renders {modes or 'no frames'}, not "
+                          "rgb_array frames; evaluate without --video")
+    agent = load_agent(run_dir, which)
+    kwargs = {**dict(cfg.env.kwargs or {}), "render_mode": "rgb_array"}
+    record = lambda env: gym.wrappers.RecordVideo(env, str(folder), name_prefix=which,  # noqa: E731
+                                                  episode_trigger=lambda episode: episode == 0)
+    env = make_env(cfg.env.id, kwargs, cfg.env.import_module, primer=agent.primer, wrap=record)
+    env.set_seed(seed)
+    try:
+        with set_exploration_type(ExplorationType.DETERMINISTIC), torch.no_grad():
+            env.rollout(env_spaces(cfg.env, cfg.algo.name).step_limit, agent.greedy, break_when_any_done=True)
+    except gym.error.DependencyNotInstalled as err:
+        raise ConfigError("--video", str(folder), f"rendering needs a package not installed ({err}); "
+                          "pip install 'trajrl[video]'") from None
+    finally:
+        env.close()  # RecordVideo writes the file when the episode ends or the environment closes
+    return folder / f"{which}-episode-0.mp4"
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog="trajrl evaluate", description=__doc__.splitlines()[0])
+    parser.add_argument("run_dir", type=Path, help="a run directory (outputs/<date>/<time>)")
+    parser.add_argument("--which", choices=("best", "latest"), default="best",
+                        help="the agent of the best evaluation (default) or the last checkpoint")
+    parser.add_argument("--episodes", type=int, default=10, help="deterministic episodes averaged (default 10)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the environments (default 0)")
+    parser.add_argument("--video", nargs="?", const="", default=None, metavar="DIR",
+                        help="also record one episode as an mp4 in DIR (default: <run dir>/videos)")
+    args = parser.parse_args(argv)
+    if args.episodes < 1:
+        parser.error(f"--episodes {args.episodes}: must be at least 1")
+    try:
+        stats = evaluate_run(args.run_dir, args.which, args.episodes, args.seed)
+        print(f"{args.run_dir} ({args.which} agent): return {stats['return']:.1f} ± {stats['return_std']:.1f} "
+              f"over {args.episodes} deterministic episodes (length {stats['length']:.1f})", flush=True)
+        if args.video is not None:
+            folder = Path(args.video) if args.video else args.run_dir / "videos"
+            print(f"video: {record_video(args.run_dir, folder, args.which, args.seed)}", flush=True)
+    except (ConfigError, CheckpointError, EnvironmentFailed) as err:
+        print(f"trajrl evaluate: {err}", file=sys.stderr)
+        sys.exit(2)
