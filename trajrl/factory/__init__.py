@@ -118,10 +118,10 @@ def load_agent(run_dir: str | Path, which: str = "latest") -> Agent:
     from omegaconf import OmegaConf
 
     run_dir = Path(run_dir)
-    if not (run_dir / "config.yaml").exists():
-        raise CheckpointError(f"{run_dir} has no config.yaml: not a trajrl run directory")
     if which not in WHICH:
         raise CheckpointError(f"which={which!r}: a run keeps the checkpoints {' and '.join(WHICH)}")
+    if not (run_dir / "config.yaml").exists():
+        raise CheckpointError(f"{run_dir} has no config.yaml: not a trajrl run directory")
     cfg = validate(OmegaConf.load(run_dir / "config.yaml"))
     payload = load_checkpoint(run_dir, algo_name=cfg.algo.name, which=which)
     spaces = env_spaces(cfg.env, cfg.algo.name)

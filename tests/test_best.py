@@ -1,0 +1,87 @@
+"""Keeping what was learned: ``checkpoints/best.pt`` holds the agent of the best
+evaluation, ``load_agent(which="best")`` restores it, ``trajrl evaluate`` reports it."""
+import itertools
+import math
+import re
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+import trajrl
+from trajrl.config import validate
+from trajrl.settings import settings_of
+from trajrl.training.checkpoint import Checkpointer, checkpoint_path, load_checkpoint
+from trajrl.training.loops import EpisodicLoop, OffPolicyLoop, RunParts
+from trajrl.training.metrics import MetricsLog
+from trajrl.training.progress import Progress
+
+from helpers import trajrl as trajrl_cli
+
+
+@pytest.mark.parametrize("algo", ["r2d2", "ppo"])
+def test_best_pt_is_the_agent_of_the_best_evaluation(algo, tmp_path):
+    """A scripted evaluation sequence (3, 9, 5, 9, 1, ...): best.pt holds the weights the
+    agent had at the first 9 (a tie does not replace it), latest.pt the last ones."""
+    cfg = validate(trajrl.compose([f"algo={algo}", "collector=sync", "debug=smoke", "loop.eval_every_frames=400",
+                                   "loop.updates_per_frame=0.1"]))
+    OmegaConf.save(cfg, tmp_path / "config.yaml")
+    script = itertools.chain([3.0, 9.0, 5.0, 9.0], itertools.repeat(1.0))
+    seen = []
+    with trajrl.build(cfg) as pipe:
+        def evaluate() -> dict:
+            seen.append(({k: v.clone() for k, v in pipe.algo.state_dict()[net].items()}, next(script)))
+            return {"return": seen[-1][1]}
+
+        net = "qnet" if algo == "r2d2" else "net"
+        checkpointer = Checkpointer(tmp_path, cfg.algo.name, pipe.algo, pipe.policy_state, pipe.buffer)
+        parts = RunParts(pipe.collector, pipe.algo, pipe.policy, log=MetricsLog(None),
+                         progress=Progress(cfg.total_frames, live=False), evaluate=evaluate,
+                         version=pipe.version, checkpoint=checkpointer, keep_best=checkpointer.best)
+        loop_settings = settings_of(cfg, "loop")
+        loop = (EpisodicLoop(parts, loop_settings, cfg.total_frames) if algo == "ppo" else
+                OffPolicyLoop(parts, pipe.sequences, pipe.exploration, loop_settings, cfg.total_frames))
+        final = loop.run()
+    assert len(seen) >= 5 and final["eval/best_return"] == 9.0
+    best_weights = seen[1][0]
+    assert any(not torch.equal(best_weights[k], seen[3][0][k]) for k in best_weights)  # it kept learning
+    best = load_checkpoint(tmp_path, which="best")
+    assert "buffer" not in best and best["loop"]["best_eval"] == 9.0
+    for key, tensor in best_weights.items():
+        torch.testing.assert_close(best["algo"][net][key], tensor, rtol=0, atol=0)
+    latest = load_checkpoint(tmp_path)
+    assert any(not torch.equal(latest["algo"][net][k], best_weights[k]) for k in best_weights)
+    agent = trajrl.load_agent(tmp_path, which="best")
+    restored = agent.algo.state_dict()[net]
+    assert all(torch.equal(restored[k], best_weights[k]) for k in best_weights)
+
+
+def test_load_agent_refuses_a_checkpoint_a_run_does_not_keep(tmp_path):
+    from trajrl.errors import CheckpointError
+
+    with pytest.raises(CheckpointError, match="which='first'"):
+        trajrl.load_agent(tmp_path, which="first")
+
+
+def test_evaluate_a_finished_run_prints_its_return_and_writes_a_video(smoke_run, tmp_path):
+    _, run_dir = smoke_run
+    assert checkpoint_path(run_dir, "best").exists()
+    proc = trajrl_cli("evaluate", str(run_dir), "--episodes", "3", "--video", str(tmp_path / "videos"),
+                      cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    found = re.search(r"\(best agent\): return (-?[\d.]+) ± ([\d.]+) over 3 deterministic episodes", proc.stdout)
+    assert found and math.isfinite(float(found[1])), proc.stdout
+    video = tmp_path / "videos" / "best-episode-0.mp4"
+    assert f"video: {video}" in proc.stdout and video.stat().st_size > 1000
+    assert proc.stderr.strip() == "", proc.stderr
+
+
+def test_evaluate_refuses_a_video_of_an_environment_that_renders_no_frames(tmp_path):
+    cfg = validate(trajrl.compose(["env=cue_memory", "collector=sync", "debug=smoke", "total_frames=600",
+                                   "loop.warmup_frames=300"]))
+    trajrl.train(cfg, run_dir=tmp_path / "run")
+    proc = trajrl_cli("evaluate", str(tmp_path / "run"), "--which", "latest", "--episodes", "2", "--video",
+                      cwd=tmp_path, timeout=120)
+    assert proc.returncode == 2
+    assert "return" in proc.stdout
+    assert "--video" in proc.stderr and "rgb_array" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
