@@ -37,6 +37,7 @@ class Target:
     env_id: str
     threshold: float
     within_frames: int
+    kwargs: dict | None = None  # the environment's keyword arguments (for the random policy's return)
 
 
 TARGETS = {  # the targets: evaluation return >= threshold within this many frames
@@ -45,11 +46,17 @@ TARGETS = {  # the issue's targets: evaluation return >= threshold within this m
     "rppo_cartpole_novel": Target("trajrl/CartPoleNoVel-v1", 475.0, 50_000),
     "ppo_cartpole": Target("CartPole-v1", 475.0, 50_000),
     "rsac_pendulum_novel": Target("trajrl/PendulumNoVel-v1", -200.0, 30_000),
+    "rppo_pendulum_novel": Target("trajrl/PendulumNoVel-v1", -200.0, 100_000),  # continuous actions
+    # long memory: a cue at the first step named at the 60th (eval return: +1 right, -1 wrong, 20 episodes)
+    "r2d2_cue_memory": Target("trajrl/CueMemory-v0", 0.9, 50_000),
+    "rppo_cue_memory": Target("trajrl/CueMemory-v0", 0.9, 50_000),
+    "rsac_cue_memory": Target("trajrl/CueMemory-v0", 0.9, 50_000, {"continuous": True}),
+    "ppo_cue_memory": Target("trajrl/CueMemory-v0", 0.9, 50_000),  # no memory: the baseline that cannot
 }
 
 
-def random_policy_return(env_id: str, episodes: int = 20, seed: int = 0) -> float:
-    env = gym.make(env_id)
+def random_policy_return(env_id: str, kwargs: dict | None = None, episodes: int = 20, seed: int = 0) -> float:
+    env = gym.make(env_id, **(kwargs or {}))
     env.action_space.seed(seed)
     returns = []
     for episode in range(episodes):
@@ -157,7 +164,7 @@ def main() -> None:
     for preset in args.presets:
         target = TARGETS[preset]
         print(f"{preset}: threshold {target.threshold:g} within {target.within_frames:,} frames", flush=True)
-        baseline = random_policy_return(target.env_id)
+        baseline = random_policy_return(target.env_id, target.kwargs)
         runs = [evaluations(run(preset, seed, args.out / preset / f"seed_{seed}", args.overrides, args.reuse))
                 for seed in args.seeds]
         curves[preset] = runs
