@@ -114,10 +114,11 @@ def test_evaluation_acts_with_the_network_it_is_asked_for(network):
     """algo.eval_network: the greedy (evaluation) policy reads the online network's
     weights, or the target network's, and only those."""
     from trajrl.config import validate
+    from trajrl.envs import env_spaces
     from trajrl.factory.agent import build_agent
 
     cfg = trajrl.compose(["debug=smoke", f"algo.eval_network={network}"])
-    agent = build_agent(validate(cfg), obs_dim=2, actions=2)
+    agent = build_agent(validate(cfg), env_spaces(cfg.env, 'r2d2'))
     chosen, other = (agent.algo.qnet, agent.algo.target) if network == "online" else (agent.algo.target, agent.algo.qnet)
     evaluated = {id(p) for p in agent.greedy.parameters()}
     assert evaluated == {id(p) for p in chosen.parameters()}
@@ -131,11 +132,12 @@ def test_lr_decays_linearly_to_lr_end_over_the_planned_updates():
     the lr falls linearly from lr to lr_end over them, then stays."""
     from helpers import slices
     from trajrl.config import validate
+    from trajrl.envs import env_spaces
     from trajrl.factory.agent import build_agent
 
     cfg = trajrl.compose(["debug=smoke", "algo.lr=1e-3", "algo.lr_end=1e-4", "total_frames=2400",
                           "loop.warmup_frames=400", "loop.updates_per_frame=0.002"])
-    assert build_agent(validate(cfg), obs_dim=2, actions=2).algo.planned_updates == 4
+    assert build_agent(validate(cfg), env_spaces(cfg.env, 'r2d2')).algo.planned_updates == 4
     algo = R2D2(RecurrentQNet(2, 2, [8], 8), R2D2Settings(lr=1e-3, lr_end=1e-4), planned_updates=4)
     batch = slices([12, 5], horizon=12)
     batch.set("action", torch.randint(2, (2, 12)))

@@ -62,9 +62,8 @@ CASES = [
     # against the environment
     (["env=gym"], ["env.id", "required"]),
     (["env=gym", "env.id=NoSuchEnv-v0"], ["env.id='NoSuchEnv-v0'", "not a registered gymnasium id"]),
-    (["env=gym", "env.id=Pendulum-v1"], ["algo=r2d2 needs discrete actions", "algo=rsac"]),
-    (["algo=ppo", "env=pendulum_novel"], ["algo=ppo needs discrete actions", "algo=rsac"]),
-    (["algo=rsac"], ["algo=rsac needs continuous actions", "Discrete(2)"]),
+    (["env=gym", "env.id=Pendulum-v1"], ["algo=r2d2 takes Discrete actions", "use algo=ppo or algo=rsac"]),
+    (["algo=rsac"], ["algo=rsac takes continuous (a 1-D Box) actions", "Discrete(2)", "use algo=r2d2 or algo=ppo"]),
     (["env=gym", "env.id=CartPole-v1", "env.import_module=no_such_module"],
      ["env.import_module='no_such_module'", "cannot be imported"]),
     (["+env.kwargs.gravity_well=1"], ["env.kwargs=", "unexpected keyword argument 'gravity_well'"]),

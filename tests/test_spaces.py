@@ -90,8 +90,20 @@ def algo_overrides(algo: str) -> list[str]:
     return {"r2d2": ["algo=r2d2"], "rsac": ["algo=rsac"], "ppo": ["algo=ppo", "algo.recurrent=true"]}[algo]
 
 
-CASES = [(kind, algo, "continuous" if algo == "rsac" else "discrete") for kind in KINDS for algo in ("r2d2", "rsac")]
-CASES += [(kind, "ppo", "continuous" if i % 2 else "discrete") for i, kind in enumerate(KINDS)]
+def space_cases() -> list:
+    """Every space kind with every algorithm (and PPO with both kinds of actions): each kind
+    with one of them and the richest space (a Dict with an image) with all run by default;
+    the rest, which repeat those code paths, with -m slow."""
+    learners = [("r2d2", "discrete"), ("rsac", "continuous"), ("ppo", "discrete"), ("ppo", "continuous")]
+    cases = []
+    for i, kind in enumerate(KINDS):
+        for j, (algo, actions) in enumerate(learners):
+            default = j == i % len(learners) or kind == "dict"
+            cases.append(pytest.param(kind, algo, actions, marks=() if default else pytest.mark.slow))
+    return cases
+
+
+CASES = space_cases()
 
 
 @pytest.mark.parametrize("kind,algo,actions", CASES)
