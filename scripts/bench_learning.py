@@ -1,11 +1,15 @@
 """Learning benchmark: each preset over several seeds, through the real CLI.
 
-For every preset it reports the frames and the wall-clock at which the
-deterministic evaluation first reached the preset's threshold, and the final
-evaluation return (mean +- std over seeds), against a uniformly random policy
+For every preset (and ``default``: ``python -m trajrl`` with no preset) it reports how
+many seeds reached the preset's threshold within its budget and how many ended at or
+above it, the frames and the wall-clock at which the deterministic evaluation first
+reached it (median over seeds), the final and best evaluation return and the area under
+the evaluation curve (mean +- std over seeds), against a uniformly random policy
 measured in the same run; it writes a markdown table and a learning-curve PNG.
+Learning claims need 5 seeds or more: the spread between seeds is larger than most
+differences between settings.
 
-    python scripts/bench_learning.py                       # every preset, seeds 0 1 2
+    python scripts/bench_learning.py                       # every row, seeds 0 1 2 3 4
     python scripts/bench_learning.py --presets ppo_cartpole --seeds 0 1
     python scripts/bench_learning.py --reuse               # train only the runs missing under --out
 
@@ -106,6 +110,14 @@ def first_reaching(evals, threshold: float) -> tuple[float, float] | None:
     return None
 
 
+def area(evals, budget: int) -> float:
+    """Area under the evaluation curve over the budget, divided by the budget: the mean
+    evaluation return over the run (0 frames counts as the first evaluation)."""
+    frames = [0.0] + [f for f, _, _ in evals if f <= budget * 1.05]
+    values = [evals[0][1]] + [v for f, v, _ in evals if f <= budget * 1.05]
+    return float(np.trapezoid(values, frames) / max(frames[-1], 1.0))
+
+
 def mean_std(values: list[float]) -> str:
     if not values:
         return "-"
@@ -146,7 +158,7 @@ def plot(curves: dict[str, list[list[tuple[float, float, float]]]], path: Path) 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--presets", nargs="+", default=list(TARGETS), choices=list(TARGETS))
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
     parser.add_argument("--out", type=Path, default=Path("outputs/bench_learning"), help="where the runs go")
     parser.add_argument("--report", type=Path, default=None,
                         help="where learning.md and learning.png go (default: --out)")
@@ -157,9 +169,9 @@ def main() -> None:
     report = args.report or args.out
     report.mkdir(parents=True, exist_ok=True)
 
-    lines = ["| preset | threshold | within | seeds reaching it | frames to reach (median) | wall-clock to reach "
-             "(median, s) | final eval return | best eval return | random policy |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| preset | threshold | within | seeds reaching it | final >= threshold | frames to reach (median) | "
+             "wall-clock to reach (median, s) | final eval return | best eval return | area under the curve | random policy |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     curves, details = {}, []
     for preset in args.presets:
         target = TARGETS[preset]
@@ -173,9 +185,11 @@ def main() -> None:
         finals, bests = [evals[-1][1] for evals in runs], [max(v for _, v, _ in evals) for evals in runs]
         row = (f"| {preset} | {target.threshold:g} | {target.within_frames:,} | "
                f"{sum(r is not None for r in in_budget)}/{len(runs)} | "
+               f"{sum(v >= target.threshold for v in finals)}/{len(runs)} | "
                f"{median_or_miss([r[0] if r else None for r in in_budget], ',.0f')} | "
                f"{median_or_miss([r[1] if r else None for r in in_budget], '.0f')} | "
-               f"{mean_std(finals)} | {mean_std(bests)} | {baseline:.1f} |")
+               f"{mean_std(finals)} | {mean_std(bests)} | {mean_std([area(e, target.within_frames) for e in runs])} | "
+               f"{baseline:.1f} |")
         lines.append(row)
         print(row, flush=True)
         for seed, evals, reach in zip(args.seeds, runs, in_budget):

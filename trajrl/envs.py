@@ -200,8 +200,9 @@ def _env_spaces(env_id: str, kwargs_json: str, import_module: str | None, algo: 
         if kind not in takes:
             others = " or ".join(f"algo={name}" for name, kinds in ACTIONS.items() if kind in kinds)
             fix = f"use {others}" if others else "wrap it into Discrete or a 1-D Box of floats"
+            why = WHY_NOT.get((algo, kind), "")
             raise ConfigError("env.id", env_id, f"has {act_space} actions; algo={algo} takes "
-                              f"{' or '.join(ACTION_SPACES[k] for k in takes)} actions ({fix})")
+                              f"{' or '.join(ACTION_SPACES[k] for k in takes)} actions{why} ({fix})")
         try:
             parts = parts_of(obs_space)
         except ValueError as err:
@@ -214,3 +215,6 @@ def _env_spaces(env_id: str, kwargs_json: str, import_module: str | None, algo: 
 
 #: How each kind of actions reads in a message.
 ACTION_SPACES = {DISCRETE: "Discrete", CONTINUOUS: "continuous (a 1-D Box)"}
+#: Why an algorithm does not take a kind of actions.
+WHY_NOT = {("rsac", DISCRETE): ": its actor is a squashed Gaussian (SAC-discrete is not built)",
+           ("r2d2", CONTINUOUS): ": it picks the action of highest Q-value among finitely many"}
