@@ -108,3 +108,24 @@ def test_the_learner_recomputes_the_log_probs_the_recurrent_policy_acted_with(co
         logits = pipe.algo.net.actor.sequence(batch.get("observation"))
         log_prob = torch.distributions.Categorical(logits=logits).log_prob(batch.get("action").reshape(mask.shape))
     torch.testing.assert_close(log_prob[mask], batch.get(LOG_PROB_KEY).reshape(mask.shape)[mask])
+
+
+def test_reward_scale_divides_by_the_running_std_of_the_discounted_return():
+    """algo.normalize_rewards: R_t = gamma R_{t-1} + r_t within each episode (padding
+    excluded); rewards are divided by the std of every R seen so far."""
+    from trajrl.algos.ppo import RewardScale
+
+    gen = torch.Generator().manual_seed(0)
+    scale = RewardScale(gamma=0.9)
+    seen = []
+    for lengths in ([5, 3], [4, 4, 2]):
+        reward = torch.randn(len(lengths), max(lengths), generator=gen) * 10
+        mask = torch.arange(max(lengths)).unsqueeze(0) < torch.tensor(lengths).unsqueeze(1)
+        for row, n in zip(reward, lengths):
+            running = 0.0
+            for r in row[:n].tolist():
+                running = 0.9 * running + r
+                seen.append(running)
+        scaled = scale(reward, mask)
+        expected_std = torch.tensor(seen, dtype=torch.float64).std(unbiased=False).item()
+        torch.testing.assert_close(scaled, reward / expected_std, rtol=1e-5, atol=1e-6)

@@ -96,9 +96,9 @@ def build_rsac(a: RSACSettings, cfg, spaces: EnvSpaces, observations: Observatio
     spec = action_spec(cfg.env)
     low, high = spec.space.low.float().reshape(-1), spec.space.high.float().reshape(-1)
     sizes = list(a.encoder_sizes)
-    obs_dim, action_dim = spaces.parts, spaces.actions
-    actor = RecurrentActor(obs_dim, action_dim, sizes, a.hidden_size, a.rnn, low, high, loc, scale, a.layer_norm)
-    critics = nn.ModuleList(RecurrentCritic(obs_dim, action_dim, sizes, a.hidden_size, a.rnn, loc, scale, a.layer_norm)
+    parts, action_dim = spaces.parts, spaces.actions
+    actor = RecurrentActor(parts, action_dim, sizes, a.hidden_size, a.rnn, low, high, loc, scale, a.layer_norm)
+    critics = nn.ModuleList(RecurrentCritic(parts, action_dim, sizes, a.hidden_size, a.rnn, loc, scale, a.layer_norm)
                             for _ in range(2))
     policy, core = make_policy(actor)
     algo = RSAC(actor, critics, a, burn_in=int(cfg.sampler.get("burn_in", 0)))

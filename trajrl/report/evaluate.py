@@ -13,18 +13,23 @@ from pathlib import Path
 from trajrl.errors import CheckpointError, ConfigError, EnvironmentFailed
 
 
-def evaluate_run(run_dir: str | Path, which: str = "best", episodes: int = 10, seed: int = 0) -> dict[str, float]:
-    """Mean and std of the return of ``run_dir``'s ``which`` agent over ``episodes`` deterministic episodes."""
+def load_run(run_dir: str | Path, which: str = "best"):
+    """``(checked config, agent)`` of a finished run: its ``which`` agent (``load_agent``)."""
     from omegaconf import OmegaConf
 
-    from trajrl.collect.env import env_factory
     from trajrl.config import validate
-    from trajrl.envs import env_spaces
     from trajrl.factory import load_agent
-    from trajrl.training.evaluate import Evaluator
 
     agent = load_agent(run_dir, which)
-    cfg = validate(OmegaConf.load(Path(run_dir) / "config.yaml"))
+    return validate(OmegaConf.load(Path(run_dir) / "config.yaml")), agent
+
+
+def evaluate_run(cfg, agent, episodes: int = 10, seed: int = 0) -> dict[str, float]:
+    """Mean and std of the return of ``agent`` (of a run of ``cfg``) over ``episodes`` deterministic episodes."""
+    from trajrl.collect.env import env_factory
+    from trajrl.envs import env_spaces
+    from trajrl.training.evaluate import Evaluator
+
     evaluator = Evaluator(env_factory(cfg.env, primer=agent.primer, num_envs=1), agent.greedy, episodes, seed=seed,
                           max_steps=env_spaces(cfg.env, cfg.algo.name).step_limit, env_id=cfg.env.id)
     try:
@@ -33,28 +38,24 @@ def evaluate_run(run_dir: str | Path, which: str = "best", episodes: int = 10, s
         evaluator.close()
 
 
-def record_video(run_dir: str | Path, folder: str | Path, which: str = "best", seed: int = 0) -> Path:
-    """One deterministic episode of ``run_dir``'s ``which`` agent as ``<folder>/<which>-episode-0.mp4``."""
+def record_video(cfg, agent, folder: str | Path, which: str = "best", seed: int = 0) -> Path:
+    """One deterministic episode of ``agent`` (a run of ``cfg``'s ``which`` agent) as
+    ``<folder>/<which>-episode-0.mp4``."""
     import gymnasium as gym
     import torch
-    from omegaconf import OmegaConf
     from torchrl.envs.utils import ExplorationType, set_exploration_type
 
     from trajrl.collect.env import make_env
-    from trajrl.config import validate
     from trajrl.envs import env_spaces
-    from trajrl.factory import load_agent
 
-    run_dir, folder = Path(run_dir), Path(folder)
+    folder = Path(folder)
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # pygame draws off-screen: no display needed
-    cfg = validate(OmegaConf.load(run_dir / "config.yaml"))
     probe = gym.make(cfg.env.id, **dict(cfg.env.kwargs or {}))
     modes = probe.metadata.get("render_modes", [])
     probe.close()
     if "rgb_array" not in modes:
         raise ConfigError("--video", str(folder), f"env.id={cfg.env.id} renders {modes or 'no frames'}, not "
                           "rgb_array frames; evaluate without --video")
-    agent = load_agent(run_dir, which)
     kwargs = {**dict(cfg.env.kwargs or {}), "render_mode": "rgb_array"}
     record = lambda env: gym.wrappers.RecordVideo(env, str(folder), name_prefix=which,  # noqa: E731
                                                   episode_trigger=lambda episode: episode == 0)
@@ -84,12 +85,13 @@ def main(argv: list[str]) -> None:
     if args.episodes < 1:
         parser.error(f"--episodes {args.episodes}: must be at least 1")
     try:
-        stats = evaluate_run(args.run_dir, args.which, args.episodes, args.seed)
+        cfg, agent = load_run(args.run_dir, args.which)
+        stats = evaluate_run(cfg, agent, args.episodes, args.seed)
         print(f"{args.run_dir} ({args.which} agent): return {stats['return']:.1f} ± {stats['return_std']:.1f} "
               f"over {args.episodes} deterministic episodes (length {stats['length']:.1f})", flush=True)
         if args.video is not None:
             folder = Path(args.video) if args.video else args.run_dir / "videos"
-            print(f"video: {record_video(args.run_dir, folder, args.which, args.seed)}", flush=True)
+            print(f"video: {record_video(cfg, agent, folder, args.which, args.seed)}", flush=True)
     except (ConfigError, CheckpointError, EnvironmentFailed) as err:
         print(f"trajrl evaluate: {err}", file=sys.stderr)
         sys.exit(2)
