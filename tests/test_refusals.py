@@ -67,6 +67,7 @@ CASES = [
     (["env=gym", "env.id=CartPole-v1", "env.import_module=no_such_module"],
      ["env.import_module='no_such_module'", "cannot be imported"]),
     (["+env.kwargs.gravity_well=1"], ["env.kwargs=", "unexpected keyword argument 'gravity_well'"]),
+    (["env=cue_memory", "env.kwargs.length=1"], ["env.kwargs=", "CueMemory needs length >= 2"]),
     (["sampler.slice_len=600"], ["sampler.slice_len=600", "at most 500 steps", "sampler.slice_len<=500"]),
     (["storage.capacity=100"], ["storage.capacity=100", "up to 500 steps", "storage.capacity>=500"]),
     (["resume=nowhere"], ["resume='nowhere'", "checkpoints/latest.pt", "outputs/<date>/<time>"]),

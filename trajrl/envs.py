@@ -191,7 +191,7 @@ def _env_spaces(env_id: str, kwargs_json: str, import_module: str | None, algo: 
     check_env_id(env_id, import_module)
     try:
         env = gym.make(env_id, **kwargs)
-    except TypeError as err:  # an unknown keyword of the environment
+    except (TypeError, ValueError) as err:  # an unknown keyword of the environment, or a value it refuses
         raise ConfigError("env.kwargs", kwargs, f"{env_id} refuses them: {str(err).split(' was raised')[0]}") from None
     try:
         obs_space, act_space = env.observation_space, env.action_space

@@ -43,14 +43,14 @@ class ObservationInputs(nn.Module):
         self.register_buffer("flat", torch.tensor(flat, dtype=torch.long))
         self.everything_flat = flat == list(range(len(numbers)))  # no image: no columns to pick
         self.image_parts = [p for p in parts if p.kind == IMAGE]
-        self.images = nn.ModuleList(ImageEncoder(p.image_shape) for p in self.image_parts)
+        self.images = nn.ModuleList(ImageEncoder(p.image_shape, p.channels_last) for p in self.image_parts)
         self.out_features = len(flat) + sum(image.out_features for image in self.images)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         flat = obs if self.everything_flat else obs.index_select(-1, self.flat)
         inputs = [self.standardize(flat.float())] if len(self.flat) else []
         for part, image in zip(self.image_parts, self.images):
-            inputs.append(image(obs[..., part.start:part.start + part.size], part.channels_last))
+            inputs.append(image(obs[..., part.start:part.start + part.size]))
         return inputs[0] if len(inputs) == 1 else torch.cat(inputs, -1)
 
 
@@ -58,10 +58,10 @@ class ImageEncoder(nn.Module):
     """A small convolutional encoder of one ``(channels, height, width)`` image, flattened:
     Mnih et al.'s three layers for images of 36 pixels or more a side, two 3x3 layers for smaller ones."""
 
-    def __init__(self, shape: tuple[int, ...]):
+    def __init__(self, shape: tuple[int, ...], channels_last: bool = True):
         super().__init__()
         channels, height, width = shape
-        self.shape = shape
+        self.shape, self.channels_last = shape, channels_last
         if min(height, width) >= 36:
             layers = [nn.Conv2d(channels, 32, 8, stride=4), nn.ReLU(), nn.Conv2d(32, 64, 4, stride=2), nn.ReLU(),
                       nn.Conv2d(64, 64, 3, stride=1), nn.ReLU()]
@@ -71,10 +71,11 @@ class ImageEncoder(nn.Module):
         with torch.no_grad():
             self.out_features = int(self.net(torch.zeros(1, *shape)).shape[-1])
 
-    def forward(self, pixels: torch.Tensor, channels_last: bool) -> torch.Tensor:
+    def forward(self, pixels: torch.Tensor) -> torch.Tensor:
         batch = pixels.shape[:-1]
         c, h, w = self.shape
-        images = pixels.reshape(-1, h, w, c).permute(0, 3, 1, 2) if channels_last else pixels.reshape(-1, c, h, w)
+        images = (pixels.reshape(-1, h, w, c).permute(0, 3, 1, 2) if self.channels_last
+                  else pixels.reshape(-1, c, h, w))
         return self.net(images.float() / 255.0).reshape(*batch, self.out_features)
 
 
