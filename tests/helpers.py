@@ -259,6 +259,14 @@ def slices(lengths, horizon, obs_dim=2, seed=0):
     }, [n, horizon])
 
 
+def wait_for_frames(pipe, frames, timeout=90.0):
+    """Until the started collector has stored ``frames`` frames in the pipeline's buffer."""
+    deadline = time.monotonic() + timeout
+    while pipe.buffer.write_count < frames:
+        assert time.monotonic() < deadline, f"only {pipe.buffer.write_count} frames stored in {timeout} s"
+        time.sleep(0.05)
+
+
 def acting_rollout(pipe, steps: int):
     """``steps`` steps acted by the pipeline's policy in one of its environments
     (episodes reset inside); the state it stores is zero at is_init and only there."""

@@ -13,7 +13,7 @@ import time
 import pytest
 
 import trajrl
-from helpers import collector_sampler_pairs
+from helpers import collector_sampler_pairs, wait_for_frames
 from trajrl.settings import LOCAL_COLLECTORS
 from trajrl.replay.audit import audit_batch, audit_storage
 
@@ -28,13 +28,6 @@ SAMPLERS = {  # name -> overrides
 CAPACITY = 600
 FRAMES = 3 * CAPACITY  # the storage wraps around
 TIME_LIMIT = "+env.kwargs.max_episode_steps=30"  # some episodes end truncated
-
-
-def wait_for_frames(pipe, frames, timeout=90.0):
-    deadline = time.monotonic() + timeout
-    while pipe.buffer.write_count < frames:
-        assert time.monotonic() < deadline, f"only {pipe.buffer.write_count} frames stored in {timeout} s"
-        time.sleep(0.05)
 
 
 def no_violations(counts):

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import trajrl
-from trajrl.algos.networks import ObservationInputs
+from trajrl.algos.networks import Inputs, ObservationInputs
 from trajrl.algos.ppo import LOG_PROB_KEY, SAMPLE_KEY
 from trajrl.config import validate
 from trajrl.errors import ConfigError
@@ -49,18 +49,22 @@ def test_the_flat_observation_is_gymnasiums_flatten_and_its_parts_tile_it(kind):
     assert space_envs  # the module registered Spaces-v0
 
 
-def test_codes_are_not_standardised_and_images_reach_a_convolution():
-    """Standardisation statistics apply to numbers only; a one-hot code stays 0/1."""
+@pytest.mark.parametrize("squash", [False, True])
+def test_codes_are_not_standardised_and_images_reach_a_convolution(squash):
+    """Standardisation statistics (and symlog, with squash) apply to numbers only; a one-hot code stays 0/1."""
     parts = parts_of(gym.make("Spaces-v0", kind="dict").observation_space)
     size = sum(p.size for p in parts)
-    inputs = ObservationInputs(parts, loc=torch.full((size,), 5.0), scale=torch.full((size,), 2.0))
+    inputs = ObservationInputs(parts, Inputs(torch.full((size,), 5.0), torch.full((size,), 2.0), squash=squash))
     obs = torch.zeros(4, size)
     obs[:, 1600 + 1] = 1.0      # the cue code
-    obs[:, 1603:] = 7.0         # the position
+    obs[:, 1603] = 7.0          # the position
+    obs[:, 1604] = -19.0
     out = inputs(obs)
     assert out.shape == (4, inputs.out_features) and inputs.out_features > 5
     torch.testing.assert_close(out[:, :3], obs[:, 1600:1603])               # codes as they are
-    torch.testing.assert_close(out[:, 3:5], torch.full((4, 2), 1.0))       # (7 - 5) / 2
+    standardised = torch.tensor([1.0, -12.0]).expand(4, 2)                  # (7 - 5) / 2, (-19 - 5) / 2
+    expected = standardised.sign() * standardised.abs().log1p() if squash else standardised
+    torch.testing.assert_close(out[:, 3:5], expected)                       # symlog: log(2), -log(13)
     assert len(inputs.images) == 1 and isinstance(inputs.images[0].net[0], torch.nn.Conv2d)
 
 

@@ -205,6 +205,14 @@ class NetworkSettings:
     hidden_size: int = setting(64, "recurrent cells", range=at_least(1))
     encoder_sizes: list[int] = setting([64], "MLP layers before the recurrent core (or the head)", range=at_least(1))
     normalize_observations: bool = setting(True, "standardise inputs with statistics of 2,000 random-policy steps")
+    observation_stats: str = setting("fixed", "fixed: standardise with the statistics measured at the start; "
+                                              "running: they follow the observations the learner trains on (the "
+                                              "mean over every batch, then a moving one, rate observation_rate)",
+                                     choices=("fixed", "running"))
+    observation_rate: float = setting(1e-3, "observation_stats=running: the least weight of each batch",
+                                      range=between(0, 1))
+    squash_observations: bool = setting(False, "symlog the standardised inputs: states a learnt policy reaches far "
+                                               "outside a random policy's statistics stay within a few units")
     gamma: float = setting(0.99, "discount", range=FRACTION)
     lr: float = setting(1e-3, "learning rate (Adam)", range=above(0))
     max_grad_norm: float = setting(10.0, "gradient norm clipping", range=above(0))

@@ -1,6 +1,8 @@
 """Network pieces the algorithms share."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from tensordict import TensorDict
 from tensordict.nn import TensorDictModule
@@ -11,27 +13,66 @@ from trajrl.spaces import IMAGE, NUMBERS, Part
 
 
 class Standardize(nn.Module):
-    """(x - loc) / scale with fixed statistics (buffers: saved and synced with the weights)."""
+    """(x - loc) / scale (buffers: saved and synced with the weights); ``track`` moves the
+    statistics toward those of the data, where ``moving`` says (the others stay as set)."""
 
     def __init__(self, size: int, loc: torch.Tensor | None = None, scale: torch.Tensor | None = None):
         super().__init__()
         self.register_buffer("loc", torch.zeros(size) if loc is None else torch.as_tensor(loc, dtype=torch.float))
         self.register_buffer("scale", torch.ones(size) if scale is None else torch.as_tensor(scale, dtype=torch.float))
+        self.register_buffer("tracked", torch.zeros((), dtype=torch.long))  # batches tracked so far
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return (x - self.loc) / self.scale
+
+    @torch.no_grad()
+    def track(self, x: torch.Tensor, moving: torch.Tensor, min_rate: float) -> None:
+        """One batch ``x`` of shape ``[N, size]``: the running mean and variance move toward
+        the batch's by ``max(min_rate, 1 / (batches + 2))`` (the first statistics count as one
+        batch: an average over every batch at first, then an exponential one)."""
+        rate = max(min_rate, 1.0 / (int(self.tracked) + 2))
+        second = self.scale.square() + self.loc.square()
+        loc = torch.lerp(self.loc, x.mean(0), rate)
+        second = torch.lerp(second, x.square().mean(0), rate)
+        scale = (second - loc.square()).clamp_min(1e-8).sqrt()
+        self.loc.copy_(torch.where(moving, loc, self.loc))
+        self.scale.copy_(torch.where(moving, scale, self.scale))
+        self.tracked += 1
 
 
 #: An observation's parts (``trajrl.spaces.parts_of``), or the size of a vector of numbers.
 Parts = tuple[Part, ...] | int
 
 
-class ObservationInputs(nn.Module):
-    """The flat observation (``trajrl.spaces``) as the MLP's input: numbers standardised,
-    one-hot codes and bits as they are, each image through a small convolution (pixels / 255)."""
+def symlog(x: torch.Tensor) -> torch.Tensor:
+    """sign(x) log(1 + |x|): the identity near 0, logarithmic far from it (Hafner et al., 2023)."""
+    return x.sign() * x.abs().log1p()
 
-    def __init__(self, parts: tuple[Part, ...], loc: torch.Tensor | None = None, scale: torch.Tensor | None = None):
+
+@dataclass
+class Inputs:
+    """How an observation's numbers reach a network: standardised with ``loc`` and ``scale``
+    (None: as they are), then, with ``squash``, passed through ``symlog``."""
+
+    loc: torch.Tensor | None = None
+    scale: torch.Tensor | None = None
+    squash: bool = False
+
+
+class ObservationInputs(nn.Module):
+    """The flat observation (``trajrl.spaces``) as the MLP's input: numbers standardised
+    (and with ``squash``, passed through ``symlog``), one-hot codes and bits as they are,
+    each image through a small convolution (pixels / 255).
+
+    Why ``squash``: the statistics come from a random policy, and a learnt policy visits
+    states far outside them (CartPole's cart wanders 10-20 of a random policy's standard
+    deviations away); symlog keeps such inputs within a few units while leaving the
+    resolution near the statistics' centre unchanged."""
+
+    def __init__(self, parts: tuple[Part, ...], inputs: Inputs | None = None):
         super().__init__()
+        inputs = inputs or Inputs()
+        loc, scale = inputs.loc, inputs.scale
         flat = [i for p in parts if p.kind != IMAGE for i in range(p.start, p.start + p.size)]
         numbers = torch.zeros(sum(p.size for p in parts), dtype=torch.bool)
         for p in parts:
@@ -40,15 +81,25 @@ class ObservationInputs(nn.Module):
         loc = torch.zeros(len(numbers)) if loc is None else torch.where(numbers, torch.as_tensor(loc).float(), 0.0)
         scale = torch.ones(len(numbers)) if scale is None else torch.where(numbers, torch.as_tensor(scale).float(), 1.0)
         self.standardize = Standardize(len(flat), loc[flat], scale[flat])
+        self.squash = inputs.squash
+        self.register_buffer("numbers", numbers[flat], persistent=False)  # derived from the parts: not saved
         self.register_buffer("flat", torch.tensor(flat, dtype=torch.long))
         self.everything_flat = flat == list(range(len(numbers)))  # no image: no columns to pick
         self.image_parts = [p for p in parts if p.kind == IMAGE]
         self.images = nn.ModuleList(ImageEncoder(p.image_shape, p.channels_last) for p in self.image_parts)
         self.out_features = len(flat) + sum(image.out_features for image in self.images)
 
+    def track(self, obs: torch.Tensor, min_rate: float) -> None:
+        """The numbers' statistics move toward those of ``obs`` (``[N, obs]``, valid steps only)."""
+        if len(self.flat) and self.numbers.any():
+            flat = obs if self.everything_flat else obs.index_select(-1, self.flat)
+            self.standardize.track(flat.float(), self.numbers, min_rate)
+
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         flat = obs if self.everything_flat else obs.index_select(-1, self.flat)
         inputs = [self.standardize(flat.float())] if len(self.flat) else []
+        if self.squash and inputs:
+            inputs[0] = torch.where(self.numbers, symlog(inputs[0]), inputs[0])
         for part, image in zip(self.image_parts, self.images):
             inputs.append(image(obs[..., part.start:part.start + part.size]))
         return inputs[0] if len(inputs) == 1 else torch.cat(inputs, -1)
@@ -79,8 +130,16 @@ class ImageEncoder(nn.Module):
         return self.net(images.float() / 255.0).reshape(*batch, self.out_features)
 
 
-def encoder(parts: Parts, sizes: list[int], obs_loc: torch.Tensor | None = None,
-            obs_scale: torch.Tensor | None = None, activation: type[nn.Module] = nn.ReLU,
+def track_observations(networks: list[nn.Module], obs: torch.Tensor, min_rate: float) -> None:
+    """Every ``ObservationInputs`` in ``networks`` tracks ``obs`` (the same statistics in each:
+    the online and target networks, actor and critics see the same inputs)."""
+    for network in networks:
+        for module in network.modules():
+            if isinstance(module, ObservationInputs):
+                module.track(obs, min_rate)
+
+
+def encoder(parts: Parts, sizes: list[int], inputs: Inputs | None = None, activation: type[nn.Module] = nn.ReLU,
             layer_norm: bool = False) -> nn.Module:
     """observation -> its inputs (``ObservationInputs``: standardised numbers, codes, images)
     -> MLP of ``sizes`` (activated last layer) -> layer normalisation (with ``layer_norm``).
@@ -91,10 +150,10 @@ def encoder(parts: Parts, sizes: list[int], obs_loc: torch.Tensor | None = None,
     """
     if isinstance(parts, int):
         parts = (Part(NUMBERS, 0, parts),)
-    inputs = ObservationInputs(parts, obs_loc, obs_scale)
+    prepared = ObservationInputs(parts, inputs)
     return nn.Sequential(
-        inputs,
-        MLP(in_features=inputs.out_features, out_features=sizes[-1], num_cells=list(sizes[:-1]),
+        prepared,
+        MLP(in_features=prepared.out_features, out_features=sizes[-1], num_cells=list(sizes[:-1]),
             activation_class=activation, activate_last_layer=True),
         *([nn.LayerNorm(sizes[-1])] if layer_norm else []),
     )

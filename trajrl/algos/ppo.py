@@ -25,7 +25,7 @@ from torch import nn
 from torch.distributions import Categorical, Independent, Normal
 from torchrl.modules import IndependentNormal, ProbabilisticActor
 
-from trajrl.algos.networks import Parts, KeyedModule, acting_core, encoder, recurrent_core
+from trajrl.algos.networks import Inputs, Parts, KeyedModule, acting_core, encoder, recurrent_core, track_observations
 from trajrl.algos.sequences import observations_with_next, without_padding_columns
 from trajrl.replay.episodes import MASK_KEY
 from trajrl.settings import PPOSettings
@@ -36,12 +36,12 @@ SAMPLE_KEY = "action_sample"      # continuous actions: the Gaussian sample, bef
 
 # ---------------------------------------------------------------- network
 class Tower(nn.Module):
-    """observation -> standardisation -> MLP -> (LSTM/GRU) -> head with ``out`` outputs."""
+    """observation -> its inputs (``Inputs``) -> MLP -> (LSTM/GRU) -> head with ``out`` outputs."""
 
     def __init__(self, parts: Parts, out: int, sizes: list[int], rnn: str | None, hidden_size: int,
-                 obs_loc: torch.Tensor | None = None, obs_scale: torch.Tensor | None = None, layer_norm: bool = False):
+                 inputs: Inputs | None = None, layer_norm: bool = False):
         super().__init__()
-        self.encoder = encoder(parts, sizes, obs_loc, obs_scale, activation=nn.Tanh, layer_norm=layer_norm)
+        self.encoder = encoder(parts, sizes, inputs, activation=nn.Tanh, layer_norm=layer_norm)
         self.kind = rnn
         self.rnn = recurrent_core(rnn, sizes[-1], hidden_size) if rnn else None
         self.head = nn.Linear(hidden_size if rnn else sizes[-1], out)
@@ -87,11 +87,11 @@ class ActorCritic(nn.Module):
     (continuous actions within ``bounds``, a ``(low, high)`` pair)."""
 
     def __init__(self, parts: Parts, actions: int, sizes: list[int], rnn: str | None, hidden_size: int,
-                 obs_loc: torch.Tensor | None = None, obs_scale: torch.Tensor | None = None,
-                 bounds: tuple[torch.Tensor, torch.Tensor] | None = None, layer_norm: bool = False):
+                 inputs: Inputs | None = None, bounds: tuple[torch.Tensor, torch.Tensor] | None = None,
+                 layer_norm: bool = False):
         super().__init__()
-        self.actor = Tower(parts, actions, sizes, rnn, hidden_size, obs_loc, obs_scale, layer_norm)
-        self.critic = Tower(parts, 1, sizes, rnn, hidden_size, obs_loc, obs_scale, layer_norm)
+        self.actor = Tower(parts, actions, sizes, rnn, hidden_size, inputs, layer_norm)
+        self.critic = Tower(parts, 1, sizes, rnn, hidden_size, inputs, layer_norm)
         self.continuous = bounds is not None
         if self.continuous:
             self.std = StateIndependentStd(actions)
@@ -275,6 +275,8 @@ class PPO:
             value, _ = self.values(batch)
         explained = 1 - masked_mean((returns - value.detach()) ** 2, mask) / masked_mean(
             (returns - masked_mean(returns, mask)) ** 2, mask).clamp_min(1e-8)
+        if s.observation_stats == "running":  # after learning: the next batch is collected and learnt with the same
+            track_observations([self.net], batch.get("observation")[mask], s.observation_rate)
         return {**{name: total / steps for name, total in totals.items()},
                 "explained_variance": float(explained), "lr": self.optimizer.param_groups[0]["lr"],
                 "gradient_steps": float(steps)}

@@ -20,7 +20,8 @@ from tensordict.nn import TensorDictSequential
 from torch import nn
 from torchrl.modules import EGreedyModule, QValueModule
 
-from trajrl.algos.networks import Parts, KeyedModule, acting_core, encoder, recurrent_core, soft_update, state_keys
+from trajrl.algos.networks import (Inputs, Parts, KeyedModule, acting_core, encoder, recurrent_core, soft_update,
+                                   state_keys, track_observations)
 from trajrl.algos.sequences import learned_steps, observations_with_next, stored_state, without_padding_columns
 from trajrl.replay.batches import TD_KEY
 from trajrl.settings import R2D2Settings
@@ -40,15 +41,14 @@ class DuelingHead(nn.Module):
 
 
 class RecurrentQNet(nn.Module):
-    """observation -> standardisation (``obs_loc``/``obs_scale``) -> MLP encoder -> LSTM/GRU
+    """observation -> its inputs (``Inputs``: standardised, squashed) -> MLP encoder -> LSTM/GRU
     -> one Q-value per action (a linear head, or a dueling one); with ``layer_norm``,
     the encoder's output and the core's features are layer-normalised."""
 
     def __init__(self, parts: Parts, num_actions: int, encoder_sizes: list[int], hidden_size: int, rnn: str = "lstm",
-                 obs_loc: torch.Tensor | None = None, obs_scale: torch.Tensor | None = None, dueling: bool = False,
-                 layer_norm: bool = False):
+                 inputs: Inputs | None = None, dueling: bool = False, layer_norm: bool = False):
         super().__init__()
-        self.encoder = encoder(parts, encoder_sizes, obs_loc, obs_scale, layer_norm=layer_norm)
+        self.encoder = encoder(parts, encoder_sizes, inputs, layer_norm=layer_norm)
         self.rnn = recurrent_core(rnn, encoder_sizes[-1], hidden_size)
         head = DuelingHead(hidden_size, num_actions) if dueling else nn.Linear(hidden_size, num_actions)
         self.head = nn.Sequential(nn.LayerNorm(hidden_size), head) if layer_norm else head
@@ -129,6 +129,8 @@ class R2D2:
         mask = batch.get(("collector", "mask"))
         n_seq, horizon = mask.shape
         lengths = mask.sum(-1)
+        if s.observation_stats == "running":  # standardise with the statistics of what is learnt from
+            track_observations([self.qnet, self.target], batch.get("observation")[mask], s.observation_rate)
         sequence = observations_with_next(batch)  # T + 1 observations
         state = self.initial_state(batch)
         burn_in = min(self.burn_in, horizon - 1)

@@ -22,7 +22,8 @@ from torch import nn
 from torchrl.envs.utils import ExplorationType, exploration_type
 from torchrl.modules import MLP
 
-from trajrl.algos.networks import Parts, KeyedModule, acting_core, encoder, recurrent_core, soft_update, state_keys
+from trajrl.algos.networks import (Inputs, Parts, KeyedModule, acting_core, encoder, recurrent_core, soft_update,
+                                   state_keys, track_observations)
 from trajrl.algos.sequences import learned_steps, observations_with_next, stored_state, without_padding_columns
 from trajrl.replay.episodes import MASK_KEY
 from trajrl.settings import RSACSettings
@@ -68,10 +69,10 @@ class SquashedGaussian(nn.Module):
 
 class RecurrentActor(nn.Module):
     def __init__(self, parts: Parts, action_dim: int, sizes: list[int], hidden_size: int, rnn: str,
-                 low: torch.Tensor, high: torch.Tensor, obs_loc=None, obs_scale=None, layer_norm: bool = False):
+                 low: torch.Tensor, high: torch.Tensor, inputs: Inputs | None = None, layer_norm: bool = False):
         super().__init__()
         self.kind = rnn
-        self.encoder = encoder(parts, sizes, obs_loc, obs_scale, layer_norm=layer_norm)
+        self.encoder = encoder(parts, sizes, inputs, layer_norm=layer_norm)
         self.rnn = recurrent_core(rnn, sizes[-1], hidden_size)
         self.head = SquashedGaussian(hidden_size, action_dim, low, high)
 
@@ -85,9 +86,9 @@ class RecurrentCritic(nn.Module):
     it (with ``layer_norm``, after the core's features are layer-normalised)."""
 
     def __init__(self, parts: Parts, action_dim: int, sizes: list[int], hidden_size: int, rnn: str,
-                 obs_loc=None, obs_scale=None, layer_norm: bool = False):
+                 inputs: Inputs | None = None, layer_norm: bool = False):
         super().__init__()
-        self.encoder = encoder(parts, sizes, obs_loc, obs_scale, layer_norm=layer_norm)
+        self.encoder = encoder(parts, sizes, inputs, layer_norm=layer_norm)
         self.rnn = recurrent_core(rnn, sizes[-1], hidden_size)
         self.norm = nn.LayerNorm(hidden_size) if layer_norm else nn.Identity()
         self.q = MLP(in_features=hidden_size + action_dim, out_features=1, num_cells=[hidden_size],
@@ -137,6 +138,9 @@ class RSAC:
         batch = without_padding_columns(batch)
         mask = batch.get(MASK_KEY)
         n_seq, horizon = mask.shape
+        if s.observation_stats == "running":  # standardise with the statistics of what is learnt from
+            track_observations([self.actor, self.critics, self.target_critics], batch.get("observation")[mask],
+                               s.observation_rate)
         sequence = observations_with_next(batch)  # T + 1 observations
         action = batch.get("action").reshape(n_seq, horizon, -1).float()
         reward = batch.get(("next", "reward")).reshape(n_seq, horizon).float()

@@ -10,7 +10,7 @@ from tensordict.nn import TensorDictSequential
 from torch import nn
 from torchrl.envs.transforms import TensorDictPrimer
 
-from trajrl.algos.networks import KeyedModule, PolicyVersion
+from trajrl.algos.networks import Inputs, KeyedModule, PolicyVersion
 from trajrl.algos.ppo import PPO, ActorCritic, make_actor
 from trajrl.algos.r2d2 import R2D2, RecurrentQNet, make_policies
 from trajrl.algos.rsac import RSAC, RecurrentActor, RecurrentCritic, make_policy
@@ -19,9 +19,6 @@ from trajrl.envs import EnvSpaces
 from trajrl.spaces import CONTINUOUS
 from trajrl.replay.episodes import VERSION_KEY
 from trajrl.settings import PPOSettings, R2D2Settings, RSACSettings, settings_of
-
-#: Mean and std of the observations the networks standardise with (algo.normalize_observations), or None.
-Observations = tuple[torch.Tensor, torch.Tensor] | None
 
 
 @dataclass
@@ -61,10 +58,9 @@ def action_spec(env_cfg):
     return spec
 
 
-def build_r2d2(a: R2D2Settings, cfg, spaces: EnvSpaces, observations: Observations) -> Agent:
+def build_r2d2(a: R2D2Settings, cfg, spaces: EnvSpaces, inputs: Inputs) -> Agent:
     """Recurrent Q-network, its policies and the R2D2 learner."""
-    loc, scale = observations or (None, None)
-    qnet = RecurrentQNet(spaces.parts, spaces.actions, list(a.encoder_sizes), a.hidden_size, a.rnn, loc, scale,
+    qnet = RecurrentQNet(spaces.parts, spaces.actions, list(a.encoder_sizes), a.hidden_size, a.rnn, inputs,
                          dueling=a.dueling, layer_norm=a.layer_norm)
     spec = action_spec(cfg.env)
     greedy, explore, egreedy, core = make_policies(qnet, spec, a.eps_start, a.eps_end, a.eps_decay_frames)
@@ -75,30 +71,28 @@ def build_r2d2(a: R2D2Settings, cfg, spaces: EnvSpaces, observations: Observatio
     return Agent(algo, greedy, explore, egreedy, core.make_tensordict_primer())
 
 
-def build_ppo(a: PPOSettings, cfg, spaces: EnvSpaces, observations: Observations) -> Agent:
+def build_ppo(a: PPOSettings, cfg, spaces: EnvSpaces, inputs: Inputs) -> Agent:
     """Actor-critic (recurrent or not), its acting policy and the PPO learner."""
-    loc, scale = observations or (None, None)
     spec = action_spec(cfg.env)
     bounds = None
     if spaces.action_kind == CONTINUOUS:
         bounds = (spec.space.low.float().reshape(-1), spec.space.high.float().reshape(-1))
     net = ActorCritic(spaces.parts, spaces.actions, list(a.encoder_sizes), a.rnn if a.recurrent else None,
-                      a.hidden_size, loc, scale, bounds, a.layer_norm)
+                      a.hidden_size, inputs, bounds, a.layer_norm)
     policy, core = make_actor(net, spec)
     algo = PPO(net, a, minibatch_episodes=int(cfg.sampler.episodes_per_batch), total_frames=int(cfg.total_frames),
                seed=int(cfg.seed))
     return Agent(algo, policy, policy, None, core.make_tensordict_primer() if core is not None else None)
 
 
-def build_rsac(a: RSACSettings, cfg, spaces: EnvSpaces, observations: Observations) -> Agent:
+def build_rsac(a: RSACSettings, cfg, spaces: EnvSpaces, inputs: Inputs) -> Agent:
     """Recurrent actor, twin recurrent critics, the acting policy and the SAC learner."""
-    loc, scale = observations or (None, None)
     spec = action_spec(cfg.env)
     low, high = spec.space.low.float().reshape(-1), spec.space.high.float().reshape(-1)
     sizes = list(a.encoder_sizes)
     parts, action_dim = spaces.parts, spaces.actions
-    actor = RecurrentActor(parts, action_dim, sizes, a.hidden_size, a.rnn, low, high, loc, scale, a.layer_norm)
-    critics = nn.ModuleList(RecurrentCritic(parts, action_dim, sizes, a.hidden_size, a.rnn, loc, scale, a.layer_norm)
+    actor = RecurrentActor(parts, action_dim, sizes, a.hidden_size, a.rnn, low, high, inputs, a.layer_norm)
+    critics = nn.ModuleList(RecurrentCritic(parts, action_dim, sizes, a.hidden_size, a.rnn, inputs, a.layer_norm)
                             for _ in range(2))
     policy, core = make_policy(actor)
     algo = RSAC(actor, critics, a, burn_in=int(cfg.sampler.get("burn_in", 0)))
@@ -112,6 +106,7 @@ BUILDERS: dict[str, Callable[..., Agent]] = {"r2d2": build_r2d2, "rsac": build_r
 def build_agent(cfg, spaces: EnvSpaces) -> Agent:
     """The agent ``cfg.algo.name`` names (``cfg``: a checked config) for an environment of ``spaces``."""
     settings = settings_of(cfg, "algo")
-    observations = (observation_stats(cfg.env, 2_000, int(cfg.seed), step_timeout_s=float(cfg.loop.stall_timeout_s))
-                    if settings.normalize_observations else None)
-    return with_version(BUILDERS[settings.name](settings, cfg, spaces, observations))
+    stats = (observation_stats(cfg.env, 2_000, int(cfg.seed), step_timeout_s=float(cfg.loop.stall_timeout_s))
+             if settings.normalize_observations else (None, None))
+    inputs = Inputs(*stats, squash=settings.squash_observations)
+    return with_version(BUILDERS[settings.name](settings, cfg, spaces, inputs))
