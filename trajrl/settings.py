@@ -227,6 +227,10 @@ class R2D2Settings(NetworkSettings):
     n_step: int = setting(3, "rewards summed before bootstrapping", range=at_least(1))
     initial_state: str = setting("stored", "state at a slice's first step: stored (the one the policy used) | zero",
                                  choices=("stored", "zero"))
+    refresh_states_every: Optional[int] = setting(
+        None, "recompute the recurrent state stored with every step with the current network every this many "
+              "updates (null: never; the state stored by the acting network ages as the network learns)",
+        range=at_least(1))
     double_q: bool = setting(True, "the online network picks the next action, the target network scores it")
     value_rescaling: bool = setting(False, "h(x) = sign(x)(sqrt(|x|+1)-1) + 1e-3 x on targets")
     lr_end: Optional[float] = setting(None, "decay lr linearly to this over the run's planned updates "
@@ -248,6 +252,9 @@ class RSACSettings(NetworkSettings):
     name: str = option("rsac")
     initial_state: str = setting("stored", "actor's state at a slice's first step: stored | zero "
                                            "(critics start at zero)", choices=("stored", "zero"))
+    refresh_states_every: Optional[int] = setting(
+        None, "recompute the actor's recurrent state stored with every step with the current actor every this "
+              "many updates (null: never)", range=at_least(1))
     tau: float = setting(0.005, "soft update of the target critics per gradient step",
                          range=between(0, 1, low_open=True))
     init_alpha: float = setting(1.0, "initial entropy temperature (learnt)", range=above(0))

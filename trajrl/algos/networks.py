@@ -25,6 +25,11 @@ class Standardize(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return (x - self.loc) / self.scale
 
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        # Checkpoints written before the statistics could move have no count: none tracked.
+        state_dict.setdefault(prefix + "tracked", torch.zeros((), dtype=torch.long))
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
     @torch.no_grad()
     def track(self, x: torch.Tensor, moving: torch.Tensor, min_rate: float) -> None:
         """One batch ``x`` of shape ``[N, size]``: the running mean and variance move toward
@@ -193,6 +198,25 @@ def acting_core(rnn: nn.Module, in_key: str, out_key: str):
     if isinstance(rnn, nn.LSTM):
         return LSTMModule(lstm=rnn, in_key=in_key, out_key=out_key)
     return GRUModule(gru=rnn, in_key=in_key, out_key=out_key)
+
+
+@torch.no_grad()
+def states_along(encoder: nn.Module, rnn: nn.Module, obs: torch.Tensor, lengths: torch.Tensor,
+                 initial: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
+    """The recurrent state before each valid step of ``obs`` (``[E, T, obs]``, rows of
+    ``lengths`` sorted longest first) run from ``initial`` (each ``[layers, E, H]``): each
+    ``[E, T, layers, H]``, in ``state_keys`` order (zero past a row's length)."""
+    features = encoder(obs)
+    states = [s.new_zeros(obs.shape[0], obs.shape[1], *s.shape[::2]) for s in initial]
+    state = list(initial)
+    for t in range(obs.shape[1]):
+        active = int((lengths > t).sum())  # rows still running: a prefix, longest first
+        for out, s in zip(states, state):
+            out[:active, t] = s[:, :active].transpose(0, 1)
+        now = tuple(s[:, :active] for s in state)
+        _, after = rnn(features[:active, t:t + 1], now if isinstance(rnn, nn.LSTM) else now[0])
+        state = list(after) if isinstance(rnn, nn.LSTM) else [after]
+    return tuple(states)
 
 
 def state_keys(rnn: nn.Module) -> list[str]:

@@ -29,6 +29,7 @@ from trajrl.factory.collector import build_collector, collector_slots
 from trajrl.factory.logger import build_loggers
 from trajrl.factory.replay import build_buffer
 from trajrl.replay.batches import SequenceSampler
+from trajrl.replay.states import StateRefresh
 from trajrl.settings import PROCESS_COLLECTORS, settings_of
 from trajrl.training.checkpoint import WHICH, LoopState, load_checkpoint, restore
 
@@ -54,6 +55,7 @@ class Pipeline:
     loggers: list = field(default_factory=list)
     eval_max_steps: int = 1000
     resumed: LoopState | None = None   # ``resume=<run dir>``: the loop's counters at its checkpoint
+    state_refresh: StateRefresh | None = None  # recomputes the buffer's stored recurrent states (algo.refresh_states_every)
 
     def close(self) -> None:
         close_collector(self.collector)
@@ -105,9 +107,12 @@ def build(cfg: DictConfig, run_dir: str | Path | None = None) -> Pipeline:
              num_workers * num_envs,
              f"{cfg.storage.kind} x {cfg.storage.capacity}" if sequences else "none", cfg.sampler.kind)
     loggers = build_loggers(list(cfg.logger.backends), Path(run_dir), "trajrl", cfg.logger.wandb_mode) if run_dir else []
+    every = cfg.algo.get("refresh_states_every")
+    state_refresh = (StateRefresh(sequences.buffer, agent.algo.state_keys, agent.algo.states_along, int(every))
+                     if every is not None and sequences is not None else None)
     return Pipeline(env_fn, env_factory(cfg.env, primer=agent.primer, num_envs=1), counters, collector,
                     sequences.buffer if sequences else None, sequences, agent.explore, agent.greedy, agent.egreedy,
-                    agent.algo, agent.version, agent.policy_state(), loggers, limit, resumed)
+                    agent.algo, agent.version, agent.policy_state(), loggers, limit, resumed, state_refresh)
 
 
 def load_agent(run_dir: str | Path, which: str = "latest") -> Agent:

@@ -27,6 +27,7 @@ from trajrl.collect.watch import CollectorWatch, close_collector, collection_fai
 from trajrl.errors import CollectorFailed, RunInterrupted
 from trajrl.replay.audit import LiveAudit
 from trajrl.replay.episodes import MASK_KEY, as_sequences
+from trajrl.replay.states import StateRefresh
 from trajrl.settings import LoopSettings
 from trajrl.training.checkpoint import LoopState
 from trajrl.training.interrupts import critical, raise_after
@@ -245,9 +246,9 @@ class OffPolicyLoop(Loop):
     ``loop.weight_sync_every`` updates, and pauses collection while it is behind."""
 
     def __init__(self, parts: RunParts, sequences, exploration, settings: LoopSettings, total_frames: int,
-                 start: LoopState | None = None):
+                 start: LoopState | None = None, state_refresh: StateRefresh | None = None):
         super().__init__(parts, settings, total_frames, start)
-        self.sequences, self.exploration = sequences, exploration
+        self.sequences, self.exploration, self.state_refresh = sequences, exploration, state_refresh
         self.buffer = sequences.buffer
         self.state.frames = self.start_frames = self.buffer.write_count  # a resumed buffer holds its frames
         self.episodes = StoredEpisodeStats(self.buffer, self.state.episodes)
@@ -316,6 +317,8 @@ class OffPolicyLoop(Loop):
             with critical():  # a signal waits for the update and its weight push
                 self.train_stats = self.algo.update(batch)
                 self.sequences.update_priority(batch)
+                if self.state_refresh is not None:                # stored states from the current network
+                    self.state_refresh(self.algo.updates)
                 if self.algo.updates % self.settings.weight_sync_every == 0:
                     self.push_weights()
             self.timings["sample"] += t1 - t0

@@ -70,7 +70,7 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None, progress: Progress
             loop = EpisodicLoop(parts, loop_settings, int(cfg.total_frames), pipe.resumed)
         else:
             loop = OffPolicyLoop(parts, pipe.sequences, pipe.exploration, loop_settings, int(cfg.total_frames),
-                                 pipe.resumed)
+                                 pipe.resumed, pipe.state_refresh)
         try:
             final = loop.run()
         finally:
