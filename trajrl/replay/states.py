@@ -56,7 +56,9 @@ class StateRefresh:
     keys: list[str]
     states_along: StatesAlong
     every: int
+    refreshes: int = 0
 
     def __call__(self, updates: int) -> None:
         if updates % self.every == 0:
             refresh_states(self.buffer, self.keys, self.states_along)
+            self.refreshes += 1

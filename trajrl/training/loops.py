@@ -362,6 +362,7 @@ class OffPolicyLoop(Loop):
             **self.samples.stats(),
             "train/updates_per_frame": updates / max(1, frames - self.settings.warmup_frames),
             **({"collect/epsilon": float(self.exploration.eps)} if self.exploration is not None else {}),
+            **({"buffer/state_refreshes": float(self.state_refresh.refreshes)} if self.state_refresh else {}),
             **buffer_stats(self.buffer),
             "time/sample_ms": 1000 * self.timings["sample"] / max(1, updates),
         }
