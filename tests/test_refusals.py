@@ -59,6 +59,10 @@ CASES = [
     (["loop.warmup_frames=5000", "total_frames=1000"], ["loop.warmup_frames=5000", "below total_frames=1000"]),
     (["algo=ppo", "loop.updates_per_frame=2"], ["loop.updates_per_frame='2'", "off-policy loop only", "algo.epochs"]),
     (["logger.backends=[mlflow]"], ["logger.backends='mlflow'", "use one of csv, tensorboard, wandb"]),
+    (["algo.refresh_states_every=100", "sampler=episode"],
+     ["algo.refresh_states_every=100", "sampler=episode starts every sequence", "no stored state is read"]),
+    (["algo.refresh_states_every=100", "algo.initial_state=zero"],
+     ["algo.refresh_states_every=100", "algo.initial_state=zero", "no stored state is read"]),
     # against the environment
     (["env=gym"], ["env.id", "required"]),
     (["env=gym", "env.id=NoSuchEnv-v0"], ["env.id='NoSuchEnv-v0'", "not a registered gymnasium id"]),

@@ -252,6 +252,12 @@ def _check_off_policy(cfg: DictConfig) -> None:
             "loop.warmup_frames", cfg.loop.warmup_frames,
             f"must be below total_frames={cfg.total_frames}, or no update ever runs",
         )
+    refresh = cfg.algo.get("refresh_states_every")
+    if refresh is not None and (cfg.algo.initial_state == "zero" or sampler == "episode"):
+        why = ("algo.initial_state=zero starts every slice from a zero state" if cfg.algo.initial_state == "zero"
+               else "sampler=episode starts every sequence at its episode's first step, from a zero state")
+        raise ConfigError("algo.refresh_states_every", refresh,
+                          f"{why}: no stored state is read; leave it null or use the stored states")
 
 
 def _check_against_env(cfg: DictConfig, spaces) -> None:
