@@ -14,8 +14,7 @@ def stored(buffer):
     return buffer.storage[:len(buffer.storage)]
 
 
-@pytest.mark.parametrize("algo, env, rnn", [("r2d2", "cartpole_novel", "lstm"), ("r2d2", "cartpole_novel", "gru"),
-                                            ("rsac", "pendulum_novel", "lstm")])
+@pytest.mark.parametrize("algo, env, rnn", [("r2d2", "cartpole_novel", "lstm"), ("rsac", "pendulum_novel", "gru")])
 def test_refreshed_states_are_the_ones_the_current_network_reaches_from_each_episode_start(algo, env, rnn):
     cfg = trajrl.compose([f"algo={algo}", f"env={env}", f"algo.rnn={rnn}", "collector=sync", "debug=smoke",
                           "storage.capacity=1500", "+env.kwargs.max_episode_steps=120"])
