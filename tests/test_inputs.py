@@ -34,6 +34,13 @@ def test_running_statistics_average_every_batch_then_move_at_the_rate():
     assert int(norm.tracked) == 3_001
 
 
+def test_a_constant_observation_keeps_the_std_floor_of_the_measured_statistics():
+    norm = Standardize(1, torch.tensor([0.0]), torch.tensor([1.0]))
+    for _ in range(20_000):
+        norm.track(torch.full((8, 1), 2.0), torch.tensor([True]), min_rate=1e-2)
+    assert abs(float(norm.loc) - 2.0) < 1e-4 and float(norm.scale) == pytest.approx(1e-3)
+
+
 @pytest.mark.parametrize("algo", ["r2d2", "rsac"])
 def test_off_policy_learners_standardise_with_the_statistics_of_the_slices_they_learn_from(algo):
     """After updates with observation_stats=running, every network of the learner (online,

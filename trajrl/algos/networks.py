@@ -34,12 +34,13 @@ class Standardize(nn.Module):
     def track(self, x: torch.Tensor, moving: torch.Tensor, min_rate: float) -> None:
         """One batch ``x`` of shape ``[N, size]``: the running mean and variance move toward
         the batch's by ``max(min_rate, 1 / (batches + 2))`` (the first statistics count as one
-        batch: an average over every batch at first, then an exponential one)."""
+        batch: an average over every batch at first, then an exponential one); the std stays
+        at least 1e-3, as the measured one does (``trajrl.collect.env.observation_stats``)."""
         rate = max(min_rate, 1.0 / (int(self.tracked) + 2))
         second = self.scale.square() + self.loc.square()
         loc = torch.lerp(self.loc, x.mean(0), rate)
         second = torch.lerp(second, x.square().mean(0), rate)
-        scale = (second - loc.square()).clamp_min(1e-8).sqrt()
+        scale = (second - loc.square()).clamp_min(0).sqrt().clamp_min(1e-3)  # the floor of the fixed statistics
         self.loc.copy_(torch.where(moving, loc, self.loc))
         self.scale.copy_(torch.where(moving, scale, self.scale))
         self.tracked += 1
