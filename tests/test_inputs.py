@@ -34,11 +34,15 @@ def test_running_statistics_average_every_batch_then_move_at_the_rate():
     assert int(norm.tracked) == 3_001
 
 
-def test_a_constant_observation_keeps_the_std_floor_of_the_measured_statistics():
-    norm = Standardize(1, torch.tensor([0.0]), torch.tensor([1.0]))
-    for _ in range(20_000):
-        norm.track(torch.full((8, 1), 2.0), torch.tensor([True]), min_rate=1e-2)
-    assert abs(float(norm.loc) - 2.0) < 1e-4 and float(norm.scale) == pytest.approx(1e-3)
+def test_a_small_std_far_from_zero_is_kept_and_a_constant_keeps_the_std_floor():
+    torch.manual_seed(0)
+    far = Standardize(1, torch.tensor([0.0]), torch.tensor([1.0]))
+    constant = Standardize(1, torch.tensor([0.0]), torch.tensor([1.0]))
+    for _ in range(3_000):
+        far.track(1000.0 + 0.05 * torch.randn(64, 1), torch.tensor([True]), min_rate=1e-2)
+        constant.track(torch.full((8, 1), 2.0), torch.tensor([True]), min_rate=1e-2)
+    assert abs(float(far.loc) - 1000.0) < 0.01 and abs(float(far.scale) - 0.05) < 0.005
+    assert abs(float(constant.loc) - 2.0) < 1e-4 and float(constant.scale) == pytest.approx(1e-3)
 
 
 @pytest.mark.parametrize("algo", ["r2d2", "rsac"])

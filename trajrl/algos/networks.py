@@ -37,10 +37,13 @@ class Standardize(nn.Module):
         batch: an average over every batch at first, then an exponential one); the std stays
         at least 1e-3, as the measured one does (``trajrl.collect.env.observation_stats``)."""
         rate = max(min_rate, 1.0 / (int(self.tracked) + 2))
-        second = self.scale.square() + self.loc.square()
-        loc = torch.lerp(self.loc, x.mean(0), rate)
-        second = torch.lerp(second, x.square().mean(0), rate)
-        scale = (second - loc.square()).clamp_min(0).sqrt().clamp_min(1e-3)  # the floor of the fixed statistics
+        mean, var = x.mean(0), x.var(0, unbiased=False)
+        shift = mean - self.loc
+        loc = self.loc + rate * shift
+        # The mixture of the two: its variance from the variances and the shift of the means
+        # (no E[x^2] - E[x]^2, which loses a small std to rounding when the mean is large).
+        var = (1 - rate) * self.scale.square() + rate * var + rate * (1 - rate) * shift.square()
+        scale = var.sqrt().clamp_min(1e-3)  # the floor of the measured statistics
         self.loc.copy_(torch.where(moving, loc, self.loc))
         self.scale.copy_(torch.where(moving, scale, self.scale))
         self.tracked += 1
