@@ -120,3 +120,22 @@ def test_ppo_tracks_after_learning_so_that_acting_and_learning_use_the_same_stat
         env.close()
         episode.set(MASK_KEY, torch.ones(episode.shape, dtype=torch.bool))
         learner_reproduces_the_log_probs(episode)
+
+
+@pytest.mark.parametrize("algo, env", [("r2d2", "cartpole_novel"), ("rsac", "pendulum_novel"), ("ppo", "cartpole_novel")])
+def test_squash_observations_reaches_every_network_of_each_algorithm(algo, env):
+    from trajrl.algos.networks import ObservationInputs
+    from trajrl.config import validate
+    from trajrl.envs import env_spaces
+    from trajrl.factory.agent import build_agent
+
+    for squash in (False, True):
+        cfg = validate(trajrl.compose([f"algo={algo}", f"env={env}", "debug=smoke",
+                                       f"algo.squash_observations={str(squash).lower()}"]))
+        agent = build_agent(cfg, env_spaces(cfg.env, cfg.algo.name))
+        learner = agent.algo
+        nets = {"r2d2": lambda: [learner.qnet, learner.target],
+                "rsac": lambda: [learner.actor, learner.critics, learner.target_critics],
+                "ppo": lambda: [learner.net]}[algo]()
+        inputs = [m for net in nets for m in net.modules() if isinstance(m, ObservationInputs)]
+        assert inputs and all(m.squash is squash for m in inputs)
