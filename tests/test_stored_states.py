@@ -1,10 +1,13 @@
 """The recurrent state stored with every step, recomputed with the learner's current
 network (``algo.refresh_states_every``): it is the state that network reaches from the
 start of each stored episode, also across the storage's wrap-around."""
+from functools import partial
+
 import pytest
 import torch
 
 import trajrl
+from trajrl.algos.networks import states_along
 from trajrl.replay.episodes import TRAJ_KEY, find_runs, run_steps
 from trajrl.replay.states import refresh_states
 from helpers import wait_for_frames
@@ -22,18 +25,18 @@ def test_refreshed_states_are_the_ones_the_current_network_reaches_from_each_epi
         pipe.collector.start()
         wait_for_frames(pipe, 2500)  # the storage has wrapped around
         pipe.collector.async_shutdown()
-        algo_, keys = pipe.algo, pipe.algo.state_keys
+        net = pipe.algo.qnet if algo == "r2d2" else pipe.algo.actor  # whose state the policy stores
+        keys, along = net.state_keys, partial(states_along, net.encoder, net.rnn)
         acted = stored(pipe.buffer).select(*keys).clone()
         # The acting network is the learner's: refreshing reproduces what the policy stored.
-        assert refresh_states(pipe.buffer, keys, algo_.states_along) == len(pipe.buffer.storage)
+        assert refresh_states(pipe.buffer, keys, along) == len(pipe.buffer.storage)
         for key in keys:
             torch.testing.assert_close(stored(pipe.buffer).get(key), acted.get(key), rtol=0, atol=1e-5)
         with torch.no_grad():  # the network learns: the stored states no longer are its own
-            for p in (algo_.qnet if algo == "r2d2" else algo_.actor).parameters():
+            for p in net.parameters():
                 p.add_(0.05 * torch.randn_like(p))
-        refresh_states(pipe.buffer, keys, algo_.states_along)
+        refresh_states(pipe.buffer, keys, along)
         steps = stored(pipe.buffer)
-        net = algo_.qnet if algo == "r2d2" else algo_.actor
         starts, lengths = find_runs(steps.get(TRAJ_KEY))
         assert starts.numel() > 5 and (starts + lengths > len(pipe.buffer.storage)).any()  # one run wraps around
         for start, length in zip(starts.tolist(), lengths.tolist()):

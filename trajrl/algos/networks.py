@@ -205,22 +205,25 @@ def acting_core(rnn: nn.Module, in_key: str, out_key: str):
 
 
 @torch.no_grad()
-def states_along(encoder: nn.Module, rnn: nn.Module, obs: torch.Tensor, lengths: torch.Tensor,
-                 initial: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
-    """The recurrent state before each valid step of ``obs`` (``[E, T, obs]``, rows of
-    ``lengths`` sorted longest first) run from ``initial`` (each ``[layers, E, H]``): each
-    ``[E, T, layers, H]``, in ``state_keys`` order (zero past a row's length)."""
+def states_along(encoder: nn.Module, rnn: nn.Module, obs: torch.Tensor, run: torch.Tensor, offset: torch.Tensor,
+                 lengths: torch.Tensor, initial: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
+    """The recurrent state before each of the steps ``obs`` (``[N, obs]``): step ``i`` is step
+    ``offset[i]`` of run ``run[i]``, the runs of ``lengths`` sorted longest first, each run from
+    ``initial`` (each ``[layers, runs, H]``). Returns each ``[N, layers, H]``, in ``state_keys``
+    order. Only stored steps are encoded; the core steps the runs still going, side by side."""
     features = encoder(obs)
-    states = [s.new_zeros(obs.shape[0], obs.shape[1], *s.shape[::2]) for s in initial]
+    grid = features.new_zeros(lengths.numel(), int(lengths.max()), features.shape[-1])
+    grid[run, offset] = features
+    states = [s.new_zeros(grid.shape[0], grid.shape[1], *s.shape[::2]) for s in initial]
     state = list(initial)
-    for t in range(obs.shape[1]):
-        active = int((lengths > t).sum())  # rows still running: a prefix, longest first
+    for t in range(grid.shape[1]):
+        active = int((lengths > t).sum())  # runs still going: a prefix, longest first
         for out, s in zip(states, state):
             out[:active, t] = s[:, :active].transpose(0, 1)
         now = tuple(s[:, :active] for s in state)
-        _, after = rnn(features[:active, t:t + 1], now if isinstance(rnn, nn.LSTM) else now[0])
+        _, after = rnn(grid[:active, t:t + 1], now if isinstance(rnn, nn.LSTM) else now[0])
         state = list(after) if isinstance(rnn, nn.LSTM) else [after]
-    return tuple(states)
+    return tuple(out[run, offset] for out in states)
 
 
 def state_keys(rnn: nn.Module) -> list[str]:

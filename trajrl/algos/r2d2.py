@@ -21,7 +21,7 @@ from torch import nn
 from torchrl.modules import EGreedyModule, QValueModule
 
 from trajrl.algos.networks import (Inputs, Parts, KeyedModule, acting_core, encoder, recurrent_core, soft_update,
-                                   state_keys, states_along, track_observations)
+                                   state_keys, track_observations)
 from trajrl.algos.sequences import learned_steps, observations_with_next, stored_state, without_padding_columns
 from trajrl.replay.batches import TD_KEY
 from trajrl.settings import R2D2Settings
@@ -111,16 +111,6 @@ class R2D2:
         self.settings, self.burn_in, self.planned_updates = settings, burn_in, planned_updates
         self.optimizer = torch.optim.Adam(qnet.parameters(), lr=settings.lr)
         self.updates = 0
-
-    @property
-    def state_keys(self) -> list[str]:
-        """Keys of the recurrent state stored with each step."""
-        return self.qnet.state_keys
-
-    def states_along(self, obs: torch.Tensor, lengths: torch.Tensor,
-                     initial: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
-        """The state the current Q-network reaches before each step of ``obs`` (``trajrl.replay.states``)."""
-        return states_along(self.qnet.encoder, self.qnet.rnn, obs, lengths, initial)
 
     def initial_state(self, batch: TensorDictBase) -> tuple[torch.Tensor, ...]:
         """State at each sequence's first step, as ``[layers, B, H]`` tensors."""

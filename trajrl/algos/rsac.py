@@ -23,7 +23,7 @@ from torchrl.envs.utils import ExplorationType, exploration_type
 from torchrl.modules import MLP
 
 from trajrl.algos.networks import (Inputs, Parts, KeyedModule, acting_core, encoder, recurrent_core, soft_update,
-                                   state_keys, states_along, track_observations)
+                                   state_keys, track_observations)
 from trajrl.algos.sequences import learned_steps, observations_with_next, stored_state, without_padding_columns
 from trajrl.replay.episodes import MASK_KEY
 from trajrl.settings import RSACSettings
@@ -128,16 +128,6 @@ class RSAC:
         self.critic_optimizer = torch.optim.Adam(critics.parameters(), lr=settings.lr)
         self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=settings.lr)
         self.updates = 0
-
-    @property
-    def state_keys(self) -> list[str]:
-        """Keys of the actor's recurrent state stored with each step."""
-        return self.actor.state_keys
-
-    def states_along(self, obs: torch.Tensor, lengths: torch.Tensor,
-                     initial: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
-        """The state the current actor reaches before each step of ``obs`` (``trajrl.replay.states``)."""
-        return states_along(self.actor.encoder, self.actor.rnn, obs, lengths, initial)
 
     def actor_state(self, batch: TensorDictBase) -> tuple[torch.Tensor, ...]:
         return stored_state(batch, self.actor.state_keys, zero=self.settings.initial_state == "zero")

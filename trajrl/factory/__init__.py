@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Callable
 
@@ -14,7 +15,7 @@ from torchrl.collectors import BaseCollector
 from torchrl.data import TensorDictReplayBuffer
 from torchrl.envs import EnvBase
 
-from trajrl.algos.networks import PolicyVersion
+from trajrl.algos.networks import PolicyVersion, states_along
 from trajrl.algos.ppo import PPO
 from trajrl.algos.r2d2 import R2D2
 from trajrl.algos.rsac import RSAC
@@ -107,9 +108,11 @@ def build(cfg: DictConfig, run_dir: str | Path | None = None) -> Pipeline:
              num_workers * num_envs,
              f"{cfg.storage.kind} x {cfg.storage.capacity}" if sequences else "none", cfg.sampler.kind)
     loggers = build_loggers(list(cfg.logger.backends), Path(run_dir), "trajrl", cfg.logger.wandb_mode) if run_dir else []
-    every = cfg.algo.get("refresh_states_every")
-    state_refresh = (StateRefresh(sequences.buffer, agent.algo.state_keys, agent.algo.states_along, int(every))
-                     if every is not None and sequences is not None else None)
+    state_refresh = None
+    if cfg.algo.get("refresh_states_every") is not None and sequences is not None:
+        net = agent.recurrent_net
+        state_refresh = StateRefresh(sequences.buffer, net.state_keys, partial(states_along, net.encoder, net.rnn),
+                                     int(cfg.algo.refresh_states_every))
     return Pipeline(env_fn, env_factory(cfg.env, primer=agent.primer, num_envs=1), counters, collector,
                     sequences.buffer if sequences else None, sequences, agent.explore, agent.greedy, agent.egreedy,
                     agent.algo, agent.version, agent.policy_state(), loggers, limit, resumed, state_refresh)

@@ -29,6 +29,7 @@ class Agent:
     egreedy: nn.Module | None         # R2D2's EGreedyModule, annealed with frames (None: no epsilon)
     primer: TensorDictPrimer | None   # puts the recurrent state in every environment (None: not recurrent)
     version: PolicyVersion | None = None  # the behaviour policy's weight version
+    recurrent_net: nn.Module | None = None  # whose state (``encoder``, ``rnn``) the policy stores with each step
 
     def not_stored(self) -> list:
         """What the policy writes on each step that learning never reads: its layers'
@@ -48,7 +49,7 @@ def with_version(agent: Agent) -> Agent:
     """The agent whose collection policy also stamps ``policy_version`` on each step."""
     version = PolicyVersion()
     explore = TensorDictSequential(agent.explore, KeyedModule(version, ["observation"], [VERSION_KEY]))
-    return Agent(agent.algo, agent.greedy, explore, agent.egreedy, agent.primer, version)
+    return Agent(agent.algo, agent.greedy, explore, agent.egreedy, agent.primer, version, agent.recurrent_net)
 
 
 def action_spec(env_cfg):
@@ -68,7 +69,7 @@ def build_r2d2(a: R2D2Settings, cfg, spaces: EnvSpaces, inputs: Inputs) -> Agent
     algo = R2D2(qnet, a, burn_in=int(cfg.sampler.get("burn_in", 0)), planned_updates=planned)
     if a.eval_network == "target":  # the slowly averaged network acts in evaluation
         greedy = make_policies(algo.target, spec, a.eps_start, a.eps_end, a.eps_decay_frames)[0]
-    return Agent(algo, greedy, explore, egreedy, core.make_tensordict_primer())
+    return Agent(algo, greedy, explore, egreedy, core.make_tensordict_primer(), recurrent_net=qnet)
 
 
 def build_ppo(a: PPOSettings, cfg, spaces: EnvSpaces, inputs: Inputs) -> Agent:
@@ -96,7 +97,7 @@ def build_rsac(a: RSACSettings, cfg, spaces: EnvSpaces, inputs: Inputs) -> Agent
                             for _ in range(2))
     policy, core = make_policy(actor)
     algo = RSAC(actor, critics, a, burn_in=int(cfg.sampler.get("burn_in", 0)))
-    return Agent(algo, policy, policy, None, core.make_tensordict_primer())
+    return Agent(algo, policy, policy, None, core.make_tensordict_primer(), recurrent_net=actor)
 
 
 #: How each algorithm of the registry is built.

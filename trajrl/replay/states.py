@@ -17,9 +17,10 @@ from tensordict import TensorDict
 
 from trajrl.replay.episodes import TRAJ_KEY, buffer_locked, find_runs, run_steps
 
-#: ``(observations [E, T, obs], lengths [E] longest first, initial state: each [layers, E, H])
-#: -> the state before each step: each [E, T, layers, H]``, one tensor per state key.
-StatesAlong = Callable[[torch.Tensor, torch.Tensor, tuple[torch.Tensor, ...]], tuple[torch.Tensor, ...]]
+#: ``(observations [N, obs], run [N], offset [N], lengths of the runs (longest first), initial state
+#: of each run: each [layers, runs, H]) -> the state before each step: each [N, layers, H]``
+#: (``trajrl.algos.networks.states_along`` with a network's encoder and core).
+StatesAlong = Callable[..., tuple[torch.Tensor, ...]]
 
 
 @torch.no_grad()
@@ -38,12 +39,9 @@ def refresh_states(buffer, keys: list[str], states_along: StatesAlong) -> int:
         lengths, order = lengths.sort(descending=True)
         starts = starts[order]
         run, offset, index = run_steps(starts, lengths, size)
-        observations = stored.get("observation")
-        grid = observations.new_zeros(starts.numel(), int(lengths.max()), *observations.shape[1:])
-        grid[run, offset] = observations[index]
         initial = tuple(stored.get(key)[starts].transpose(0, 1).contiguous() for key in keys)
-        states = states_along(grid, lengths, initial)
-        fresh = TensorDict({key: state[run, offset] for key, state in zip(keys, states)}, [index.numel()])
+        states = states_along(stored.get("observation")[index], run, offset, lengths, initial)
+        fresh = TensorDict(dict(zip(keys, states)), [index.numel()])
         storage.set(index, fresh, set_cursor=False)
     return int(index.numel())
 
