@@ -243,6 +243,10 @@ class R2D2Settings(NetworkSettings):
     eval_network: str = setting("online", "network that acts in evaluation: online | target (a slow average)",
                                 choices=("online", "target"))
     dueling: bool = setting(False, "Q = V + A - mean(A) instead of one linear head")
+    advantage_learning: float = setting(
+        0.0, "alpha of advantage learning (Bellemare et al., 2016): each target less alpha x (max_b Q'(s,b) - "
+             "Q'(s,a)), which widens the gap between the best action and the others so that small errors in Q "
+             "do not flip the greedy action (0: off)", range=between(0, 1, high_open=True))
 
 
 @dataclass

@@ -162,6 +162,10 @@ class R2D2:
             target = self.n_step_target(batch, bootstrap, lengths, horizon)
             if s.value_rescaling:
                 target = signed_hyperbolic(target)
+            if s.advantage_learning > 0:  # less the taken action's shortfall from the best one, under Q'
+                q_target_now = q_target_all[:, :-1]
+                shortfall = q_target_now.max(-1).values - q_target_now.gather(-1, action).squeeze(-1)
+                target = target - s.advantage_learning * shortfall
 
         td = (q_taken - target) * learn
         weight = batch.get("priority_weight", None)
