@@ -158,3 +158,28 @@ def test_dueling_head_is_value_plus_centred_advantage():
     advantage = head.advantage(features)
     torch.testing.assert_close(q.mean(-1, keepdim=True), head.value(features))
     torch.testing.assert_close(q - q.mean(-1, keepdim=True), advantage - advantage.mean(-1, keepdim=True))
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.5])
+def test_advantage_learning_lowers_the_target_of_an_action_by_its_shortfall(alpha):
+    """Q(s, .) = (1, 3) everywhere (a head with zero weights), reward 1, gamma 0.9, one step:
+    the target is 1 + 0.9 x 3 = 3.7, less alpha x (3 - Q(s, a)) under advantage learning;
+    the TD error written for each step is |Q(s, a) - target|, worked out by hand."""
+    qnet = RecurrentQNet(2, 2, [8], 8)
+    with torch.no_grad():
+        qnet.head.weight.zero_()
+        qnet.head.bias.copy_(torch.tensor([1.0, 3.0]))
+    algo = R2D2(qnet, R2D2Settings(gamma=0.9, n_step=1, advantage_learning=alpha))
+    n_seq, horizon = 2, 5
+    action = torch.tensor([[0, 1, 0, 0, 1], [1, 1, 0, 1, 0]])
+    batch = TensorDict({
+        "observation": torch.randn(n_seq, horizon, 2), ("next", "observation"): torch.randn(n_seq, horizon, 2),
+        "action": action, ("next", "reward"): torch.ones(n_seq, horizon, 1),
+        ("next", "terminated"): torch.zeros(n_seq, horizon, 1, dtype=torch.bool),
+        "recurrent_state_h": torch.zeros(n_seq, horizon, 1, 8), "recurrent_state_c": torch.zeros(n_seq, horizon, 1, 8),
+        "step_count": torch.arange(horizon).expand(n_seq, horizon).unsqueeze(-1),
+        ("collector", "mask"): torch.ones(n_seq, horizon, dtype=torch.bool),
+    }, [n_seq, horizon])
+    algo.update(batch)
+    want = torch.where(action == 1, torch.tensor(0.7), torch.tensor(2.7 - alpha * 2.0))
+    torch.testing.assert_close(batch.get(TD_KEY), want)
