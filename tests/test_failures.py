@@ -152,14 +152,17 @@ def hold_the_write_lock(lock, held) -> None:
     time.sleep(3600)
 
 
-def test_a_worker_killed_while_writing_does_not_hang_the_learner():
+@pytest.mark.parametrize("wait", ["update", "metrics row", "checkpoint"])
+def test_a_worker_killed_while_writing_does_not_hang_the_learner(wait, tmp_path):
     """A process killed while it holds the shared buffer's write lock never releases
-    it; the loop's update waits on it to sample, and gives up after the stall timeout
-    (the off-policy loop's own update, on the pipeline's own buffer)."""
+    it; each of the loop's waits on it (sampling for an update, reading the stored
+    episodes for a metrics row, saving the buffer with a checkpoint) gives up after the
+    stall timeout (the off-policy loop's own steps, on the pipeline's own buffer)."""
     from trajrl.collect.watch import CollectorWatch
     from trajrl.config import validate
     from trajrl.errors import CollectorFailed
     from trajrl.settings import settings_of
+    from trajrl.training.checkpoint import Checkpointer, checkpoint_path
     from trajrl.training.loops import OffPolicyLoop, RunParts
     from trajrl.training.metrics import MetricsLog
     from trajrl.training.progress import Progress
@@ -167,10 +170,11 @@ def test_a_worker_killed_while_writing_does_not_hang_the_learner():
     cfg = validate(trajrl.compose(["collector=multi_async", "debug=smoke", "loop.stall_timeout_s=1",
                                    "algo.normalize_observations=false"]))
     with trajrl.build(cfg) as pipe:
+        checkpointer = Checkpointer(tmp_path, cfg.algo.name, pipe.algo, pipe.policy_state, pipe.buffer)
         parts = RunParts(pipe.collector, pipe.algo, pipe.policy, log=MetricsLog(None),
-                         progress=Progress(cfg.total_frames, live=False), version=pipe.version)
+                         progress=Progress(cfg.total_frames, live=False), version=pipe.version, checkpoint=checkpointer)
         loop = OffPolicyLoop(parts, pipe.sequences, pipe.exploration, settings_of(cfg, "loop"), cfg.total_frames)
-        loop.watch = CollectorWatch(pipe.collector)
+        loop.started, loop.watch = time.monotonic(), CollectorWatch(pipe.collector)
         context = multiprocessing.get_context("spawn")
         held = context.Event()
         worker = context.Process(target=hold_the_write_lock, args=(pipe.buffer._write_lock, held))
@@ -179,9 +183,11 @@ def test_a_worker_killed_while_writing_does_not_hang_the_learner():
         os.kill(worker.pid, signal.SIGKILL)
         worker.join()
         start = time.monotonic()
-        with pytest.raises(CollectorFailed, match="an update waited on the replay buffer"):
-            loop.update()
+        step = {"update": loop.update, "metrics row": lambda: loop.write_row({}), "checkpoint": loop.save_checkpoint}
+        with pytest.raises(CollectorFailed, match=f"an? {wait} waited on the replay buffer"):
+            step[wait]()
         assert time.monotonic() - start < 5
+        assert not checkpoint_path(tmp_path).exists()
         loop.watch.close()
 
 

@@ -26,7 +26,7 @@ from trajrl.collect.counters import WorkerCounters
 from trajrl.collect.watch import CollectorWatch, close_collector, collection_failed, stalled
 from trajrl.errors import CollectorFailed, RunInterrupted
 from trajrl.replay.audit import LiveAudit
-from trajrl.replay.episodes import MASK_KEY, as_sequences
+from trajrl.replay.episodes import MASK_KEY, as_sequences, buffer_locked
 from trajrl.replay.states import StateRefresh
 from trajrl.settings import LoopSettings
 from trajrl.training.checkpoint import LoopState
@@ -284,7 +284,8 @@ class OffPolicyLoop(Loop):
             else:
                 self.update()                                    # sample, update, push weights
             if self.episodes.due():
-                self.episodes.read()
+                with self.waiting_on_buffer("reading the stored episodes waited on the replay buffer"):
+                    self.episodes.read()
             self.log_eval_checkpoint()
 
     def frames_now(self) -> int:
@@ -301,13 +302,17 @@ class OffPolicyLoop(Loop):
         if time.monotonic() - self.last_write > timeout:
             raise stalled(self.watch, timeout, "no frame stored")
 
-    def update(self) -> None:
-        """One sampled batch, one gradient update, and every K updates a weight push.
-        Sampling waits for the buffer's write lock, which a worker killed while writing
-        never releases: the whole of it is limited by ``loop.stall_timeout_s``."""
+    def waiting_on_buffer(self, what: str):
+        """A block that waits for the buffer's write lock, which a worker killed while
+        writing never releases: limited by ``loop.stall_timeout_s``, then the run ends
+        naming the dead worker (or the stall, ``what``)."""
         timeout = self.settings.stall_timeout_s
-        waited = "an update waited on the replay buffer or a weight push"
-        with raise_after(timeout, lambda: stalled(self.watch, timeout, waited)):
+        return raise_after(timeout, lambda: stalled(self.watch, timeout, what))
+
+    def update(self) -> None:
+        """One sampled batch, one gradient update, and every K updates a weight push
+        (the whole of it limited by ``loop.stall_timeout_s``: sampling takes the write lock)."""
+        with self.waiting_on_buffer("an update waited on the replay buffer or a weight push"):
             t0 = time.monotonic()
             batch = self.sequences.sample()
             if self.parts.audit is not None:
@@ -344,6 +349,10 @@ class OffPolicyLoop(Loop):
         self.last_write = time.monotonic()
 
     def save_checkpoint(self) -> None:
+        """The buffer is saved under its write lock: first wait (limited) until the lock
+        is free; collection is paused or over, so it stays free for the save, however long."""
+        with self.waiting_on_buffer("a checkpoint waited on the replay buffer"), buffer_locked(self.buffer):
+            pass
         self.state.episodes = self.episodes.episodes
         super().save_checkpoint()
 
@@ -357,13 +366,15 @@ class OffPolicyLoop(Loop):
 
     def row(self) -> dict[str, float]:
         frames, updates = self.state.frames, self.algo.updates
+        with self.waiting_on_buffer("a metrics row waited on the replay buffer"):  # both read under the lock
+            episodes, stored = self.episodes.update(), buffer_stats(self.buffer)
         row = {
-            **self.episodes.update(),
+            **episodes,
             **self.samples.stats(),
             "train/updates_per_frame": updates / max(1, frames - self.settings.warmup_frames),
             **({"collect/epsilon": float(self.exploration.eps)} if self.exploration is not None else {}),
             **({"buffer/state_refreshes": float(self.state_refresh.refreshes)} if self.state_refresh else {}),
-            **buffer_stats(self.buffer),
+            **stored,
             "time/sample_ms": 1000 * self.timings["sample"] / max(1, updates),
         }
         self.state.episodes = self.episodes.episodes
