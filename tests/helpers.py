@@ -106,6 +106,7 @@ def run_cli(tmp_path, *args, timeout=180):
 
 BAD_ENVS = '''
 import multiprocessing
+import os
 import time
 
 import gymnasium as gym
@@ -128,7 +129,29 @@ class Faulty(CartPoleEnv):
             raise RuntimeError(f"boom: the environment failed after {self.after} steps")
         return super().step(action)
 
+_steps = 0
+
+
+class Flaky(CartPoleEnv):
+    """CartPole whose step raises at every ``every``-th step of its process (counted
+    over every instance: rebuilt ones too), writing a line to ``log`` each time."""
+
+    def __init__(self, every=300, log=None, **kwargs):
+        super().__init__(**kwargs)
+        self.every, self.log = every, log
+
+    def step(self, action):
+        global _steps
+        _steps += 1
+        if _steps % self.every == 0:
+            if self.log:
+                with open(self.log, "a") as f:
+                    print(os.getpid(), file=f)
+            raise RuntimeError(f"flaky: step {_steps} of process {os.getpid()}")
+        return super().step(action)
+
 gym.register("Exploding-v0", entry_point=Faulty, max_episode_steps=500)
+gym.register("Flaky-v0", entry_point=Flaky, max_episode_steps=500)
 gym.register("Hanging-v0", entry_point=Faulty, max_episode_steps=500, kwargs={"after": 3000, "hang": True})
 gym.register("FailsInTheLearner-v0", entry_point=Faulty, max_episode_steps=500,
              kwargs={"after": 0, "learner_only": True})
@@ -169,10 +192,10 @@ class Run:
         return found
 
     def end(self, within: float = 30) -> str:
-        """Its stderr once it has ended, asserting it ended within ``within`` seconds."""
+        """Its stderr once it has ended (its stdout: ``self.out``), asserting it ended within ``within`` seconds."""
         start = time.monotonic()
         try:
-            _, err = self.proc.communicate(timeout=within)
+            self.out, err = self.proc.communicate(timeout=within)
         except subprocess.TimeoutExpired:
             os.killpg(self.pgid, signal.SIGKILL)
             raise AssertionError(f"the run did not end within {within} s")

@@ -7,7 +7,7 @@ import difflib
 import functools
 import importlib
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import gymnasium as gym
 import numpy as np
@@ -152,12 +152,12 @@ def make_gym(env_id: str, kwargs: dict[str, Any], import_module: str | None = No
     return flat_observations(gym.make(env_id, **kwargs))
 
 
-def make_vector(env_id: str, kwargs: dict[str, Any], import_module: str | None, num_envs: int,
-                vectorization: str = "sync") -> gym.vector.VectorEnv:
-    """``num_envs`` copies stepped together by gymnasium, each reset in the step that
+def make_vector(make: Callable[[], gym.Env], num_envs: int, vectorization: str = "sync") -> gym.vector.VectorEnv:
+    """``num_envs`` environments made by ``make`` (picklable: async vector envs call it
+    in subprocesses), stepped together by gymnasium, each reset in the step that
     ends its episode (same-step autoreset: the episode's last observation stays in
     the step's results, the next episode's first one arrives with them)."""
-    fns = [functools.partial(make_gym, env_id, dict(kwargs), import_module)] * num_envs
+    fns = [make] * num_envs
     vector_class = gym.vector.SyncVectorEnv if vectorization == "sync" else gym.vector.AsyncVectorEnv
     return vector_class(fns, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
 

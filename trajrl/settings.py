@@ -97,6 +97,11 @@ class CollectorSettings:
     num_workers: int = setting(1, "collector worker processes (actors with collector=ray)", range=at_least(1))
     frames_per_batch: int = setting(200, "frames each worker steps per rollout (rounded up to whole vector steps)",
                                     range=at_least(1))
+    max_restarts: int = setting(5, "restarts of one collector environment that raised (rebuilt, its episode "
+                                   "dropped), within restart_window_s, before the run ends; 0: the first "
+                                   "error ends the run (debug=smoke)", range=at_least(0))
+    restart_window_s: float = setting(3600.0, "the window max_restarts counts restarts in, in seconds",
+                                      range=above(0))
 
 
 @dataclass

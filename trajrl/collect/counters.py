@@ -13,13 +13,16 @@ import torch
 from tensordict import MemoryMappedTensor, TensorDictBase
 from torchrl.envs.transforms import Transform
 
+from trajrl.collect.faults import FAULT_KEY, FaultLog
+
 
 class WorkerCounters:
     """What the collector's environments did, wherever they run: per slot (one
     collector environment, or a vector of them summed), frames stepped, episodes
-    ended, the summed return of the ended ones, the episodes under way
-    (begun = ended + under way), and the actions that were not the greedy one
-    (a Q-learning policy's exploration, where it writes ``action_value``).
+    ended, the summed return of the ended ones, the episodes under way, the actions
+    that were not the greedy one (a Q-learning policy's exploration, where it writes
+    ``action_value``), and the environment restarts (``trajrl.collect.faults``) with
+    the frames of the episodes they dropped (begun = ended + under way + restarts).
 
     Each environment writes its own running totals into its row of one
     memory-mapped tensor (writes, not increments, so processes never race).
@@ -29,13 +32,14 @@ class WorkerCounters:
     the difference is what was still in flight.
     """
 
-    FRAMES, ENDED, RETURN_SUM, UNDER_WAY, NOT_GREEDY = range(5)
+    FRAMES, ENDED, RETURN_SUM, UNDER_WAY, NOT_GREEDY, ENV_RESTARTS, FRAMES_LOST = range(7)
 
     def __init__(self, slots: int):
         self._dir = tempfile.TemporaryDirectory(prefix="trajrl-counters-")
         self.counts = MemoryMappedTensor.from_tensor(
-            torch.zeros(slots, 5, dtype=torch.float64), filename=f"{self._dir.name}/counters.memmap"
+            torch.zeros(slots, 7, dtype=torch.float64), filename=f"{self._dir.name}/counters.memmap"
         )
+        self.fault_log = FaultLog(f"{self._dir.name}/faults.jsonl")  # each restart, with its cause
         # The gate: while it is closed (1), every environment waits before its next step.
         self.gate = MemoryMappedTensor.from_tensor(torch.zeros(1, dtype=torch.int8),
                                                    filename=f"{self._dir.name}/gate.memmap")
@@ -69,6 +73,7 @@ class CountSteps(Transform):
         super().__init__()
         self.counts, self.slot, self.gate = counts, slot, gate
         self.frames, self.ended, self.return_sum, self.under_way, self.not_greedy = 0, 0, 0.0, 0, 0
+        self.restarts, self.frames_lost = 0, 0
         self._parent: int | None = None
         self._row = self._gate = None
 
@@ -96,9 +101,18 @@ class CountSteps(Transform):
         done = next_tensordict.get("done")
         ended = int(done.sum()) if width > 1 else int(done.item())
         if ended:
-            self.ended += ended
-            self.return_sum += float(next_tensordict.get("episode_reward")[done].sum())
-            row[WorkerCounters.ENDED], row[WorkerCounters.RETURN_SUM] = self.ended, self.return_sum
+            fault = next_tensordict.get(FAULT_KEY, None)
+            if fault is not None and fault.any():  # the environment was rebuilt: its episode is dropped
+                fault = fault.reshape(done.shape)
+                self.restarts += int(fault.sum())
+                self.frames_lost += int(next_tensordict.get("step_count")[fault].sum())
+                row[WorkerCounters.ENV_RESTARTS], row[WorkerCounters.FRAMES_LOST] = self.restarts, self.frames_lost
+                done = done & ~fault
+            finished = int(done.sum())
+            if finished:
+                self.ended += finished
+                self.return_sum += float(next_tensordict.get("episode_reward")[done].sum())
+                row[WorkerCounters.ENDED], row[WorkerCounters.RETURN_SUM] = self.ended, self.return_sum
         if width - ended != self.under_way:  # episodes with at least one step and no end yet
             self.under_way = width - ended
             row[WorkerCounters.UNDER_WAY] = self.under_way

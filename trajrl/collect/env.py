@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import multiprocessing
+from dataclasses import dataclass
 import os
 import threading
 import time
@@ -17,6 +18,7 @@ from torchrl.envs import Compose, EnvBase, GymWrapper, InitTracker, RewardSum, S
 
 
 from trajrl.collect.counters import CountSteps, WorkerCounters
+from trajrl.collect.faults import FaultLog, RestartOnError, read_faults
 from trajrl.envs import make_gym, make_vector, stepping
 
 
@@ -46,7 +48,7 @@ def exit_with_parent(poll_s: float = 0.5) -> None:
 def make_env(env_id: str, kwargs: dict[str, Any], import_module: str | None = None, primer=None,
              counts: torch.Tensor | None = None, slot: int = 0, num_envs: int = 1,
              vectorization: str = "sync", gate: torch.Tensor | None = None,
-             wrap: Callable[[gym.Env], gym.Env] | None = None) -> EnvBase:
+             wrap: Callable[[gym.Env], gym.Env] | None = None, restarts: Restarts | None = None) -> EnvBase:
     """One environment, or a vector of ``num_envs`` (batch size ``[num_envs]``), with
     episode bookkeeping (and the recurrent-state primer, if given).
 
@@ -55,13 +57,17 @@ def make_env(env_id: str, kwargs: dict[str, Any], import_module: str | None = No
     its position and the running return, so episode statistics can be read from
     stored steps. All three keep one entry per environment of a vector. ``wrap``: a
     gymnasium wrapper around one environment (``trajrl evaluate --video`` records with it).
+    ``restarts``: each environment is rebuilt when its step raises (``trajrl.collect.faults``).
     """
+    make = functools.partial(make_gym, env_id, dict(kwargs), import_module)
+    if restarts is not None:
+        make = functools.partial(restarts.wrap, make, slot)
     if num_envs > 1:
-        env = GymWrapper(make_vector(env_id, kwargs, import_module, num_envs, vectorization),
-                         categorical_action_encoding=True)
+        env = GymWrapper(make_vector(make, num_envs, vectorization), categorical_action_encoding=True)
     else:
-        env = make_gym(env_id, dict(kwargs), import_module)
-        env = GymWrapper(wrap(env) if wrap is not None else env, categorical_action_encoding=True)
+        env = GymWrapper(wrap(make()) if wrap is not None else make(), categorical_action_encoding=True)
+    if restarts is not None:
+        read_faults(env, env.batch_size)
     transforms = [InitTracker(), StepCounter(), RewardSum()]
     if primer is not None:
         transforms.append(primer.clone())
@@ -74,19 +80,33 @@ def make_env(env_id: str, kwargs: dict[str, Any], import_module: str | None = No
     return TransformedEnv(env, Compose(*transforms))
 
 
+@dataclass(frozen=True)
+class Restarts:
+    """How a collector's environments are restarted when they raise (picklable)."""
+
+    max_restarts: int
+    window_s: float
+    fault_log: str | None = None  # where each restart is reported (``FaultLog``)
+
+    def wrap(self, make: Callable[[], gym.Env], slot: int) -> gym.Env:
+        report = FaultLog(self.fault_log).reporter(slot) if self.fault_log else None
+        return RestartOnError(make, self.max_restarts, self.window_s, report)
+
+
 def env_factory(env_cfg, primer=None, counters: WorkerCounters | None = None,
-                num_envs: int | None = None) -> Callable[..., EnvBase]:
+                num_envs: int | None = None, restarts: Restarts | None = None) -> Callable[..., EnvBase]:
     """A picklable environment factory (it crosses into worker processes), making
     ``env_cfg.num_envs`` environments at once unless ``num_envs`` says otherwise.
 
     With ``counters``, call it with ``slot=<index of the collector's environment>``.
+    ``restarts``: how environments that raise are rebuilt (a collector's).
     """
     return functools.partial(
         make_env, str(env_cfg.id), dict(env_cfg.kwargs or {}), env_cfg.import_module, primer,
         counters.counts if counters is not None else None,
         num_envs=int(num_envs if num_envs is not None else env_cfg.get("num_envs", 1)),
         vectorization=str(env_cfg.get("vectorization", "sync")),
-        gate=counters.gate if counters is not None else None,
+        gate=counters.gate if counters is not None else None, restarts=restarts,
     )
 
 

@@ -6,6 +6,7 @@ import threading
 
 from torchrl.collectors import BaseCollector
 
+from trajrl.collect.faults import FaultLog
 from trajrl.errors import CollectorFailed
 
 
@@ -33,8 +34,8 @@ class CollectorWatch:
     keeps its writer's error; a dead worker process shows in its exit code.
     """
 
-    def __init__(self, collector: BaseCollector):
-        self.collector = collector
+    def __init__(self, collector: BaseCollector, faults: FaultLog | None = None):
+        self.collector, self.faults = collector, faults
         self.thread_error: BaseException | None = None
         self._previous_hook = threading.excepthook
         threading.excepthook = self._hook
@@ -45,6 +46,24 @@ class CollectorWatch:
         self._previous_hook(args)
 
     def error(self) -> BaseException | None:
+        """Why the collector failed (None: it has not), naming the environment that
+        raised past ``collector.max_restarts`` if that is what ended it."""
+        error = self._error()
+        return (self.past_restart_limit() or error) if error is not None else None
+
+    def past_restart_limit(self) -> CollectorFailed | None:
+        """The error of an environment that raised past ``collector.max_restarts`` (None: none did)."""
+        gave_up = [entry for entry in self.faults.read() if entry.get("gave_up")] if self.faults else []
+        if not gave_up:
+            return None
+        entry = gave_up[0]
+        errors, window = entry["restarts"], entry["window_s"]
+        limit = (f"its error {errors} within {window:g} s, past collector.max_restarts={errors - 1} "
+                 f"(collector.restart_window_s={window:g}): raise them to keep going through more faults"
+                 if errors > 1 else "collector.max_restarts=0: the first error ends the run")
+        return CollectorFailed(f"collector environment {entry['slot']} raised {entry['cause']} ({limit})")
+
+    def _error(self) -> BaseException | None:
         if self.thread_error is not None:
             return self.thread_error
         replay_error = getattr(self.collector, "_replay_error", None)

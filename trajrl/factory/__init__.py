@@ -20,7 +20,7 @@ from trajrl.algos.ppo import PPO
 from trajrl.algos.r2d2 import R2D2
 from trajrl.algos.rsac import RSAC
 from trajrl.collect.counters import WorkerCounters
-from trajrl.collect.env import env_factory
+from trajrl.collect.env import Restarts, env_factory
 from trajrl.collect.watch import close_collector
 from trajrl.config import validate
 from trajrl.envs import env_spaces
@@ -90,7 +90,10 @@ def build(cfg: DictConfig, run_dir: str | Path | None = None) -> Pipeline:
     num_workers, num_envs = int(cfg.collector.num_workers), int(cfg.env.num_envs)
     slots = collector_slots(kind, num_workers, num_envs)
     counters = WorkerCounters(slots=slots) if ray_address is None else None
-    env_fn = env_factory(cfg.env, primer=agent.primer, counters=counters)
+    collector_settings = settings_of(cfg, "collector")
+    restarts = Restarts(collector_settings.max_restarts, collector_settings.restart_window_s,
+                        counters.fault_log.path if counters is not None else None)
+    env_fn = env_factory(cfg.env, primer=agent.primer, counters=counters, restarts=restarts)
 
     sequences = None
     if cfg.storage.kind != "none":
@@ -101,7 +104,7 @@ def build(cfg: DictConfig, run_dir: str | Path | None = None) -> Pipeline:
         resumed = restore(load_checkpoint(cfg.resume, algo_name=cfg.algo.name), agent.algo, agent.policy_state(),
                           sequences.buffer if sequences else None)
         log.info("resumed from %s at %d frames", cfg.resume, resumed.frames)
-    collector = build_collector(settings_of(cfg, "collector"), env_fn, agent.explore,
+    collector = build_collector(collector_settings, env_fn, agent.explore,
                                 sequences.buffer if sequences else None, trajs_per_batch=cfg.trajs_per_batch,
                                 seed=int(cfg.seed), traj_format=cfg.traj_format, num_envs=num_envs)
     log.info("collector %s (%s) x %d environments, storage %s, sampler %s", kind, type(collector).__name__,

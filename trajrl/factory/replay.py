@@ -9,6 +9,7 @@ from torchrl.data import LazyMemmapStorage, LazyTensorStorage, RoundRobinWriter,
 from torchrl.envs.transforms import ExcludeTransform
 from torchrl.data.replay_buffers.samplers import RandomSampler, Sampler, SliceSampler, SliceSamplerWithoutReplacement
 
+from trajrl.collect.faults import DropFaultedEpisodes
 from trajrl.replay.batches import SequenceSampler
 from trajrl.replay.episodes import TRAJ_KEY, EpisodeSampler
 from trajrl.replay.padded import PaddedToFlat
@@ -87,6 +88,7 @@ def build_buffer(storage_cfg, sampler_cfg, shared: bool, run_dir: Path | None = 
                                     batch_size=batch_size, shared=shared)
     if isinstance(sampler, StepSliceSampler):
         sampler.follow(buffer._writer)  # the writer counts every write, in whichever process
+    buffer.append_transform(DropFaultedEpisodes())  # run last on writes: no episode a fault ended is stored
     buffer.append_transform(PaddedToFlat(storage))  # rb.extend(padded [N, T] + mask) stores the valid steps
     buffer.append_transform(ExcludeTransform(*DERIVED, *not_stored), invert=True)  # run by rb.extend
     kind = sampler_cfg.kind

@@ -23,6 +23,7 @@ from tensordict import TensorDict
 
 from trajrl.algos.networks import PolicyVersion
 from trajrl.collect.counters import WorkerCounters
+from trajrl.collect.faults import without_faulted
 from trajrl.collect.watch import CollectorWatch, close_collector, collection_failed, stalled
 from trajrl.errors import CollectorFailed, RunInterrupted
 from trajrl.replay.audit import LiveAudit
@@ -121,7 +122,7 @@ class Loop:
     def run(self) -> dict[str, float]:
         """Train until ``total_frames`` (or ``loop.time_limit_s``); return the final metrics row."""
         self.started = time.monotonic()
-        self.watch = CollectorWatch(self.collector)
+        self.watch = CollectorWatch(self.collector, self.parts.counters.fault_log if self.parts.counters else None)
         try:
             self.collect_and_learn()
         except BaseException as stop:
@@ -400,9 +401,15 @@ class EpisodicLoop(Loop):
         t0 = time.monotonic()
         while True:
             with raise_after(s.stall_timeout_s, stall):         # collect: complete episodes of this policy
-                batch = next(batches, None)
+                try:
+                    batch = next(batches, None)
+                except Exception as error:  # the single-process collector's environment, in this process
+                    raise collection_failed(self.watch.past_restart_limit() or error) from error
             if batch is None:
                 break
+            batch = without_faulted(batch)                      # episodes an environment fault ended
+            if batch is None:
+                continue
             if batch.batch_dims == 1:  # traj_format="cat": episodes one after the other
                 batch = as_sequences(batch, batch.get("is_init"))
             self.timings["collect"] += time.monotonic() - t0

@@ -165,6 +165,7 @@ class WorkerStats:
         c = type(self.counters)
         stats = {"collect/frames_stepped": self.start_frames + float(now[:, c.FRAMES].sum()),
                  "collect/frames_per_s": float(delta[:, c.FRAMES].sum()) / dt}
+        stats.update(self.faults(now))
         if now[:, c.NOT_GREEDY].sum() > 0 and delta[:, c.FRAMES].sum() > 0:  # a Q-learning policy explores
             stats["collect/random_action_frac"] = float(delta[:, c.NOT_GREEDY].sum() / delta[:, c.FRAMES].sum())
         if now.shape[0] > 1:
@@ -175,13 +176,22 @@ class WorkerStats:
                     stats[f"collect/worker{worker}/return"] = float(row[c.RETURN_SUM] / row[c.ENDED])
         return stats
 
+    def faults(self, now: torch.Tensor) -> dict[str, float]:
+        """Environments rebuilt after they raised, and the frames of the episodes they dropped."""
+        c = type(self.counters)
+        return {"collect/env_restarts": float(now[:, c.ENV_RESTARTS].sum()),
+                "collect/frames_lost_to_faults": float(now[:, c.FRAMES_LOST].sum())}
+
     def in_flight(self, frames_stored: int, episodes_stored: int) -> dict[str, float]:
         """Once collection has stopped: what the environments stepped but never
-        stored (episodes unfinished, or finished but not yet handed over)."""
+        stored (episodes unfinished, or finished but not yet handed over), less what
+        faults dropped: stepped = stored + in flight + lost to faults."""
         now = self.counters.snapshot()
         c = type(self.counters)
         begun = float((now[:, c.ENDED] + now[:, c.UNDER_WAY]).sum())
-        return {"buffer/frames_in_flight_dropped": self.start_frames + float(now[:, c.FRAMES].sum()) - frames_stored,
+        lost = float(now[:, c.FRAMES_LOST].sum())
+        return {"buffer/frames_in_flight_dropped":
+                self.start_frames + float(now[:, c.FRAMES].sum()) - lost - frames_stored,
                 "buffer/episodes_in_flight_dropped": self.start_episodes + begun - episodes_stored}
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import datetime
 import logging
+import time
 from pathlib import Path
 
 import torch
@@ -76,6 +77,8 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None, progress: Progress
         finally:
             if evaluator is not None:
                 evaluator.close()
+        if pipe.counters is not None:
+            final["restarts"] = pipe.counters.fault_log.read()
     final["run_dir"] = str(run_dir)
     final["checkpoint"] = str(checkpoint_path(run_dir))
     if checkpoint_path(run_dir, "best").exists():
@@ -93,8 +96,11 @@ def summary(final: dict) -> str:
         "== trajrl run finished ==",
         f"frames {'stored ' if 'buffer/frames' in final else 'learnt '}  {int(final['frames']):,}",
         *([f"frames stepped  {int(final['collect/frames_stepped']):,} "
-           f"({int(final['buffer/frames_in_flight_dropped']):,} in episodes unfinished at the end: not used)"]
+           f"({int(final['buffer/frames_in_flight_dropped']):,} in episodes unfinished at the end: not used"
+           + (f"; {int(final['collect/frames_lost_to_faults']):,} lost to faults" if final.get('collect/frames_lost_to_faults') else "")
+           + ")"]
           if "collect/frames_stepped" in final else []),
+        *restart_lines(final),
         f"wall-clock      {fmt('time/elapsed_s')} s ({fmt('time/frames_per_s', '.0f')} frames/s)",
         f"updates         {int(final['train/updates']):,}",
         f"eval return     {fmt('eval/return')} (best {fmt('eval/best_return')})",
@@ -106,3 +112,18 @@ def summary(final: dict) -> str:
            f"trajrl evaluate {final['run_dir']})"] if "best_checkpoint" in final else []),
         f"run directory   {final['run_dir']}",
     ])
+
+
+def restart_lines(final: dict, most: int = 20) -> list[str]:
+    """One line per restart the run survived (the first ``most``), oldest first."""
+    restarts = [entry for entry in final.get("restarts") or [] if not entry.get("gave_up")]
+    if not restarts:
+        return []
+    lines = [f"restarts        {len(restarts)} (collection went on; their episodes dropped)"]
+    for entry in restarts[:most]:
+        what = "environment" if entry["what"] == "env" else "worker"
+        at = time.strftime("%H:%M:%S", time.localtime(entry["time"]))
+        lines.append(f"  {what} {entry['slot']} at {at}: {entry['cause']}")
+    if len(restarts) > most:
+        lines.append(f"  ... and {len(restarts) - most} more")
+    return lines

@@ -1,0 +1,65 @@
+"""Training through faults, through the real CLI with real worker processes: an
+environment that raises is rebuilt, its episode dropped and counted, and the run goes
+on to ``total_frames`` with every frame accounted for; past ``collector.max_restarts``
+the run ends as it did before restarts existed."""
+import pytest
+import torch
+
+from helpers import episodes, rows_of, zero_padded
+
+from trajrl.collect.faults import NEXT_FAULT, without_faulted
+from trajrl.replay.episodes import TRAJ_KEY
+
+FLAKY = ["env=gym", "env.id=Flaky-v0", "env.import_module=bad_envs", "algo.normalize_observations=false",
+         "loop.eval_episodes=0", "audit=true", "audit_every=1"]  # only the collector's environments step
+
+
+def marked(flat, faulted_ids):
+    flat.set(NEXT_FAULT, torch.isin(flat[TRAJ_KEY], torch.tensor(faulted_ids)) & flat["next", "done"].squeeze(-1))
+    return flat
+
+
+def test_episodes_a_fault_ended_are_dropped_flat_or_padded():
+    flat = marked(episodes([3, 4, 2, 5]), [1, 3])
+    kept = without_faulted(flat)
+    assert kept[TRAJ_KEY].unique().tolist() == [0, 2] and kept.shape[0] == 5
+    assert NEXT_FAULT not in kept.keys(True) and "env_fault" not in kept.keys()
+    padded = zero_padded(marked(episodes([3, 4, 2, 5]), [0]))
+    assert without_faulted(padded)[TRAJ_KEY][:, 0].tolist() == [1, 2, 3]
+    assert without_faulted(marked(episodes([3]), [0])) is None  # nothing left: nothing written
+
+
+@pytest.mark.parametrize("algo, collector", [("r2d2", "multi_async"), ("r2d2", "multi_sync"), ("r2d2", "async"),
+                                             ("r2d2", "async_batched"), ("ppo", "multi_sync")])
+def test_environments_that_raise_are_rebuilt_and_the_run_reaches_total_frames(algo, collector, run_in, tmp_path):
+    injected = tmp_path / "injected.log"  # a line per error the environments raised
+    run = run_in(*FLAKY, "+env.kwargs.every=300", f"+env.kwargs.log={injected}", f"algo={algo}",
+                 f"collector={collector}", "collector.max_restarts=50", "total_frames=2400")
+    err = run.end(within=120)
+    out = run.out
+    assert run.proc.returncode == 0, err[-3000:]
+    faults = len(injected.read_text().splitlines())
+    last = rows_of(run.dir)[-1]
+    assert faults >= 4 and last["collect/env_restarts"] == faults, (faults, last)
+    assert last["frames"] >= 2400
+    assert last["audit/violations"] == 0 and last["audit/batches_checked"] >= 2
+    lost, in_flight = last["collect/frames_lost_to_faults"], last["buffer/frames_in_flight_dropped"]
+    assert lost > 0 and in_flight >= 0
+    assert last["collect/frames_stepped"] == last["frames"] + in_flight + lost  # the accounting closes
+    assert f"restarts        {faults} (collection went on" in out, out[-2000:]
+    assert sum(line.startswith("  environment ") and "RuntimeError: flaky" in line for line in out.splitlines()) == faults
+    run.assert_nothing_left()
+    run.assert_checkpoint_loads()
+
+
+@pytest.mark.parametrize("collector", ["multi_async", "sync"])
+def test_an_environment_that_raises_past_max_restarts_ends_the_run(collector, run_in, tmp_path):
+    run = run_in(*FLAKY, "+env.kwargs.every=300", f"collector={collector}", "collector.max_restarts=2",
+                 "total_frames=100000")
+    err = run.end(within=90)
+    assert run.proc.returncode == 1, err[-3000:]
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("trajrl: run failed: collection failed") and "RuntimeError: flaky: step 900" in last, last
+    assert "its error 3 within 3600 s, past collector.max_restarts=2" in last, last
+    run.assert_nothing_left()
+    run.assert_checkpoint_loads()

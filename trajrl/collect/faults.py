@@ -1,0 +1,150 @@
+"""Environments that raise: rebuilt and reset where they run, their unfinished episode
+ended, marked and never stored.
+
+``RestartOnError`` wraps one gymnasium environment of a collector. When its ``step``
+raises, it builds the environment again, resets it, and hands back a step that
+truncates the episode under way, with ``info["env_fault"] = True``. The episode ends
+where the collector expects episodes to end (recurrent state, ``is_init`` and step
+counts reset as for any episode), and the mark travels with it (TorchRL reads the info
+key into ``("next", "env_fault")``): ``CountSteps`` counts the restart and the
+episode's frames as lost, and the episode is dropped before it is stored
+(``DropFaultedEpisodes`` on the buffer's writes; ``without_faulted`` for batches that
+go straight to the learner). More than ``max_restarts`` restarts of one environment
+within ``window_s`` seconds: the error is raised, and the run ends as it would have
+without restarts. An environment whose ``reset`` raises is not restarted.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Callable
+
+import gymnasium as gym
+import numpy as np
+import torch
+from tensordict import TensorDictBase
+from torchrl.data import Categorical, Composite
+from torchrl.envs.libs.gym import default_info_dict_reader
+from torchrl.envs.transforms import Transform
+
+from trajrl.replay.episodes import TRAJ_KEY
+
+FAULT_KEY = "env_fault"
+#: Where a step says that its environment raised and was rebuilt (the episode it ends is dropped).
+NEXT_FAULT = ("next", FAULT_KEY)
+
+
+class RestartOnError(gym.Wrapper):
+    """A gymnasium environment rebuilt by ``make`` when its step raises (see the module)."""
+
+    def __init__(self, make: Callable[[], gym.Env], max_restarts: int, window_s: float,
+                 report: Callable[..., None] | None = None):
+        super().__init__(make())
+        self.make, self.max_restarts, self.window_s, self.report = make, max_restarts, window_s, report
+        self.restart_times: list[float] = []
+        self.seed: int | None = None
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        if seed is not None:
+            self.seed = seed
+        observation, info = self.env.reset(seed=seed, options=options)
+        return observation, {**info, FAULT_KEY: np.array(False)}
+
+    def step(self, action):
+        try:
+            observation, reward, terminated, truncated, info = self.env.step(action)
+        except Exception as error:
+            return self.restart(error)
+        return observation, reward, terminated, truncated, {**info, FAULT_KEY: np.array(False)}
+
+    def restart(self, error: Exception):
+        """Build the environment again and reset it; the step that raised becomes one
+        that truncates the episode, marked as a fault. Past the limit, ``error`` is raised."""
+        now = time.monotonic()
+        self.restart_times = [t for t in self.restart_times if now - t < self.window_s] + [now]
+        past_limit = len(self.restart_times) > self.max_restarts
+        if self.report is not None:
+            self.report(error, len(self.restart_times), self.window_s, gave_up=past_limit)
+        if past_limit:
+            raise error
+        with contextlib.suppress(Exception):
+            self.env.close()
+        self.env = self.make()
+        seed = None if self.seed is None else self.seed + 7919 * len(self.restart_times)
+        observation, info = self.env.reset(seed=seed)
+        return observation, 0.0, False, True, {**info, FAULT_KEY: np.array(True)}
+
+
+def read_faults(env, batch_size: torch.Size) -> None:
+    """Make a TorchRL ``GymWrapper`` read the fault mark into ``env_fault``."""
+    spec = Composite({FAULT_KEY: Categorical(2, shape=batch_size, dtype=torch.bool)}, shape=batch_size)
+    env.set_info_dict_reader(default_info_dict_reader([FAULT_KEY], spec=spec))
+
+
+class FaultLog:
+    """One JSON line per restart, appended by whichever process restarted (lines
+    this short are written whole), read by the learner for its summary."""
+
+    def __init__(self, path: str | Path):
+        self.path = str(path)
+
+    def reporter(self, slot: int) -> Callable[..., None]:
+        return _Report(self.path, slot)
+
+    def read(self) -> list[dict]:
+        if not os.path.exists(self.path):
+            return []
+        with open(self.path) as f:
+            return [json.loads(line) for line in f if line.strip()]
+
+    def add(self, **entry) -> None:
+        append(self.path, entry)
+
+
+def append(path: str, entry: dict) -> None:
+    with open(path, "a") as f:
+        f.write(json.dumps(entry) + "\n")
+
+
+class _Report:
+    """Picklable: crosses into worker processes with the environment factory."""
+
+    def __init__(self, path: str, slot: int):
+        self.path, self.slot = path, slot
+
+    def __call__(self, error: BaseException, restarts: int, window_s: float, gave_up: bool = False) -> None:
+        cause = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+        append(self.path, {"what": "env", "slot": self.slot, "pid": os.getpid(), "time": time.time(), "cause": cause,
+                           "restarts": restarts, "window_s": window_s, "gave_up": gave_up})
+        if not gave_up:
+            logging.getLogger("trajrl").warning("collector environment %d raised %s; rebuilt it (restart %d within "
+                                                "%g s), its episode dropped", self.slot, cause, restarts, window_s)
+
+
+def without_faulted(episodes: TensorDictBase) -> TensorDictBase | None:
+    """Complete episodes less those a fault ended, without the fault mark (None: nothing
+    left). Flat steps (``[T]``, episodes told apart by trajectory id) or ``[N, T]`` rows."""
+    fault = episodes.get(NEXT_FAULT, None)
+    if fault is None:
+        return episodes
+    fault = fault.reshape(*episodes.shape, -1).any(-1)
+    if fault.any():
+        if episodes.batch_dims == 1:
+            ids = episodes.get(TRAJ_KEY).reshape(-1)
+            episodes = episodes[~torch.isin(ids, ids[fault])]
+        else:
+            episodes = episodes[~fault.reshape(episodes.shape[0], -1).any(-1)]
+    if episodes.shape[0] == 0:
+        return None
+    return episodes.exclude(FAULT_KEY, NEXT_FAULT)
+
+
+class DropFaultedEpisodes(Transform):
+    """On a replay buffer's writes (run in whichever process writes): ``without_faulted``."""
+
+    def _inv_call(self, tensordict: TensorDictBase) -> TensorDictBase | None:
+        return without_faulted(tensordict)
