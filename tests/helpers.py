@@ -257,10 +257,12 @@ def zero_padded(flat):
 
 def padded_buffer(capacity=10_000, sampler=None):
     from trajrl.replay.padded import PaddedToFlat
+    from trajrl.replay.writer import EpisodeWriter
 
     storage = LazyTensorStorage(capacity)
-    buffer = TensorDictReplayBuffer(storage=storage, sampler=sampler or EpisodeSampler(), batch_size=4)
-    buffer.append_transform(PaddedToFlat(storage))
+    buffer = TensorDictReplayBuffer(storage=storage, sampler=sampler or EpisodeSampler(), batch_size=4,
+                                    writer=EpisodeWriter())
+    buffer.append_transform(PaddedToFlat())
     return buffer
 
 

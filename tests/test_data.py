@@ -186,7 +186,7 @@ def test_padded_to_flat_to_padded_round_trip_is_exact(seed):
     stored = buffer[:]
     assert len(buffer) == int(lengths.sum())                        # exactly the valid steps
     assert torch.equal(stored["observation"], flat["observation"])  # flat, each episode contiguous
-    assert torch.equal(stored[TRAJ_KEY], flat[TRAJ_KEY])             # ids kept
+    assert torch.equal(stored[TRAJ_KEY], flat[TRAJ_KEY] - 100)       # fresh ids, in order, from the writer
     starts, stored_lengths = find_episodes(stored[TRAJ_KEY], stored["is_init"], stored["next", "done"])
     back = as_sequences(stored, stored["is_init"])                   # and back to [N, T]
     assert torch.equal(back[MASK_KEY], padded[MASK_KEY])

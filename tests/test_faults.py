@@ -63,3 +63,53 @@ def test_an_environment_that_raises_past_max_restarts_ends_the_run(collector, ru
     assert "its error 3 within 3600 s, past collector.max_restarts=2" in last, last
     run.assert_nothing_left()
     run.assert_checkpoint_loads()
+
+
+def write_into(buffer, data) -> None:
+    """A collector worker's write into the shared buffer."""
+    buffer.extend(data)
+
+
+def big_episodes(count: int, length: int, first_id: int):
+    flat = episodes([length] * count, first_id=first_id)
+    flat.set("pixels", torch.rand(flat.shape[0], 256))  # large enough that a write takes a while
+    return flat
+
+
+def test_a_write_a_killed_worker_left_half_done_is_redone_whole(tmp_path):
+    """A worker SIGKILLed in the middle of its write (its journal written, the lock
+    held): once it is gone, the buffer gets the whole write, at the same place, with
+    fresh ids, and the lock back; the next write goes after it."""
+    import multiprocessing
+    import os
+    import signal
+    import time
+
+    from torchrl.data import LazyTensorStorage, TensorDictReplayBuffer
+
+    from trajrl.replay.audit import audit_storage
+    from trajrl.replay.writer import EpisodeWriter, journal_path, redo_unfinished_writes
+
+    capacity = 60_000
+    buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(capacity), writer=EpisodeWriter(tmp_path),
+                                    batch_size=4, shared=True)
+    buffer.extend(big_episodes(10, 500, first_id=0))  # 5,000 steps, ids 0-9
+    interrupted = big_episodes(80, 500, first_id=0)   # 40,000 steps: ids 10-89 once written
+    worker = multiprocessing.get_context("spawn").Process(target=write_into, args=(buffer, interrupted))
+    worker.start()
+    deadline = time.monotonic() + 60
+    while not os.path.exists(journal_path(str(tmp_path), worker.pid)):
+        assert time.monotonic() < deadline and worker.is_alive()
+        time.sleep(0.0005)
+    os.kill(worker.pid, signal.SIGKILL)
+    worker.join()
+    assert os.path.exists(journal_path(str(tmp_path), worker.pid))  # killed inside its write
+
+    assert redo_unfinished_writes(buffer) == 1
+    assert len(buffer) == buffer.write_count == 45_000 and os.listdir(tmp_path) == []
+    stored = buffer[:]
+    assert torch.equal(stored["pixels"][5_000:], interrupted["pixels"])
+    assert torch.equal(stored[TRAJ_KEY][5_000:], interrupted[TRAJ_KEY] + 10)
+    assert audit_storage(stored, full=False) == {k: 0 for k in audit_storage(stored, full=False)}
+    buffer.extend(big_episodes(2, 500, first_id=0))  # the lock is free; ids go on from 90
+    assert buffer[:][TRAJ_KEY][-1].item() == 91 and len(buffer) == 46_000

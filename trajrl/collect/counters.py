@@ -36,6 +36,7 @@ class WorkerCounters:
 
     def __init__(self, slots: int):
         self._dir = tempfile.TemporaryDirectory(prefix="trajrl-counters-")
+        self.dir = self._dir.name  # the run's scratch files: these counters, the fault log, write journals
         self.counts = MemoryMappedTensor.from_tensor(
             torch.zeros(slots, 7, dtype=torch.float64), filename=f"{self._dir.name}/counters.memmap"
         )

@@ -97,8 +97,10 @@ def build(cfg: DictConfig, run_dir: str | Path | None = None) -> Pipeline:
 
     sequences = None
     if cfg.storage.kind != "none":
-        sequences = build_buffer(cfg.storage, cfg.sampler, shared=kind in PROCESS_COLLECTORS, run_dir=run_dir,
-                                 reuse_files=cfg.resume is not None, not_stored=agent.not_stored())
+        shared = kind in PROCESS_COLLECTORS
+        sequences = build_buffer(cfg.storage, cfg.sampler, shared=shared, run_dir=run_dir,
+                                 reuse_files=cfg.resume is not None, not_stored=agent.not_stored(),
+                                 journal_dir=counters.dir if shared and counters is not None else None)
     resumed = None
     if cfg.resume is not None:  # before the collector copies the policy into its workers
         resumed = restore(load_checkpoint(cfg.resume, algo_name=cfg.algo.name), agent.algo, agent.policy_state(),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from torchrl.data import LazyMemmapStorage, LazyTensorStorage, RoundRobinWriter, TensorDictReplayBuffer
+from torchrl.data import LazyMemmapStorage, LazyTensorStorage, TensorDictReplayBuffer
 from torchrl.envs.transforms import ExcludeTransform
 from torchrl.data.replay_buffers.samplers import RandomSampler, Sampler, SliceSampler, SliceSamplerWithoutReplacement
 
@@ -13,6 +13,7 @@ from trajrl.collect.faults import DropFaultedEpisodes
 from trajrl.replay.batches import SequenceSampler
 from trajrl.replay.episodes import TRAJ_KEY, EpisodeSampler
 from trajrl.replay.padded import PaddedToFlat
+from trajrl.replay.writer import EpisodeWriter
 from trajrl.replay.slices import StepSliceSampler
 from trajrl.settings import section_settings
 
@@ -73,23 +74,25 @@ def build_sampler(sampler_cfg, capacity: int) -> tuple[Sampler, int]:
 
 
 def build_buffer(storage_cfg, sampler_cfg, shared: bool, run_dir: Path | None = None,
-                 reuse_files: bool = False, not_stored: list = ()) -> SequenceSampler:
+                 reuse_files: bool = False, not_stored: list = (), journal_dir: str | None = None) -> SequenceSampler:
     """A TensorDictReplayBuffer (shared with worker processes when they write into it).
 
     Flat complete episodes are stored as written; padded ``[N, T]`` batches with
     ``("collector", "mask")`` are stored as their valid steps (``PaddedToFlat``).
     ``not_stored``: keys the policy writes that learning never reads; they, and what
-    ``DERIVED`` lists, are dropped on write.
+    ``DERIVED`` lists, are dropped on write. ``journal_dir``: where each write is
+    journalled (``trajrl.replay.writer``; for worker processes that write).
     """
     sampler, batch_size = build_sampler(sampler_cfg, int(storage_cfg.capacity))
     storage = build_storage(storage_cfg, run_dir, reuse_files)
-    # RoundRobinWriter: TorchRL's TensorDict writer also stores each step's position ("index").
-    buffer = TensorDictReplayBuffer(storage=storage, sampler=sampler, writer=RoundRobinWriter(),
+    # EpisodeWriter: TorchRL's round-robin writer (its TensorDict writer also stores each step's
+    # position, "index") giving each episode a fresh id; journalled where worker processes write.
+    buffer = TensorDictReplayBuffer(storage=storage, sampler=sampler, writer=EpisodeWriter(journal_dir),
                                     batch_size=batch_size, shared=shared)
     if isinstance(sampler, StepSliceSampler):
         sampler.follow(buffer._writer)  # the writer counts every write, in whichever process
     buffer.append_transform(DropFaultedEpisodes())  # run last on writes: no episode a fault ended is stored
-    buffer.append_transform(PaddedToFlat(storage))  # rb.extend(padded [N, T] + mask) stores the valid steps
+    buffer.append_transform(PaddedToFlat())  # rb.extend(padded [N, T] + mask) stores the valid steps
     buffer.append_transform(ExcludeTransform(*DERIVED, *not_stored), invert=True)  # run by rb.extend
     kind = sampler_cfg.kind
     return SequenceSampler(

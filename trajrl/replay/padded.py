@@ -14,7 +14,7 @@ from tensordict import TensorDictBase
 from torchrl.envs.transforms import Transform
 
 from trajrl.errors import MalformedMask
-from trajrl.replay.episodes import MASK_KEY, TRAJ_KEY
+from trajrl.replay.episodes import MASK_KEY
 
 
 def check_mask(batch: TensorDictBase) -> torch.Tensor:
@@ -40,42 +40,12 @@ def check_mask(batch: TensorDictBase) -> torch.Tensor:
 
 
 class PaddedToFlat(Transform):
-    """On write: ``[N, T]`` + mask -> the valid steps, flat, each episode contiguous.
-
-    Trajectory ids already in the storage are replaced by fresh ones, so an
-    episode written twice (or ids restarted by a new collector) never merges
-    with a stored one.
-    """
-
-    def __init__(self, storage=None) -> None:
-        super().__init__()
-        self.storage = storage  # where stored ids are looked up (None: no clash check)
+    """On write: ``[N, T]`` + mask -> the valid steps, flat, each episode contiguous
+    (the buffer's ``EpisodeWriter`` then gives each episode a fresh id)."""
 
     def _inv_call(self, tensordict: TensorDictBase) -> TensorDictBase:
         if tensordict.batch_dims < 2:
             return tensordict
         if tensordict.batch_dims > 2:
             raise MalformedMask(f"expected flat [T] or padded [N, T] episodes, got shape {tuple(tensordict.shape)}")
-        mask = check_mask(tensordict)
-        if tensordict.get(TRAJ_KEY, None) is not None:
-            tensordict = self._fresh_ids(tensordict, mask)
-        return tensordict[mask]
-
-    def _fresh_ids(self, padded: TensorDictBase, mask: torch.Tensor) -> TensorDictBase:
-        ids = padded.get(TRAJ_KEY)
-        stored = self._stored_ids()
-        row_ids = ids[:, 0]
-        clash = torch.isin(row_ids, stored) if stored.numel() else torch.zeros_like(row_ids, dtype=torch.bool)
-        if not clash.any():
-            return padded
-        first_free = int(torch.cat([stored, ids[mask]]).max()) + 1
-        fresh = row_ids.clone()
-        fresh[clash] = torch.arange(first_free, first_free + int(clash.sum()), dtype=ids.dtype)
-        padded = padded.clone(False)
-        padded.set(TRAJ_KEY, fresh.unsqueeze(-1).expand_as(ids).clone())
-        return padded
-
-    def _stored_ids(self) -> torch.Tensor:
-        if self.storage is None or len(self.storage) == 0:
-            return torch.zeros(0, dtype=torch.long)
-        return self.storage[:].get(TRAJ_KEY).reshape(-1).unique()
+        return tensordict[check_mask(tensordict)]

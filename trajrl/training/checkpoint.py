@@ -91,26 +91,11 @@ def restore(payload: dict, algo, policy_state: dict, buffer=None, rng: bool = Tr
         if saved is not None and saved.shape[0] != buffer.storage.max_size:
             raise CheckpointError(f"the checkpoint's buffer holds {saved.shape[0]:,} frames and this run's "
                                   f"{buffer.storage.max_size:,}; resume with storage.capacity={saved.shape[0]}")
-        buffer.load_state_dict(renumber_episodes(payload["buffer"]))
+        buffer.load_state_dict(payload["buffer"])  # its writer numbers new episodes after the stored ones
     if rng:
         torch.set_rng_state(payload["rng"])
     loop = payload["loop"]
     return LoopState(int(payload["frames"]), int(loop.get("episodes", 0)), float(loop.get("best_eval", -math.inf)))
-
-
-def renumber_episodes(buffer_state: dict) -> dict:
-    """The stored episodes' ids made negative (order kept, still distinct): the
-    resumed run's collectors number their episodes from 0 again, and no new id may
-    equal a stored one."""
-    storage = buffer_state["_storage"]
-    ids = storage["_storage"].get("collector.traj_ids")
-    size = int(storage.get("_len", 0))
-    if ids is None or size == 0:
-        return buffer_state
-    ids = ids.reshape(-1)
-    shift = int(ids[:size].max()) + 2  # below -1, which samplers use for "no episode"
-    ids[:size] -= shift
-    return buffer_state
 
 
 def load_checkpoint(path: str | Path, algo_name: str | None = None, which: str = "latest") -> dict:

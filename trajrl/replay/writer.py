@@ -1,0 +1,129 @@
+"""The buffer's writer: fresh episode ids, and writes that a dead writer cannot leave half done.
+
+Collector workers write complete episodes straight into a shared buffer, under its
+write lock. ``EpisodeWriter`` is TorchRL's ``RoundRobinWriter`` with two additions,
+both made under that lock in whichever process writes:
+
+- every episode written gets a fresh trajectory id from one counter all writers
+  share (and a checkpoint keeps), so no two stored episodes ever share an id:
+  not those of two workers, of a collector started again, or of a resumed run;
+- with a journal directory, each write is first saved there whole (a file renamed
+  into place, so it is either complete or absent) and removed once written. A
+  worker killed in the middle of a write leaves its journal behind, and the lock
+  held: ``redo_unfinished_writes`` (run once every writer has stopped) releases the
+  lock and writes the journal again, at the same positions, with the counts as they
+  were before it. The buffer then holds the whole write, exactly as if the worker
+  had finished it: a reader never sees part of one.
+"""
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+from multiprocessing.context import get_spawning_popen
+from pathlib import Path
+
+import torch
+from tensordict import TensorDictBase
+from torchrl.data import RoundRobinWriter
+
+from trajrl.replay.episodes import TRAJ_KEY
+
+
+class EpisodeWriter(RoundRobinWriter):
+    """``RoundRobinWriter`` that numbers episodes afresh and journals its writes (see the module)."""
+
+    def __init__(self, journal_dir: str | Path | None = None, **kwargs):
+        super().__init__(**kwargs)
+        self.journal_dir = str(journal_dir) if journal_dir is not None else None
+        self._next_id_value = mp.Value("q", 0)
+
+    # ------------------------------------------------------------ the shared id counter
+    @property
+    def next_id(self) -> int:
+        """The id the next episode written gets."""
+        return self._next_id_value.value
+
+    @next_id.setter
+    def next_id(self, value: int) -> None:
+        self._next_id_value.value = value
+
+    def __getstate__(self) -> dict:
+        state = super().__getstate__()
+        if get_spawning_popen() is None:  # not into a new process: the value, not the shared one
+            state["next_id__context"] = state.pop("_next_id_value").value
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        next_id = state.pop("next_id__context", None)
+        super().__setstate__(state)
+        if next_id is not None:
+            self._next_id_value = mp.Value("q", next_id)
+
+    def state_dict(self) -> dict:
+        return {**super().state_dict(), "_next_id": self.next_id}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        super().load_state_dict(state_dict)
+        if "_next_id" in state_dict:
+            self.next_id = int(state_dict["_next_id"])
+        elif len(self._storage):  # a checkpoint from before the counter: after its largest stored id
+            self.next_id = int(self._storage[: len(self._storage)].get(TRAJ_KEY).max()) + 1
+
+    # ------------------------------------------------------------ writing
+    def extend(self, data) -> torch.Tensor:
+        if isinstance(data, TensorDictBase) and data.get(TRAJ_KEY, None) is not None:
+            data = self._fresh_ids(data)
+        if self.journal_dir is None:
+            return super().extend(data)
+        path = journal_path(self.journal_dir, os.getpid())
+        torch.save({"cursor": self._cursor, "write_count": self._write_count, "data": data}, f"{path}.tmp")
+        os.replace(f"{path}.tmp", path)  # the journal is whole from here on
+        index = super().extend(data)
+        os.remove(path)
+        return index
+
+    def _fresh_ids(self, data: TensorDictBase) -> TensorDictBase:
+        """Each run of one id in ``data`` (one episode: written whole and contiguous) gets the next id."""
+        ids = data.get(TRAJ_KEY)
+        flat = ids.reshape(-1)
+        if flat.numel() == 0:
+            return data
+        begins = torch.ones_like(flat, dtype=torch.bool)
+        begins[1:] = flat[1:] != flat[:-1]
+        first = self.next_id
+        fresh = first + torch.cumsum(begins, 0) - 1
+        self.next_id = first + int(begins.sum())
+        data = data.clone(False)
+        data.set(TRAJ_KEY, fresh.to(ids.dtype).reshape(ids.shape))
+        return data
+
+
+def journal_path(journal_dir: str, pid: int) -> str:
+    return os.path.join(journal_dir, f"write-{pid}.pt")
+
+
+def redo_unfinished_writes(buffer) -> int:
+    """Once every process that writes into ``buffer`` has stopped: free its write lock
+    (a process killed while writing never released it) and redo each write a process
+    died in (its journal). Returns how many writes were redone."""
+    lock = buffer._write_lock
+    if lock.acquire(timeout=1.0):  # free: whoever held it released it
+        lock.release()
+    else:  # held by a process that is gone
+        lock.release()
+    writer = buffer._writer
+    journal_dir = getattr(writer, "journal_dir", None)
+    if journal_dir is None or not os.path.isdir(journal_dir):
+        return 0
+    redone = 0
+    for name in sorted(os.listdir(journal_dir)):
+        path = os.path.join(journal_dir, name)
+        if name.endswith(".pt"):  # the write as it began: the counts before it, the data with its ids
+            entry = torch.load(path, weights_only=False)
+            with buffer._replay_lock, lock:
+                writer._cursor, writer._write_count = entry["cursor"], entry["write_count"]
+                index = RoundRobinWriter.extend(writer, entry["data"])
+                buffer._sampler.extend(index)
+            redone += 1
+        os.remove(path)  # a .tmp: the worker died before its write began
+    return redone
