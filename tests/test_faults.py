@@ -2,6 +2,9 @@
 environment that raises is rebuilt, its episode dropped and counted, and the run goes
 on to ``total_frames`` with every frame accounted for; past ``collector.max_restarts``
 the run ends as it did before restarts existed."""
+import os
+import signal
+
 import pytest
 import torch
 
@@ -48,6 +51,33 @@ def test_environments_that_raise_are_rebuilt_and_the_run_reaches_total_frames(al
     assert last["collect/frames_stepped"] == last["frames"] + in_flight + lost  # the accounting closes
     assert f"restarts        {faults} (collection went on" in out, out[-2000:]
     assert sum(line.startswith("  environment ") and "RuntimeError: flaky" in line for line in out.splitlines()) == faults
+    run.assert_nothing_left()
+    run.assert_checkpoint_loads()
+
+
+@pytest.mark.parametrize("collector", ["multi_async", "multi_sync", "async",
+                                       "async_batched collector.env_backend=multiprocessing"])
+def test_a_killed_worker_is_replaced_and_the_run_reaches_total_frames(collector, run_in):
+    """SIGKILL to a worker process mid-run (for async_batched: one of its environment
+    processes): a new collector starts with the current weights, what the old one had
+    in flight is counted lost, and the frame accounting closes."""
+    run = run_in(f"collector={collector.split()[0]}", *collector.split()[1:], "collector.max_restarts=3",
+                 "audit=true", "audit_every=1", "loop.eval_episodes=0", "total_frames=3000")
+    run.wait_for_checkpoint()
+    workers = run.workers()
+    assert workers, "no worker process to kill"
+    os.kill(workers[0], signal.SIGKILL)
+    err = run.end(within=150)
+    assert run.proc.returncode == 0, err[-3000:]
+    last = rows_of(run.dir)[-1]
+    assert last["collect/worker_restarts"] == 1 and last["collect/env_restarts"] == 0, last
+    assert last["frames"] >= 3000
+    assert last["audit/violations"] == 0 and last["audit/batches_checked"] >= 2
+    lost, in_flight = last["collect/frames_lost_to_faults"], last["buffer/frames_in_flight_dropped"]
+    assert lost >= 0 and in_flight >= 0
+    assert last["collect/frames_stepped"] == last["frames"] + in_flight + lost  # the accounting closes
+    assert "restarts        1 (collection went on" in run.out and "(exit code -9)" in run.out or \
+        "collector at" in run.out, run.out[-2000:]
     run.assert_nothing_left()
     run.assert_checkpoint_loads()
 

@@ -123,15 +123,17 @@ def test_the_audit_names_an_episode_stitched_from_two():
     assert sum(counts.values()) == 2
 
 
-def test_padded_writes_with_clashing_ids_merge_episodes_unless_ids_are_renewed():
+def test_writes_with_clashing_ids_merge_episodes_unless_the_writer_renews_ids():
+    from torchrl.data import LazyTensorStorage, RoundRobinWriter, TensorDictReplayBuffer
     from helpers import episodes, padded_buffer, zero_padded
     from trajrl.replay.padded import PaddedToFlat
+    from trajrl.replay.writer import EpisodeWriter
 
     first, second = zero_padded(episodes([3, 5], first_id=0)), zero_padded(episodes([4, 2], first_id=1))
     guarded = padded_buffer()
-    unguarded = padded_buffer()
-    unguarded._transform[0].storage = None  # PaddedToFlat without the storage: no id check
-    assert isinstance(unguarded._transform[0], PaddedToFlat)
+    assert isinstance(guarded._writer, EpisodeWriter)
+    unguarded = TensorDictReplayBuffer(storage=LazyTensorStorage(1000), writer=RoundRobinWriter(), batch_size=4)
+    unguarded.append_transform(PaddedToFlat())  # TorchRL's writer: ids stored as written
     for buffer in (guarded, unguarded):
         buffer.extend(first)
         buffer.extend(second)

@@ -41,6 +41,10 @@ class WorkerCounters:
             torch.zeros(slots, 7, dtype=torch.float64), filename=f"{self._dir.name}/counters.memmap"
         )
         self.fault_log = FaultLog(f"{self._dir.name}/faults.jsonl")  # each restart, with its cause
+        # Kept by the learner: the totals of collectors replaced after a worker died, how
+        # many were, and the frames their workers had in flight.
+        self.retired = torch.zeros(slots, 7, dtype=torch.float64)
+        self.worker_restarts, self.frames_lost_to_restarts = 0, 0
         # The gate: while it is closed (1), every environment waits before its next step.
         self.gate = MemoryMappedTensor.from_tensor(torch.zeros(1, dtype=torch.int8),
                                                    filename=f"{self._dir.name}/gate.memmap")
@@ -56,11 +60,26 @@ class WorkerCounters:
     @property
     def frames(self) -> int:
         """Frames stepped by all the environments."""
-        return int(self.counts[:, self.FRAMES].sum())
+        return int(self.snapshot()[:, self.FRAMES].sum())
 
     def snapshot(self) -> torch.Tensor:
-        """A copy of the ``[slots, columns]`` totals (the column names above)."""
-        return self.counts.clone()
+        """A copy of the ``[slots, columns]`` totals (the column names above), those of
+        collectors that were replaced included."""
+        return self.counts.clone() + self.retired
+
+    def retire(self, frames_stored: int) -> int:
+        """A collector's workers have all stopped (a new collector replaces them): keep
+        their totals, and return the frames they stepped that were neither stored
+        (``frames_stored`` of theirs were) nor counted lost already: those of the
+        episodes under way or not yet handed over when they stopped, lost in flight."""
+        now = self.counts.clone()
+        lost = int(now[:, self.FRAMES].sum() - now[:, self.FRAMES_LOST].sum()) - frames_stored
+        now[:, self.UNDER_WAY] = 0  # those episodes are lost, not under way
+        self.retired += now
+        self.counts.zero_()
+        self.worker_restarts += 1
+        self.frames_lost_to_restarts += lost
+        return lost
 
 
 class CountSteps(Transform):

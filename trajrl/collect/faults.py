@@ -38,14 +38,33 @@ FAULT_KEY = "env_fault"
 NEXT_FAULT = ("next", FAULT_KEY)
 
 
+class RestartLimit:
+    """At most ``most`` restarts of one thing (an environment, a worker: ``key``) within
+    any ``window_s`` seconds."""
+
+    def __init__(self, most: int, window_s: float):
+        self.most, self.window_s = most, window_s
+        self.times: dict[object, list[float]] = {}
+
+    def record(self, key: object = 0) -> int:
+        """Count a restart of ``key`` now; the restarts within the window, this one included."""
+        now = time.monotonic()
+        times = [t for t in self.times.get(key, []) if now - t < self.window_s] + [now]
+        self.times[key] = times
+        return len(times)
+
+    def allows(self, count: int) -> bool:
+        return count <= self.most
+
+
 class RestartOnError(gym.Wrapper):
     """A gymnasium environment rebuilt by ``make`` when its step raises (see the module)."""
 
     def __init__(self, make: Callable[[], gym.Env], max_restarts: int, window_s: float,
                  report: Callable[..., None] | None = None):
         super().__init__(make())
-        self.make, self.max_restarts, self.window_s, self.report = make, max_restarts, window_s, report
-        self.restart_times: list[float] = []
+        self.make, self.report = make, report
+        self.limit = RestartLimit(max_restarts, window_s)
         self.seed: int | None = None
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
@@ -64,17 +83,15 @@ class RestartOnError(gym.Wrapper):
     def restart(self, error: Exception):
         """Build the environment again and reset it; the step that raised becomes one
         that truncates the episode, marked as a fault. Past the limit, ``error`` is raised."""
-        now = time.monotonic()
-        self.restart_times = [t for t in self.restart_times if now - t < self.window_s] + [now]
-        past_limit = len(self.restart_times) > self.max_restarts
+        restarts = self.limit.record()
         if self.report is not None:
-            self.report(error, len(self.restart_times), self.window_s, gave_up=past_limit)
-        if past_limit:
+            self.report(error, restarts, self.limit.window_s, gave_up=not self.limit.allows(restarts))
+        if not self.limit.allows(restarts):
             raise error
         with contextlib.suppress(Exception):
             self.env.close()
         self.env = self.make()
-        seed = None if self.seed is None else self.seed + 7919 * len(self.restart_times)
+        seed = None if self.seed is None else self.seed + 7919 * restarts
         observation, info = self.env.reset(seed=seed)
         return observation, 0.0, False, True, {**info, FAULT_KEY: np.array(True)}
 

@@ -23,6 +23,21 @@ def close_collector(collector: BaseCollector) -> None:
         logging.getLogger("trajrl").debug("collector shutdown: %s", err)
     for scheme in (getattr(collector, "_weight_sync_schemes", None) or {}).values():
         scheme.shutdown()
+    end_workers(collector)
+
+
+def end_workers(collector: BaseCollector, wait_s: float = 5.0) -> None:
+    """Make sure that a shut-down collector's worker processes have ended: TorchRL asks
+    them to stop, and a worker in the middle of a rollout (or waiting on the buffer's
+    lock) may not have yet; those still running after ``wait_s`` are killed."""
+    for proc in getattr(collector, "procs", None) or []:
+        try:
+            proc.join(wait_s)
+            if proc.is_alive():
+                proc.kill()
+                proc.join(wait_s)
+        except ValueError:  # closed: it has ended
+            pass
 
 
 class CollectorWatch:
@@ -62,6 +77,16 @@ class CollectorWatch:
                  f"(collector.restart_window_s={window:g}): raise them to keep going through more faults"
                  if errors > 1 else "collector.max_restarts=0: the first error ends the run")
         return CollectorFailed(f"collector environment {entry['slot']} raised {entry['cause']} ({limit})")
+
+    def dead_worker(self) -> int | None:
+        """The index of a worker process that has died (None: none has, or it has no workers)."""
+        for index, proc in enumerate(getattr(self.collector, "procs", None) or []):
+            try:
+                if not proc.is_alive():
+                    return index
+            except ValueError:  # closed by TorchRL after a worker failed
+                return index
+        return None
 
     def _error(self) -> BaseException | None:
         if self.thread_error is not None:

@@ -21,6 +21,7 @@ from trajrl.algos.r2d2 import R2D2
 from trajrl.algos.rsac import RSAC
 from trajrl.collect.counters import WorkerCounters
 from trajrl.collect.env import Restarts, env_factory
+from trajrl.collect.faults import RestartLimit
 from trajrl.collect.watch import close_collector
 from trajrl.config import validate
 from trajrl.envs import env_spaces
@@ -57,6 +58,14 @@ class Pipeline:
     eval_max_steps: int = 1000
     resumed: LoopState | None = None   # ``resume=<run dir>``: the loop's counters at its checkpoint
     state_refresh: StateRefresh | None = None  # recomputes the buffer's stored recurrent states (algo.refresh_states_every)
+    make_collector: Callable[[int], BaseCollector] | None = None  # another collector like it (a seed offset)
+    restart_limit: RestartLimit | None = None  # collector.max_restarts per worker, within collector.restart_window_s
+
+    def new_collector(self, restart: int) -> BaseCollector:
+        """A collector to replace ``collector`` (shut down: a worker died), seeded anew;
+        it becomes the pipeline's, which ``close()`` releases."""
+        self.collector = self.make_collector(restart)
+        return self.collector
 
     def close(self) -> None:
         close_collector(self.collector)
@@ -106,9 +115,10 @@ def build(cfg: DictConfig, run_dir: str | Path | None = None) -> Pipeline:
         resumed = restore(load_checkpoint(cfg.resume, algo_name=cfg.algo.name), agent.algo, agent.policy_state(),
                           sequences.buffer if sequences else None)
         log.info("resumed from %s at %d frames", cfg.resume, resumed.frames)
-    collector = build_collector(collector_settings, env_fn, agent.explore,
-                                sequences.buffer if sequences else None, trajs_per_batch=cfg.trajs_per_batch,
-                                seed=int(cfg.seed), traj_format=cfg.traj_format, num_envs=num_envs)
+    make_collector = partial(build_collector, collector_settings, env_fn, agent.explore,
+                             sequences.buffer if sequences else None, trajs_per_batch=cfg.trajs_per_batch,
+                             traj_format=cfg.traj_format, num_envs=num_envs)
+    collector = make_collector(seed=int(cfg.seed))
     log.info("collector %s (%s) x %d environments, storage %s, sampler %s", kind, type(collector).__name__,
              num_workers * num_envs,
              f"{cfg.storage.kind} x {cfg.storage.capacity}" if sequences else "none", cfg.sampler.kind)
@@ -120,7 +130,9 @@ def build(cfg: DictConfig, run_dir: str | Path | None = None) -> Pipeline:
                                      int(cfg.algo.refresh_states_every))
     return Pipeline(env_fn, env_factory(cfg.env, primer=agent.primer, num_envs=1), counters, collector,
                     sequences.buffer if sequences else None, sequences, agent.explore, agent.greedy, agent.egreedy,
-                    agent.algo, agent.version, agent.policy_state(), loggers, limit, resumed, state_refresh)
+                    agent.algo, agent.version, agent.policy_state(), loggers, limit, resumed, state_refresh,
+                    lambda restart: make_collector(seed=int(cfg.seed) + 1000 * restart),
+                    RestartLimit(collector_settings.max_restarts, collector_settings.restart_window_s))
 
 
 def load_agent(run_dir: str | Path, which: str = "latest") -> Agent:

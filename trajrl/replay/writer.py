@@ -107,6 +107,8 @@ def redo_unfinished_writes(buffer) -> int:
     (a process killed while writing never released it) and redo each write a process
     died in (its journal). Returns how many writes were redone."""
     lock = buffer._write_lock
+    if not hasattr(lock, "acquire"):  # not shared with other processes: nothing to free, nothing journalled
+        return 0
     if lock.acquire(timeout=1.0):  # free: whoever held it released it
         lock.release()
     else:  # held by a process that is gone
@@ -118,6 +120,8 @@ def redo_unfinished_writes(buffer) -> int:
     redone = 0
     for name in sorted(os.listdir(journal_dir)):
         path = os.path.join(journal_dir, name)
+        if not name.startswith("write-"):  # not a journal (the directory may hold other files)
+            continue
         if name.endswith(".pt"):  # the write as it began: the counts before it, the data with its ids
             entry = torch.load(path, weights_only=False)
             with buffer._replay_lock, lock:

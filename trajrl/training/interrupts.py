@@ -64,10 +64,12 @@ def interrupts_raise() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def raise_after(seconds: float, error: Callable[[], BaseException]) -> Iterator[None]:
+def raise_after(seconds: float, error: Callable[[], BaseException],
+                check: Callable[[], BaseException | None] | None = None, every: float = 1.0) -> Iterator[None]:
     """Within the block, raise ``error()`` once ``seconds`` have passed (SIGALRM: it
-    also interrupts a wait inside a blocking call). Only the main thread can do this;
-    elsewhere the block runs without a limit.
+    also interrupts a wait inside a blocking call), and, with ``check``, raise what it
+    returns as soon as it returns something (it is asked every ``every`` seconds).
+    Only the main thread can do this; elsewhere the block runs without a limit.
 
     A timer already running (an enclosing ``raise_after``, or pytest-timeout's) is
     kept: if it is due first, its handler runs when it is due, and whatever it had
@@ -77,19 +79,33 @@ def raise_after(seconds: float, error: Callable[[], BaseException]) -> Iterator[
         return
     previous = signal.getsignal(signal.SIGALRM)
     outer_left = signal.getitimer(signal.ITIMER_REAL)[0]
-    outer_first = 0 < outer_left <= seconds
     started, outer_fired = time.monotonic(), False
+
+    def next_alarm() -> float:
+        """Seconds to the next thing due: the outer timer, the limit, or a check."""
+        elapsed = time.monotonic() - started
+        due = [seconds - elapsed]
+        if outer_left > 0 and not outer_fired:
+            due.append(outer_left - elapsed)
+        if check is not None:
+            due.append(every)
+        return max(min(due), 1e-3)
 
     def handler(signum, frame):
         nonlocal outer_fired
-        if outer_first and callable(previous):
+        elapsed = time.monotonic() - started
+        if outer_left > 0 and not outer_fired and elapsed >= outer_left - 1e-3 and callable(previous):
             outer_fired = True
             previous(signum, frame)
-            return
-        raise error()
+        elif elapsed >= seconds - 1e-3:
+            raise error()
+        found = check() if check is not None else None
+        if found is not None:
+            raise found
+        signal.setitimer(signal.ITIMER_REAL, next_alarm())
 
     signal.signal(signal.SIGALRM, handler)
-    signal.setitimer(signal.ITIMER_REAL, outer_left if outer_first else seconds)
+    signal.setitimer(signal.ITIMER_REAL, next_alarm())
     try:
         yield
     finally:

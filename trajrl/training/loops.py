@@ -14,6 +14,7 @@ checkpoint saves. Each loop's own steps read top to bottom in ``collect_and_lear
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from dataclasses import dataclass, replace
 from typing import Callable
@@ -23,17 +24,20 @@ from tensordict import TensorDict
 
 from trajrl.algos.networks import PolicyVersion
 from trajrl.collect.counters import WorkerCounters
-from trajrl.collect.faults import without_faulted
+from trajrl.collect.faults import RestartLimit, without_faulted
 from trajrl.collect.watch import CollectorWatch, close_collector, collection_failed, stalled
 from trajrl.errors import CollectorFailed, RunInterrupted
 from trajrl.replay.audit import LiveAudit
 from trajrl.replay.episodes import MASK_KEY, as_sequences, buffer_locked
 from trajrl.replay.states import StateRefresh
+from trajrl.replay.writer import redo_unfinished_writes
 from trajrl.settings import LoopSettings
 from trajrl.training.checkpoint import LoopState
 from trajrl.training.interrupts import critical, raise_after
 from trajrl.training.metrics import MaskTally, MetricsLog, Rates, StoredEpisodeStats, WorkerStats, buffer_stats, episode_stats
 from trajrl.training.progress import Progress
+
+log = logging.getLogger("trajrl")
 
 
 @dataclass
@@ -49,6 +53,8 @@ class RunParts:
     audit: LiveAudit | None = None
     counters: WorkerCounters | None = None   # what the environments stepped; their gate
     version: PolicyVersion | None = None
+    new_collector: Callable[[int], object] | None = None    # a collector like ``collector`` (its restart number)
+    restart_limit: RestartLimit | None = None               # how often a worker may be replaced
     checkpoint: Callable[[LoopState], object] | None = None  # saves the run (``Checkpointer``)
     keep_best: Callable[[LoopState], object] | None = None   # saves the agent at a new best evaluation
 
@@ -264,30 +270,41 @@ class OffPolicyLoop(Loop):
     def collect_and_learn(self) -> None:
         s = self.settings
         self.last_write = time.monotonic()
+        self.generation_start = self.buffer.write_count  # where this collector's writes begin
         self.collector.start()
         while True:
-            frames = self.buffer.write_count                     # collect: workers write in the background
-            if frames != self.state.frames:
-                self.last_write = time.monotonic()
-                if self.exploration is not None:
-                    self.exploration.step(frames - self.state.frames)  # epsilon anneals with frames
-                self.state.frames = frames
-            self.check_collector()
-            if self.finished():
-                break
-            self.progress.status(frames, self.recent_return)
-            if frames < s.warmup_frames or self.algo.updates >= self.updates_due():
-                time.sleep(0.005)                                # ahead of the ratio: wait for data
-            elif self.can_pause and s.max_update_lag is not None and self.updates_due() - self.algo.updates > s.max_update_lag:
-                with self.paused():                              # far behind: collection waits
-                    while self.algo.updates < self.updates_due():
-                        self.update()
-            else:
-                self.update()                                    # sample, update, push weights
-            if self.episodes.due():
-                with self.waiting_on_buffer("reading the stored episodes waited on the replay buffer"):
-                    self.episodes.read()
-            self.log_eval_checkpoint()
+            try:
+                if not self.collect_and_learn_once():
+                    break
+            except CollectorFailed as failure:                  # a worker died, perhaps holding the buffer's lock
+                self.restart_collector(failure)
+
+    def collect_and_learn_once(self) -> bool:
+        """One turn of the loop; False once the run is finished."""
+        s = self.settings
+        frames = self.buffer.write_count                         # collect: workers write in the background
+        if frames != self.state.frames:
+            self.last_write = time.monotonic()
+            if self.exploration is not None:
+                self.exploration.step(frames - self.state.frames)  # epsilon anneals with frames
+            self.state.frames = frames
+        self.check_collector()
+        if self.finished():
+            return False
+        self.progress.status(frames, self.recent_return)
+        if frames < s.warmup_frames or self.algo.updates >= self.updates_due():
+            time.sleep(0.005)                                    # ahead of the ratio: wait for data
+        elif self.can_pause and s.max_update_lag is not None and self.updates_due() - self.algo.updates > s.max_update_lag:
+            with self.paused():                                  # far behind: collection waits
+                while self.algo.updates < self.updates_due():
+                    self.update()
+        else:
+            self.update()                                        # sample, update, push weights
+        if self.episodes.due():
+            with self.waiting_on_buffer("reading the stored episodes waited on the replay buffer"):
+                self.episodes.read()
+        self.log_eval_checkpoint()
+        return True
 
     def frames_now(self) -> int:
         return self.buffer.write_count  # what the saved buffer holds, whatever the loop last read
@@ -303,23 +320,59 @@ class OffPolicyLoop(Loop):
         if time.monotonic() - self.last_write > timeout:
             raise stalled(self.watch, timeout, "no frame stored")
 
-    def waiting_on_buffer(self, what: str):
+    def restart_collector(self, failure: CollectorFailed) -> None:
+        """A worker died (or the collector failed otherwise): shut the collector down,
+        redo the write a worker died in (``trajrl.replay.writer``), count what its
+        workers had in flight as lost, and start a new one with the current weights.
+        Past ``collector.max_restarts`` for that worker (or without a way to make a
+        new collector, or after an environment raised past its own limit) the run
+        ends with ``failure``, as it does without restarts."""
+        parts, worker = self.parts, self.watch.dead_worker()
+        error = self.watch.error() or failure
+        key = worker if worker is not None else "collector"
+        restarts = parts.restart_limit.record(key) if parts.restart_limit is not None else None
+        if (parts.new_collector is None or restarts is None or not parts.restart_limit.allows(restarts)
+                or self.watch.past_restart_limit() is not None):
+            past = self.watch.past_restart_limit()
+            raise (collection_failed(past) if past is not None else failure)
+        self.watch.close()
+        close_collector(self.collector)                          # its other workers end too
+        redone = redo_unfinished_writes(self.buffer)
+        lost = parts.counters.retire(self.buffer.write_count - self.generation_start) if parts.counters else 0
+        if parts.counters is not None:
+            parts.counters.fault_log.add(what="worker" if worker is not None else "collector", slot=key,
+                                         time=time.time(), restarts=restarts,
+                                         cause=f"{str(error).splitlines()[0]} ({lost:,} frames in flight lost"
+                                               + (", its unfinished write redone" if redone else "") + ")")
+        log.warning("%s; started a new collector (restart %d of %s), %d frames in flight lost",
+                    str(error).splitlines()[0], restarts, "that worker" if worker is not None else "the collector", lost)
+        self.collector = parts.new_collector(int(parts.counters.worker_restarts) if parts.counters else restarts)
+        self.watch = CollectorWatch(self.collector, parts.counters.fault_log if parts.counters else None)
+        self.generation_start = self.buffer.write_count
+        self.collector.start()
+        self.push_weights()
+        self.last_write = time.monotonic()
+
+    def waiting_on_buffer(self, what: str, learning: bool = False):
         """A block that waits for the buffer's write lock, which a worker killed while
-        writing never releases: limited by ``loop.stall_timeout_s``, then the run ends
-        naming the dead worker (or the stall, ``what``)."""
+        writing never releases: it ends as soon as a worker is found dead (not while
+        ``learning``: an update is never cut in the middle), or after
+        ``loop.stall_timeout_s``, naming the dead worker (or the stall, ``what``)."""
         timeout = self.settings.stall_timeout_s
-        return raise_after(timeout, lambda: stalled(self.watch, timeout, what))
+        died = lambda: collection_failed(self.watch.error()) if self.watch.dead_worker() is not None else None  # noqa: E731
+        return raise_after(timeout, lambda: stalled(self.watch, timeout, what), check=None if learning else died)
 
     def update(self) -> None:
         """One sampled batch, one gradient update, and every K updates a weight push
         (the whole of it limited by ``loop.stall_timeout_s``: sampling takes the write lock)."""
-        with self.waiting_on_buffer("an update waited on the replay buffer or a weight push"):
-            t0 = time.monotonic()
+        t0 = time.monotonic()
+        with self.waiting_on_buffer("an update waited on the replay buffer"):
             batch = self.sequences.sample()
-            if self.parts.audit is not None:
-                self.parts.audit.check_batch(batch)
-            self.samples.add(batch, int(self.parts.version.version) if self.parts.version is not None else None)
-            t1 = time.monotonic()
+        if self.parts.audit is not None:
+            self.parts.audit.check_batch(batch)
+        self.samples.add(batch, int(self.parts.version.version) if self.parts.version is not None else None)
+        t1 = time.monotonic()
+        with self.waiting_on_buffer("an update waited on the replay buffer or a weight push", learning=True):
             with critical():  # a signal waits for the update and its weight push
                 self.train_stats = self.algo.update(batch)
                 self.sequences.update_priority(batch)
@@ -403,6 +456,8 @@ class EpisodicLoop(Loop):
             with raise_after(s.stall_timeout_s, stall):         # collect: complete episodes of this policy
                 try:
                     batch = next(batches, None)
+                except CollectorFailed:                          # the stall limit
+                    raise
                 except Exception as error:  # the single-process collector's environment, in this process
                     raise collection_failed(self.watch.past_restart_limit() or error) from error
             if batch is None:

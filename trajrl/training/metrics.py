@@ -177,10 +177,12 @@ class WorkerStats:
         return stats
 
     def faults(self, now: torch.Tensor) -> dict[str, float]:
-        """Environments rebuilt after they raised, and the frames of the episodes they dropped."""
-        c = type(self.counters)
+        """Environments rebuilt after they raised, collectors started again after a worker
+        died, and the frames both lost (dropped episodes, episodes in flight)."""
+        c, counters = type(self.counters), self.counters
         return {"collect/env_restarts": float(now[:, c.ENV_RESTARTS].sum()),
-                "collect/frames_lost_to_faults": float(now[:, c.FRAMES_LOST].sum())}
+                "collect/worker_restarts": float(counters.worker_restarts),
+                "collect/frames_lost_to_faults": float(now[:, c.FRAMES_LOST].sum() + counters.frames_lost_to_restarts)}
 
     def in_flight(self, frames_stored: int, episodes_stored: int) -> dict[str, float]:
         """Once collection has stopped: what the environments stepped but never
@@ -189,7 +191,7 @@ class WorkerStats:
         now = self.counters.snapshot()
         c = type(self.counters)
         begun = float((now[:, c.ENDED] + now[:, c.UNDER_WAY]).sum())
-        lost = float(now[:, c.FRAMES_LOST].sum())
+        lost = float(now[:, c.FRAMES_LOST].sum() + self.counters.frames_lost_to_restarts)
         return {"buffer/frames_in_flight_dropped":
                 self.start_frames + float(now[:, c.FRAMES].sum()) - lost - frames_stored,
                 "buffer/episodes_in_flight_dropped": self.start_episodes + begun - episodes_stored}

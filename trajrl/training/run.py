@@ -64,7 +64,7 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None, progress: Progress
             log=MetricsLog(run_dir, pipe.loggers, resume_at=pipe.resumed.frames if pipe.resumed else None),
             progress=progress or Progress(int(cfg.total_frames)), evaluate=evaluator,
             audit=LiveAudit(int(cfg.audit_every)) if cfg.audit else None, counters=pipe.counters,
-            version=pipe.version,
+            version=pipe.version, new_collector=pipe.new_collector, restart_limit=pipe.restart_limit,
             checkpoint=checkpointer, keep_best=checkpointer.best,
         )
         if cfg.algo.name in ON_POLICY_ALGOS:
@@ -121,9 +121,9 @@ def restart_lines(final: dict, most: int = 20) -> list[str]:
         return []
     lines = [f"restarts        {len(restarts)} (collection went on; their episodes dropped)"]
     for entry in restarts[:most]:
-        what = "environment" if entry["what"] == "env" else "worker"
+        what = {"env": f"environment {entry['slot']}", "worker": f"worker {entry['slot']}"}.get(entry["what"], "collector")
         at = time.strftime("%H:%M:%S", time.localtime(entry["time"]))
-        lines.append(f"  {what} {entry['slot']} at {at}: {entry['cause']}")
+        lines.append(f"  {what} at {at}: {entry['cause']}")
     if len(restarts) > most:
         lines.append(f"  ... and {len(restarts) - most} more")
     return lines
