@@ -44,7 +44,7 @@ class WorkerCounters:
         # Kept by the learner: the totals of collectors replaced after a worker died, how
         # many were, and the frames their workers had in flight.
         self.retired = torch.zeros(slots, 7, dtype=torch.float64)
-        self.worker_restarts, self.frames_lost_to_restarts = 0, 0
+        self.worker_restarts, self.frames_lost_to_restarts, self.episodes_lost_to_restarts = 0, 0, 0
         # The gate: while it is closed (1), every environment waits before its next step.
         self.gate = MemoryMappedTensor.from_tensor(torch.zeros(1, dtype=torch.int8),
                                                    filename=f"{self._dir.name}/gate.memmap")
@@ -67,13 +67,16 @@ class WorkerCounters:
         collectors that were replaced included."""
         return self.counts.clone() + self.retired
 
-    def retire(self, frames_stored: int) -> int:
+    def retire(self, frames_stored: int, episodes_stored: int) -> int:
         """A collector's workers have all stopped (a new collector replaces them): keep
         their totals, and return the frames they stepped that were neither stored
         (``frames_stored`` of theirs were) nor counted lost already: those of the
-        episodes under way or not yet handed over when they stopped, lost in flight."""
+        episodes under way or not yet handed over when they stopped, lost in flight.
+        The episodes they ended that were not stored (``episodes_stored`` were) are
+        counted lost too."""
         now = self.counts.clone()
         lost = int(now[:, self.FRAMES].sum() - now[:, self.FRAMES_LOST].sum()) - frames_stored
+        self.episodes_lost_to_restarts += int(now[:, self.ENDED].sum()) - episodes_stored
         now[:, self.UNDER_WAY] = 0  # those episodes are lost, not under way
         self.retired += now
         self.counts.zero_()

@@ -270,7 +270,7 @@ class OffPolicyLoop(Loop):
     def collect_and_learn(self) -> None:
         s = self.settings
         self.last_write = time.monotonic()
-        self.generation_start = self.buffer.write_count  # where this collector's writes begin
+        self.generation_start = (self.buffer.write_count, self.episodes.episodes)  # where this collector's writes begin
         self.collector.start()
         while True:
             try:
@@ -338,7 +338,9 @@ class OffPolicyLoop(Loop):
         self.watch.close()
         close_collector(self.collector)                          # its other workers end too
         redone = redo_unfinished_writes(self.buffer)
-        lost = parts.counters.retire(self.buffer.write_count - self.generation_start) if parts.counters else 0
+        self.episodes.read()                                     # the episodes stored, exactly
+        lost = (parts.counters.retire(self.buffer.write_count - self.generation_start[0],
+                                      self.episodes.episodes - self.generation_start[1]) if parts.counters else 0)
         if parts.counters is not None:
             parts.counters.fault_log.add(what="worker" if worker is not None else "collector", slot=key,
                                          time=time.time(), restarts=restarts,
@@ -348,7 +350,7 @@ class OffPolicyLoop(Loop):
                     str(error).splitlines()[0], restarts, "that worker" if worker is not None else "the collector", lost)
         self.collector = parts.new_collector(int(parts.counters.worker_restarts) if parts.counters else restarts)
         self.watch = CollectorWatch(self.collector, parts.counters.fault_log if parts.counters else None)
-        self.generation_start = self.buffer.write_count
+        self.generation_start = (self.buffer.write_count, self.episodes.episodes)
         self.collector.start()
         self.push_weights()
         self.last_write = time.monotonic()

@@ -182,7 +182,8 @@ class WorkerStats:
         c, counters = type(self.counters), self.counters
         return {"collect/env_restarts": float(now[:, c.ENV_RESTARTS].sum()),
                 "collect/worker_restarts": float(counters.worker_restarts),
-                "collect/frames_lost_to_faults": float(now[:, c.FRAMES_LOST].sum() + counters.frames_lost_to_restarts)}
+                "collect/frames_lost_to_faults": float(now[:, c.FRAMES_LOST].sum() + counters.frames_lost_to_restarts),
+                "collect/episodes_lost_to_faults": float(now[:, c.ENV_RESTARTS].sum() + counters.episodes_lost_to_restarts)}
 
     def in_flight(self, frames_stored: int, episodes_stored: int) -> dict[str, float]:
         """Once collection has stopped: what the environments stepped but never
@@ -194,7 +195,8 @@ class WorkerStats:
         lost = float(now[:, c.FRAMES_LOST].sum() + self.counters.frames_lost_to_restarts)
         return {"buffer/frames_in_flight_dropped":
                 self.start_frames + float(now[:, c.FRAMES].sum()) - lost - frames_stored,
-                "buffer/episodes_in_flight_dropped": self.start_episodes + begun - episodes_stored}
+                "buffer/episodes_in_flight_dropped":
+                self.start_episodes + begun - self.counters.episodes_lost_to_restarts - episodes_stored}
 
 
 class Rates:
