@@ -46,6 +46,26 @@ def test_collector_ray_trains_with_two_actors_audits_clean_and_leaves_no_ray_pro
 
 @pytest.mark.slow
 @pytest.mark.skipif(not HAS_RAY, reason="needs the ray extra: pip install 'trajrl[ray]'")
+def test_an_unreachable_ray_address_ends_the_run_within_10_s_with_one_line(tmp_path):
+    assert ray_processes() == [], "a Ray instance is already running"
+    start = time.monotonic()
+    proc = trajrl("collector=ray", "collector.address=ray://127.0.0.1:1", "debug=smoke", cwd=tmp_path, timeout=60)
+    assert time.monotonic() - start < 10
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("trajrl: run failed: collector.address=ray://127.0.0.1:1: nothing answers at 127.0.0.1:1"), last
+    assert ray_processes() == []
+
+
+@pytest.mark.skipif(not HAS_RAY, reason="needs the ray extra: pip install 'trajrl[ray]'")
+def test_a_ray_address_of_no_known_form_is_refused_before_the_run(tmp_path):
+    proc = trajrl("collector=ray", "collector.address=head-node", "debug=smoke", cwd=tmp_path, timeout=60)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "collector.address='head-node': give \"ray://<head>:10001\"" in proc.stderr.strip().splitlines()[-1]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not HAS_RAY, reason="needs the ray extra: pip install 'trajrl[ray]'")
 def test_collector_ray_joins_a_running_cluster_and_leaves_it_running(tmp_path):
     """collector.address=auto: the run joins the cluster `ray start --head` made, and
     stops only its own actors (the cluster's daemons are the cluster owner's)."""

@@ -195,6 +195,10 @@ def _check_collector(cfg: DictConfig) -> None:
                               "(or use collector=multi_async on this machine)")
         if cfg.trajs_per_batch is None:
             raise ConfigError("trajs_per_batch", None, "collector=ray sends complete episodes; set trajs_per_batch=4")
+        address = cfg.collector.get("address")
+        if address is not None and address != "auto" and not re.fullmatch(r"(ray://)?[^:/\s]+:\d+", str(address)):
+            raise ConfigError("collector.address", address, "give \"ray://<head>:10001\", \"<head>:6379\", \"auto\" "
+                              "(the cluster this machine belongs to) or null (a Ray instance of the run's own)")
 
 
 def _check_ppo(cfg: DictConfig) -> None:

@@ -15,13 +15,29 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import threading
 from typing import Callable, Iterator
 
 from trajrl.collect.assembly import EpisodeCollector
+from trajrl.errors import CollectorFailed
 from torchrl.data import ReplayBuffer
 
 FOREVER = 2**62  # RayCollector stops at total_frames; the loop decides when to stop
+
+
+def check_reachable(address: str, timeout_s: float = 5.0) -> None:
+    """Fail with one line if nothing answers at ``collector.address`` (``ray://host:port``
+    or ``host:port``; ``auto`` is Ray's to find: it says itself when it finds nothing)."""
+    if address == "auto":
+        return
+    host, _, port = address.split("://", 1)[-1].rpartition(":")  # its form is checked with the config
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as err:
+        raise CollectorFailed(f"collector.address={address}: nothing answers at {host}:{port} within "
+                              f"{timeout_s:g} s ({err.strerror or err}); start the cluster there (ray start "
+                              "--head), or set collector.address=null for a Ray instance of the run's own") from None
 
 
 class RayEpisodes:
@@ -29,6 +45,8 @@ class RayEpisodes:
 
     def __init__(self, env_fn: Callable, policy, buffer: ReplayBuffer, *, num_workers: int, frames_per_batch: int,
                  trajs_per_batch: int, address: str | None, slots: bool = True):
+        if address is not None:
+            check_reachable(address)  # before Ray is started: an address nobody answers at ends the run now
         import ray
         from torchrl.collectors.distributed import RayCollector
 
