@@ -4,6 +4,7 @@ on to ``total_frames`` with every frame accounted for; past ``collector.max_rest
 the run ends as it did before restarts existed."""
 import os
 import signal
+import time
 
 import pytest
 import torch
@@ -143,3 +144,72 @@ def test_a_write_a_killed_worker_left_half_done_is_redone_whole(tmp_path):
     assert audit_storage(stored, full=False) == {k: 0 for k in audit_storage(stored, full=False)}
     buffer.extend(big_episodes(2, 500, first_id=0))  # the lock is free; ids go on from 90
     assert buffer[:][TRAJ_KEY][-1].item() == 91 and len(buffer) == 46_000
+
+
+def test_a_disk_that_fills_while_a_checkpoint_is_written_ends_the_run_and_keeps_the_one_before(run_in):
+    """RLIMIT_FSIZE lowered under the checkpoint's size once the first one is written: the
+    next one cannot be written whole; the run ends with one line, and the checkpoint
+    before still loads."""
+    import resource
+
+    run = run_in("total_frames=1000000")
+    run.wait_for_checkpoint()
+    latest = run.dir / "checkpoints" / "latest.pt"
+    size = latest.stat().st_size
+    resource.prlimit(run.proc.pid, resource.RLIMIT_FSIZE, (size // 2, size // 2))
+    err = run.end(within=90)
+    assert run.proc.returncode == 1, err[-3000:]
+    last = err.strip().splitlines()[-1]
+    assert last.startswith(f"trajrl: run failed: {latest}: "), last
+    assert "while the checkpoint was written; latest.pt still holds the checkpoint before" in last, last
+    assert "Traceback" not in err, err[-3000:]
+    assert not latest.with_name("latest.pt.tmp").exists()
+    run.assert_nothing_left()
+    assert run.assert_checkpoint_loads()["frames"] > 0
+
+
+def test_a_run_directory_that_cannot_be_written_ends_the_run_with_one_line(tmp_path):
+    from helpers import trajrl
+
+    (tmp_path / "a_file").write_text("")
+    proc = trajrl("debug=smoke", f"hydra.run.dir={tmp_path / 'a_file' / 'run'}", cwd=tmp_path, timeout=60)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert proc.stderr.strip().splitlines()[-1].startswith(
+        f"trajrl: run failed: {tmp_path / 'a_file' / 'run'}: Not a directory (the run directory must be writable")
+
+
+def test_a_learner_killed_with_sigkill_resumes_exactly_from_its_last_periodic_checkpoint(run_in, tmp_path):
+    """SIGKILL to the whole run (learner and workers) mid-training: ``resume=`` rebuilds
+    the learner, its optimiser and the buffer exactly as the last periodic checkpoint
+    saved them, and the run goes on from there to its new total."""
+    from helpers import trajrl as cli
+    from test_resume import assert_same_steps, stored, tensors
+
+    import trajrl
+    from trajrl.replay.audit import audit_storage
+    from trajrl.training.checkpoint import load_checkpoint
+
+    run = run_in("collector=multi_async", "storage.capacity=6000", "total_frames=1000000", "audit=true")
+    run.wait_for_checkpoint()
+    time.sleep(3)
+    os.killpg(run.pgid, signal.SIGKILL)
+    run.proc.wait()
+    run.assert_nothing_left()
+    saved = load_checkpoint(run.dir)
+    frames, updates = saved["frames"], saved["algo"]["updates"]
+    assert frames > 0
+    cfg = trajrl.compose(["collector=multi_async", "debug=smoke", "storage.capacity=6000", f"resume={run.dir}"])
+    with trajrl.build(cfg) as pipe:
+        assert pipe.resumed.frames == frames == pipe.buffer.write_count
+        restored, wanted = tensors(pipe.algo.state_dict()), tensors(saved["algo"])
+        assert restored.keys() == wanted.keys() and all(torch.equal(restored[k], wanted[k]) for k in wanted)
+        assert pipe.algo.updates == updates
+        assert_same_steps(pipe.buffer[:], stored(saved["buffer"]))
+    resumed = cli(f"resume={run.dir}", f"total_frames={frames + 1500}", cwd=tmp_path, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    final = load_checkpoint(run.dir)
+    assert final["frames"] >= frames + 1500 and final["algo"]["updates"] > updates
+    assert_same_steps(stored(final["buffer"])[:frames], stored(saved["buffer"]))
+    assert not any(audit_storage(stored(final["buffer"]), full=False).values())
+    rows = rows_of(run.dir)
+    assert all(r["frames"] > frames for r in rows if r["train/updates"] > updates)

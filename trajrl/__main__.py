@@ -179,6 +179,13 @@ def main() -> None:
             raise
         print(f"trajrl: configuration error: {composition_error(err)}", file=sys.stderr)
         sys.exit(2)
+    except OSError as err:  # the run directory (hydra.run.dir) or a file in it cannot be written
+        if SHOW_TRACEBACK:
+            raise
+        where = f"{err.filename}: " if err.filename else ""
+        print(f"trajrl: run failed: {where}{err.strerror or err} (the run directory must be writable, with room "
+              "for its checkpoints; hydra.run.dir=<dir> puts it elsewhere)", file=sys.stderr)
+        sys.exit(1)
 
 
 def composition_error(err: Exception) -> str:

@@ -38,8 +38,16 @@ def save_checkpoint(path: str | Path, state: dict[str, Any]) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    torch.save({"format": FORMAT, **state}, tmp)
-    os.replace(tmp, path)
+    try:
+        torch.save({"format": FORMAT, **state}, tmp)
+    except (OSError, RuntimeError) as err:  # a full disk: torch reports it as either
+        tmp.unlink(missing_ok=True)
+        kept = f"; {path.name} still holds the checkpoint before" if path.exists() else ""
+        reason = (err.strerror if isinstance(err, OSError) and err.strerror
+                  else "not written whole (a full disk, or a file size limit)")
+        raise OSError(getattr(err, "errno", None), f"{reason}, while the checkpoint was written{kept}",
+                      str(path)) from None
+    os.replace(tmp, path)  # the checkpoint before is replaced only by a whole one
     return path
 
 
