@@ -25,7 +25,7 @@ from tensordict import TensorDict
 from trajrl.algos.networks import PolicyVersion
 from trajrl.collect.counters import WorkerCounters
 from trajrl.collect.faults import RestartLimit, without_faulted
-from trajrl.collect.watch import CollectorWatch, close_collector, collection_failed, stalled
+from trajrl.collect.watch import CollectorWatch, close_collector, collection_failed, end_workers, stalled
 from trajrl.errors import CollectorFailed, RunInterrupted
 from trajrl.replay.audit import LiveAudit
 from trajrl.replay.episodes import MASK_KEY, as_sequences, buffer_locked
@@ -305,6 +305,14 @@ class OffPolicyLoop(Loop):
                 self.episodes.read()
         self.log_eval_checkpoint()
         return True
+
+    def shut_down(self) -> None:
+        """Stop the collector, and make sure that none of its workers writes after this:
+        the closing row counts what the buffer holds (a worker TorchRL had not stopped
+        yet is ended, and a write it was in the middle of is redone whole)."""
+        super().shut_down()
+        end_workers(self.collector)
+        redo_unfinished_writes(self.buffer)
 
     def frames_now(self) -> int:
         return self.buffer.write_count  # what the saved buffer holds, whatever the loop last read
