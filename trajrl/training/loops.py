@@ -271,6 +271,7 @@ class OffPolicyLoop(Loop):
         s = self.settings
         self.last_write = time.monotonic()
         self.generation_start = (self.buffer.write_count, self.episodes.episodes)  # where this collector's writes begin
+        self.collector_restarts = 0
         self.collector.start()
         while True:
             try:
@@ -335,28 +336,32 @@ class OffPolicyLoop(Loop):
         Past ``collector.max_restarts`` for that worker (or without a way to make a
         new collector, or after an environment raised past its own limit) the run
         ends with ``failure``, as it does without restarts."""
-        parts, worker = self.parts, self.watch.dead_worker()
-        error = self.watch.error() or failure
+        parts, worker, counters = self.parts, self.watch.dead_worker(), self.parts.counters
+        past = self.watch.past_restart_limit()
+        if past is not None:
+            raise collection_failed(past)
+        if parts.new_collector is None or parts.restart_limit is None:
+            raise failure
         key = worker if worker is not None else "collector"
-        restarts = parts.restart_limit.record(key) if parts.restart_limit is not None else None
-        if (parts.new_collector is None or restarts is None or not parts.restart_limit.allows(restarts)
-                or self.watch.past_restart_limit() is not None):
-            past = self.watch.past_restart_limit()
-            raise (collection_failed(past) if past is not None else failure)
+        restarts = parts.restart_limit.record(key)
+        if not parts.restart_limit.allows(restarts):
+            raise failure
+        cause = str(self.watch.error() or failure).splitlines()[0]
         self.watch.close()
         close_collector(self.collector)                          # its other workers end too
         redone = redo_unfinished_writes(self.buffer)
         self.episodes.read()                                     # the episodes stored, exactly
-        lost = (parts.counters.retire(self.buffer.write_count - self.generation_start[0],
-                                      self.episodes.episodes - self.generation_start[1]) if parts.counters else 0)
-        if parts.counters is not None:
-            parts.counters.fault_log.add(what="worker" if worker is not None else "collector", slot=key,
-                                         time=time.time(), restarts=restarts,
-                                         cause=f"{str(error).splitlines()[0]} ({lost:,} frames in flight lost"
-                                               + (", its unfinished write redone" if redone else "") + ")")
-        log.warning("%s; started a new collector (restart %d of %s), %d frames in flight lost",
-                    str(error).splitlines()[0], restarts, "that worker" if worker is not None else "the collector", lost)
-        self.collector = parts.new_collector(int(parts.counters.worker_restarts) if parts.counters else restarts)
+        lost = 0
+        if counters is not None:
+            frames, episodes = self.generation_start
+            lost = counters.retire(self.buffer.write_count - frames, self.episodes.episodes - episodes)
+            counters.fault_log.add(what="worker" if worker is not None else "collector", slot=key, time=time.time(),
+                                   restarts=restarts, cause=f"{cause} ({lost:,} frames in flight lost"
+                                                            + (", its unfinished write redone" if redone else "") + ")")
+        log.warning("%s; started a new collector (restart %d of %s within collector.restart_window_s), "
+                    "%d frames in flight lost", cause, restarts, "that worker" if worker is not None else "it", lost)
+        self.collector_restarts += 1
+        self.collector = parts.new_collector(self.collector_restarts)
         self.watch = CollectorWatch(self.collector, parts.counters.fault_log if parts.counters else None)
         self.generation_start = (self.buffer.write_count, self.episodes.episodes)
         self.collector.start()
