@@ -57,7 +57,8 @@ def test_environments_that_raise_are_rebuilt_and_the_run_reaches_total_frames(al
 
 
 @pytest.mark.parametrize("collector", ["multi_async", "multi_sync", "async",
-                                       "async_batched collector.env_backend=multiprocessing"])
+                                       "async_batched collector.env_backend=multiprocessing",
+                                       "multi_sync algo=ppo"])
 def test_a_killed_worker_is_replaced_and_the_run_reaches_total_frames(collector, run_in):
     """SIGKILL to a worker process mid-run (for async_batched: one of its environment
     processes): a new collector starts with the current weights, what the old one had

@@ -123,6 +123,7 @@ class Loop:
         self.train_stats: dict[str, float] = {}
         self.pending_eval: dict[str, float] = {}  # an evaluation's results, until the next row
         self.recent_return: float | None = None
+        self.collector_restarts = 0
 
     # ------------------------------------------------------------ the run
     def run(self) -> dict[str, float]:
@@ -172,6 +173,52 @@ class Loop:
         limit = self.settings.time_limit_s
         return self.state.frames >= self.total_frames or (
             limit is not None and time.monotonic() - self.started >= limit)
+
+    def restart_collector(self, failure: CollectorFailed) -> None:
+        """A worker died (or the collector failed otherwise): shut the collector down,
+        count what its workers had in flight as lost, and start a new one with the
+        current weights.
+        Past ``collector.max_restarts`` for that worker (or without a way to make a
+        new collector, or after an environment raised past its own limit) the run
+        ends with ``failure``, as it does without restarts."""
+        parts, worker, counters = self.parts, self.watch.dead_worker(), self.parts.counters
+        past = self.watch.past_restart_limit()
+        if past is not None:
+            raise collection_failed(past)
+        if parts.new_collector is None or parts.restart_limit is None:
+            raise failure
+        key = worker if worker is not None else "collector"
+        restarts = parts.restart_limit.record(key)
+        if not parts.restart_limit.allows(restarts):
+            raise failure
+        cause = str(self.watch.error() or failure).splitlines()[0]
+        self.watch.close()
+        close_collector(self.collector)                          # its other workers end too
+        redone, (frames_now, episodes_now) = self.kept()
+        lost = 0
+        if counters is not None:
+            frames, episodes = self.generation_start
+            lost = counters.retire(frames_now - frames, episodes_now - episodes)
+            counters.fault_log.add(what="worker" if worker is not None else "collector", slot=key, time=time.time(),
+                                   restarts=restarts, cause=f"{cause} ({lost:,} frames in flight lost"
+                                                            + (", its unfinished write redone" if redone else "") + ")")
+        log.warning("%s; started a new collector (restart %d of %s within collector.restart_window_s), "
+                    "%d frames in flight lost", cause, restarts, "that worker" if worker is not None else "it", lost)
+        self.collector_restarts += 1
+        self.collector = parts.new_collector(self.collector_restarts)
+        self.watch = CollectorWatch(self.collector, parts.counters.fault_log if parts.counters else None)
+        self.generation_start = frames_now, episodes_now
+        self.start_collector()
+        self.push_weights()
+
+    def kept(self) -> tuple[bool, tuple[int, int]]:
+        """Once the collector is shut down: whether a write it died in was redone, and
+        the frames and episodes kept so far (stored, or learnt from)."""
+        return False, (self.state.frames, self.state.episodes)
+
+    def start_collector(self) -> None:
+        """Start collecting with ``self.collector`` (a new one after a restart)."""
+        self.collector.start()
 
     # ------------------------------------------------------------ what both loops do on the way
     def save_checkpoint(self) -> None:
@@ -271,7 +318,6 @@ class OffPolicyLoop(Loop):
         s = self.settings
         self.last_write = time.monotonic()
         self.generation_start = (self.buffer.write_count, self.episodes.episodes)  # where this collector's writes begin
-        self.collector_restarts = 0
         self.collector.start()
         while True:
             try:
@@ -307,6 +353,15 @@ class OffPolicyLoop(Loop):
         self.log_eval_checkpoint()
         return True
 
+    def kept(self) -> tuple[bool, tuple[int, int]]:
+        redone = redo_unfinished_writes(self.buffer)  # a write a dead worker left half done
+        self.episodes.read()                           # the episodes stored, exactly
+        return bool(redone), (self.buffer.write_count, self.episodes.episodes)
+
+    def start_collector(self) -> None:
+        self.collector.start()
+        self.last_write = time.monotonic()
+
     def shut_down(self) -> None:
         """Stop the collector, and make sure that none of its workers writes after this:
         the closing row counts what the buffer holds (a worker TorchRL had not stopped
@@ -328,45 +383,6 @@ class OffPolicyLoop(Loop):
         timeout = self.settings.stall_timeout_s
         if time.monotonic() - self.last_write > timeout:
             raise stalled(self.watch, timeout, "no frame stored")
-
-    def restart_collector(self, failure: CollectorFailed) -> None:
-        """A worker died (or the collector failed otherwise): shut the collector down,
-        redo the write a worker died in (``trajrl.replay.writer``), count what its
-        workers had in flight as lost, and start a new one with the current weights.
-        Past ``collector.max_restarts`` for that worker (or without a way to make a
-        new collector, or after an environment raised past its own limit) the run
-        ends with ``failure``, as it does without restarts."""
-        parts, worker, counters = self.parts, self.watch.dead_worker(), self.parts.counters
-        past = self.watch.past_restart_limit()
-        if past is not None:
-            raise collection_failed(past)
-        if parts.new_collector is None or parts.restart_limit is None:
-            raise failure
-        key = worker if worker is not None else "collector"
-        restarts = parts.restart_limit.record(key)
-        if not parts.restart_limit.allows(restarts):
-            raise failure
-        cause = str(self.watch.error() or failure).splitlines()[0]
-        self.watch.close()
-        close_collector(self.collector)                          # its other workers end too
-        redone = redo_unfinished_writes(self.buffer)
-        self.episodes.read()                                     # the episodes stored, exactly
-        lost = 0
-        if counters is not None:
-            frames, episodes = self.generation_start
-            lost = counters.retire(self.buffer.write_count - frames, self.episodes.episodes - episodes)
-            counters.fault_log.add(what="worker" if worker is not None else "collector", slot=key, time=time.time(),
-                                   restarts=restarts, cause=f"{cause} ({lost:,} frames in flight lost"
-                                                            + (", its unfinished write redone" if redone else "") + ")")
-        log.warning("%s; started a new collector (restart %d of %s within collector.restart_window_s), "
-                    "%d frames in flight lost", cause, restarts, "that worker" if worker is not None else "it", lost)
-        self.collector_restarts += 1
-        self.collector = parts.new_collector(self.collector_restarts)
-        self.watch = CollectorWatch(self.collector, parts.counters.fault_log if parts.counters else None)
-        self.generation_start = (self.buffer.write_count, self.episodes.episodes)
-        self.collector.start()
-        self.push_weights()
-        self.last_write = time.monotonic()
 
     def waiting_on_buffer(self, what: str, learning: bool = False):
         """A block that waits for the buffer's write lock, which a worker killed while
@@ -462,19 +478,31 @@ class EpisodicLoop(Loop):
         self.timings = {"collect": 0.0, "update": 0.0, "eval": 0.0}
         self.episode_stats: dict[str, float] = {}
 
-    def collect_and_learn(self) -> None:
+    def start_collector(self) -> None:
+        self.batches_of_episodes = iter(self.collector)
+
+    def next_batch(self):
+        """The collector's next batch of complete episodes (None: it has stopped)."""
         s = self.settings
-        batches = iter(self.collector)
         stall = lambda: stalled(self.watch, s.stall_timeout_s, "no batch of complete episodes")  # noqa: E731
+        with raise_after(s.stall_timeout_s, stall):
+            try:
+                return next(self.batches_of_episodes, None)
+            except CollectorFailed:                              # the stall limit
+                raise
+            except Exception as error:  # a worker, or the single-process collector's environment
+                raise collection_failed(self.watch.past_restart_limit() or self.watch.error() or error) from error
+
+    def collect_and_learn(self) -> None:
+        self.generation_start = (self.state.frames, self.state.episodes)
+        self.start_collector()
         t0 = time.monotonic()
         while True:
-            with raise_after(s.stall_timeout_s, stall):         # collect: complete episodes of this policy
-                try:
-                    batch = next(batches, None)
-                except CollectorFailed:                          # the stall limit
-                    raise
-                except Exception as error:  # the single-process collector's environment, in this process
-                    raise collection_failed(self.watch.past_restart_limit() or error) from error
+            try:
+                batch = self.next_batch()                        # collect: complete episodes of this policy
+            except CollectorFailed as failure:                  # a worker died: a new collector, if allowed
+                self.restart_collector(failure)
+                continue
             if batch is None:
                 break
             batch = without_faulted(batch)                      # episodes an environment fault ended
