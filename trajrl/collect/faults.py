@@ -31,6 +31,7 @@ from torchrl.data import Categorical, Composite
 from torchrl.envs.libs.gym import default_info_dict_reader
 from torchrl.envs.transforms import Transform
 
+from trajrl.errors import CollectorFailed
 from trajrl.replay.episodes import TRAJ_KEY
 
 FAULT_KEY = "env_fault"
@@ -76,6 +77,8 @@ class RestartOnError(gym.Wrapper):
     def step(self, action):
         try:
             observation, reward, terminated, truncated, info = self.env.step(action)
+        except CollectorFailed:  # the learner's own stall limit, raised while this step waited
+            raise
         except Exception as error:
             return self.restart(error)
         return observation, reward, terminated, truncated, {**info, FAULT_KEY: np.array(False)}

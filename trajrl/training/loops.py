@@ -491,7 +491,7 @@ class EpisodicLoop(Loop):
             except CollectorFailed:                              # the stall limit
                 raise
             except Exception as error:  # a worker, or the single-process collector's environment
-                raise collection_failed(self.watch.past_restart_limit() or self.watch.error() or error) from error
+                raise collection_failed(self.watch.past_restart_limit() or error) from error
 
     def collect_and_learn(self) -> None:
         self.generation_start = (self.state.frames, self.state.episodes)
