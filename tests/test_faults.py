@@ -78,8 +78,9 @@ def test_a_killed_worker_is_replaced_and_the_run_reaches_total_frames(collector,
     lost, in_flight = last["collect/frames_lost_to_faults"], last["buffer/frames_in_flight_dropped"]
     assert lost >= 0 and in_flight >= 0
     assert last["collect/frames_stepped"] == last["frames"] + in_flight + lost  # the accounting closes
-    assert "restarts        1 (collection went on" in run.out and "(exit code -9)" in run.out or \
-        "collector at" in run.out, run.out[-2000:]
+    assert "restarts        1 (collection went on" in run.out, run.out[-2000:]
+    named = "  collector at " if collector.startswith("async_batched") else "(exit code -9)"  # its pool's thread fails
+    assert named in run.out, run.out[-2000:]
     run.assert_nothing_left()
     run.assert_checkpoint_loads()
 
