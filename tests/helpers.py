@@ -110,6 +110,7 @@ import os
 import time
 
 import gymnasium as gym
+import numpy as np
 from gymnasium.envs.classic_control import CartPoleEnv
 
 class Faulty(CartPoleEnv):
@@ -150,8 +151,30 @@ class Flaky(CartPoleEnv):
             raise RuntimeError(f"flaky: step {_steps} of process {os.getpid()}")
         return super().step(action)
 
+class Wide(CartPoleEnv):
+    """CartPole whose observation carries ``width`` more numbers (zeros): each write into
+    the buffer is large enough to take a while."""
+
+    def __init__(self, width=20_000, **kwargs):
+        super().__init__(**kwargs)
+        self.width = width
+        high = np.concatenate([self.observation_space.high, np.ones(width, np.float32)])
+        self.observation_space = gym.spaces.Box(-high, high, dtype=np.float32)
+
+    def _wide(self, obs):
+        return np.concatenate([obs, np.zeros(self.width, np.float32)])
+
+    def reset(self, **kwargs):
+        obs, info = super().reset(**kwargs)
+        return self._wide(obs), info
+
+    def step(self, action):
+        obs, *rest = super().step(action)
+        return (self._wide(obs), *rest)
+
 gym.register("Exploding-v0", entry_point=Faulty, max_episode_steps=500)
 gym.register("Flaky-v0", entry_point=Flaky, max_episode_steps=500)
+gym.register("Wide-v0", entry_point=Wide, max_episode_steps=500)
 gym.register("Hanging-v0", entry_point=Faulty, max_episode_steps=500, kwargs={"after": 3000, "hang": True})
 gym.register("FailsInTheLearner-v0", entry_point=Faulty, max_episode_steps=500,
              kwargs={"after": 0, "learner_only": True})
@@ -190,6 +213,24 @@ class Run:
             if b"spawn_main" in cmdline and pid != self.proc.pid:
                 found.append(pid)
         return found
+
+    def wait_for_write(self, timeout: float = 60) -> int:
+        """Until a collector worker is inside a write into the shared buffer (its journal
+        whole in the run's scratch directory, the buffer's write lock held): its pid."""
+        import glob
+        import tempfile
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, self.proc.communicate()[1][-3000:]
+            journals = [(os.path.join(scratch, f"write-{pid}.pt"), pid) for pid in self.workers()
+                        for scratch in glob.glob(os.path.join(tempfile.gettempdir(), "trajrl-counters-*"))]
+            for _ in range(2000):  # the same workers, looked for often (a write lasts milliseconds)
+                for journal, pid in journals:
+                    if os.path.exists(journal):
+                        return pid
+                time.sleep(0.0002)
+        raise AssertionError(f"no worker was seen writing within {timeout} s")
 
     def end(self, within: float = 30) -> str:
         """Its stderr once it has ended (its stdout: ``self.out``), asserting it ended within ``within`` seconds."""

@@ -85,6 +85,29 @@ def test_a_killed_worker_is_replaced_and_the_run_reaches_total_frames(collector,
     run.assert_checkpoint_loads()
 
 
+@pytest.mark.parametrize("collector", ["multi_async", "multi_sync", "async"])
+def test_a_worker_killed_inside_its_write_is_replaced_and_its_write_redone_whole(collector, run_in):
+    """SIGKILL to a worker while it writes into the shared buffer (its journal in place,
+    the write lock held): the lock is freed, its write redone whole, and the run goes on
+    with a new collector. (``async_batched`` writes from the learner's process, under
+    its thread: its environment processes never hold the lock.)"""
+    run = run_in("env=gym", "env.id=Wide-v0", "env.import_module=bad_envs", "algo.normalize_observations=false",
+                 f"collector={collector}", "collector.max_restarts=3", "audit=true", "audit_every=1",
+                 "loop.eval_episodes=0", "storage.capacity=1000", "total_frames=2500")
+    run.wait_for_checkpoint()
+    os.kill(run.wait_for_write(), signal.SIGKILL)
+    err = run.end(within=150)
+    assert run.proc.returncode == 0, err[-3000:]
+    last = rows_of(run.dir)[-1]
+    assert last["collect/worker_restarts"] == 1 and last["collect/env_restarts"] == 0, last
+    assert last["frames"] >= 2500 and last["audit/violations"] == 0 and last["audit/batches_checked"] >= 2
+    lost, in_flight = last["collect/frames_lost_to_faults"], last["buffer/frames_in_flight_dropped"]
+    assert last["collect/frames_stepped"] == last["frames"] + in_flight + lost  # the accounting closes
+    assert "its unfinished write redone" in run.out, run.out[-2000:]
+    run.assert_nothing_left()
+    run.assert_checkpoint_loads()
+
+
 @pytest.mark.parametrize("collector", ["multi_async", "sync"])
 def test_an_environment_that_raises_past_max_restarts_ends_the_run(collector, run_in, tmp_path):
     run = run_in(*FLAKY, "+env.kwargs.every=300", f"collector={collector}", "collector.max_restarts=2",
