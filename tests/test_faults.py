@@ -132,10 +132,13 @@ def big_episodes(count: int, length: int, first_id: int):
     return flat
 
 
-def test_a_write_a_killed_worker_left_half_done_is_redone_whole(tmp_path):
+@pytest.mark.parametrize("killed_once", ["its journal is written", "the storage counted its steps"])
+def test_a_write_a_killed_worker_left_half_done_is_redone_whole(killed_once, tmp_path):
     """A worker SIGKILLed in the middle of its write (its journal written, the lock
-    held): once it is gone, the buffer gets the whole write, at the same place, with
-    fresh ids, and the lock back; the next write goes after it."""
+    held; or later, once TorchRL's storage has added the write to its length but before
+    the steps are all copied in): once it is gone, the buffer gets the whole write, at
+    the same place, with fresh ids, its length counted once, and the lock back; the
+    next write goes after it."""
     import multiprocessing
     import os
     import signal
@@ -154,12 +157,15 @@ def test_a_write_a_killed_worker_left_half_done_is_redone_whole(tmp_path):
     worker = multiprocessing.get_context("spawn").Process(target=write_into, args=(buffer, interrupted))
     worker.start()
     deadline = time.monotonic() + 60
-    while not os.path.exists(journal_path(str(tmp_path), worker.pid)):
+    journal = journal_path(str(tmp_path), worker.pid)
+    reached = {"its journal is written": lambda: os.path.exists(journal),
+               "the storage counted its steps": lambda: len(buffer._storage) > 5_000}[killed_once]
+    while not reached():
         assert time.monotonic() < deadline and worker.is_alive()
-        time.sleep(0.0005)
+        time.sleep(0.0002)
     os.kill(worker.pid, signal.SIGKILL)
     worker.join()
-    assert os.path.exists(journal_path(str(tmp_path), worker.pid))  # killed inside its write
+    assert os.path.exists(journal)  # killed inside its write
 
     assert redo_unfinished_writes(buffer) == 1
     assert len(buffer) == buffer.write_count == 45_000 and os.listdir(tmp_path) == []

@@ -12,7 +12,9 @@ both made under that lock in whichever process writes:
   worker killed in the middle of a write leaves its journal behind, and the lock
   held: ``redo_unfinished_writes`` (run once every writer has stopped) releases the
   lock and writes the journal again, at the same positions, with the counts as they
-  were before it. The buffer then holds the whole write, exactly as if the worker
+  were before it (the writer's cursor and write count, and the storage's length,
+  which TorchRL moves before it copies the steps in: counted twice, it would let a
+  sampler read slots never written). The buffer then holds the whole write, exactly as if the worker
   had finished it: a reader never sees part of one.
 """
 from __future__ import annotations
@@ -35,7 +37,7 @@ class EpisodeWriter(RoundRobinWriter):
     def __init__(self, journal_dir: str | Path | None = None, **kwargs):
         super().__init__(**kwargs)
         self.journal_dir = str(journal_dir) if journal_dir is not None else None
-        self._next_id_value = mp.Value("q", 0)
+        self._next_id_value = mp.Value("q", 0, lock=False)  # only ever moved under the write lock
 
     # ------------------------------------------------------------ the shared id counter
     @property
@@ -57,7 +59,7 @@ class EpisodeWriter(RoundRobinWriter):
         next_id = state.pop("next_id__context", None)
         super().__setstate__(state)
         if next_id is not None:
-            self._next_id_value = mp.Value("q", next_id)
+            self._next_id_value = mp.Value("q", next_id, lock=False)
 
     def state_dict(self) -> dict:
         return {**super().state_dict(), "_next_id": self.next_id}
@@ -76,7 +78,10 @@ class EpisodeWriter(RoundRobinWriter):
         if self.journal_dir is None:
             return super().extend(data)
         path = journal_path(self.journal_dir, os.getpid())
-        torch.save({"cursor": self._cursor, "write_count": self._write_count, "data": data}, f"{path}.tmp")
+        # the counts as they are before the write: TorchRL's storage adds the write's length to its
+        # own before it copies the steps in, so a write redone over a half-done one must set it back
+        counts = {"cursor": self._cursor, "write_count": self._write_count, "stored": self._storage._len}
+        torch.save({**counts, "data": data}, f"{path}.tmp")
         os.replace(f"{path}.tmp", path)  # the journal is whole from here on
         index = super().extend(data)
         os.remove(path)
@@ -126,6 +131,7 @@ def redo_unfinished_writes(buffer) -> int:
             entry = torch.load(path, weights_only=False)
             with buffer._replay_lock, lock:
                 writer._cursor, writer._write_count = entry["cursor"], entry["write_count"]
+                writer._storage._len = entry["stored"]
                 index = RoundRobinWriter.extend(writer, entry["data"])
                 buffer._sampler.extend(index)
             redone += 1
