@@ -6,8 +6,9 @@ small buffer that wraps many times, the live audit on, for a given number of min
 
 With ``--faults``, the environments raise now and then (about once every
 ``--env-fault-every`` steps of a worker, at random) and a worker process is
-SIGKILLed every ``--kill-every-minutes``: the run must survive them all, with
-every frame and episode accounted for.
+SIGKILLed every ``--kill-every-minutes``, every other time while it is inside a
+write into the shared buffer (holding its lock): the run must survive them all,
+with each such write redone whole and every frame and episode accounted for.
 
 Reports what a long run must not do: break the trajectory invariants (audit
 violations, in sampled batches and in the whole buffer at the end), lose frames
@@ -19,6 +20,7 @@ Exits non-zero when one of them fails.
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import os
 import signal
@@ -71,6 +73,20 @@ def workers_of(pid: int) -> list[int]:
     return found
 
 
+def writing_worker(workers: list[int], within_s: float = 30.0) -> int | None:
+    """One of ``workers`` while it is inside a write into the buffer (its journal in the
+    run's scratch directory, the buffer's write lock held), or None if none was seen."""
+    journals = [(os.path.join(scratch, f"write-{pid}.pt"), pid) for pid in workers
+                for scratch in glob.glob(os.path.join(tempfile.gettempdir(), "trajrl-counters-*"))]
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        for journal, pid in journals:
+            if os.path.exists(journal):
+                return pid
+        time.sleep(0.0002)
+    return None
+
+
 def group_pss_mib(pgid: int) -> float:
     """Proportional set size of the processes of group ``pgid`` (shared pages counted once)."""
     total_kib = 0
@@ -108,16 +124,17 @@ def main(argv: list[str] | None = None) -> int:
                "audit=true", "audit_every=50", "loop.eval_every_frames=0", "loop.eval_episodes=2",
                "loop.log_every_frames=20000", "loop.checkpoint_every_frames=200000", f"hydra.run.dir={run_dir}"]
     env = dict(os.environ)
+    run_dir.mkdir(parents=True, exist_ok=True)
     if args.faults:
-        run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "soak_envs.py").write_text(FLAKY_ENV)
         env["PYTHONPATH"] = os.pathsep.join([str(run_dir), env.get("PYTHONPATH", "")])
         command += ["env=gym", "env.id=SoakFlaky-v0", "env.import_module=soak_envs",
                     f"+env.kwargs.every={args.env_fault_every}", "collector.max_restarts=1000"]
     print("soak:", " ".join(command[1:]), flush=True)
-    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    stdout = open(run_dir / "soak_stdout.txt", "w")  # the run's final summary names each restart
+    proc = subprocess.Popen(command, stdout=stdout, stderr=subprocess.PIPE, text=True,
                             start_new_session=True, stdin=subprocess.DEVNULL, env=env)
-    start, samples, kills = time.monotonic(), [], []
+    start, samples, kills, inside_a_write = time.monotonic(), [], [], 0
     next_kill = args.kill_every_minutes * 60 if args.faults else float("inf")
     try:
         while proc.poll() is None:
@@ -125,14 +142,18 @@ def main(argv: list[str] | None = None) -> int:
             samples.append((now, group_pss_mib(proc.pid)))
             if now >= next_kill and now < seconds - 30:
                 workers = workers_of(proc.pid)
+                writing = writing_worker(workers) if workers and len(kills) % 2 else None
                 if workers:
-                    victim = workers[len(kills) % len(workers)]
+                    victim = writing or workers[len(kills) % len(workers)]
                     os.kill(victim, signal.SIGKILL)
                     kills.append((round(now), victim))
-                    print(f"soak: killed worker {victim} at {now:.0f} s", flush=True)
+                    inside_a_write += writing is not None
+                    print(f"soak: killed worker {victim} at {now:.0f} s"
+                          + (" inside its write" if writing else ""), flush=True)
                 next_kill += args.kill_every_minutes * 60
             time.sleep(5)
         _, err = proc.communicate()
+        stdout.close()
     except BaseException:
         os.killpg(proc.pid, signal.SIGKILL)
         raise
@@ -167,6 +188,8 @@ def main(argv: list[str] | None = None) -> int:
         "episodes_lost": int(max(0.0, held - WORKERS * TRAJS_PER_BATCH)),
         "workers_killed": len(kills),
         "worker_restarts": worker_restarts,
+        "workers_killed_inside_a_write": inside_a_write,
+        "writes_redone": (run_dir / "soak_stdout.txt").read_text().count("its unfinished write redone"),
         "env_restarts": env_restarts,
         "episodes_lost_to_faults_counted": lost_in_flight + env_restarts,
         "frames_lost_to_faults_counted": int(row.get("collect/frames_lost_to_faults", 0)),
@@ -184,7 +207,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         args.out.write_text(json.dumps({"report": report, "pss_samples": samples}, indent=1))
     ok = (report["audit_violations"] == 0 and report["episodes_lost"] == 0 and report["frames_accounting_closes"]
-          and report["worker_restarts"] == len(kills) and report["pss_growth_after_warmup"] < 0.05)
+          and report["worker_restarts"] == len(kills) and report["writes_redone"] >= inside_a_write
+          and report["pss_growth_after_warmup"] < 0.05)
     print("soak:", "passed" if ok else "FAILED", "(0 violations, no episode or frame unaccounted for, every kill "
           "survived, memory growth under 5% after warm-up)")
     return 0 if ok else 1
