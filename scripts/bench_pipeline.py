@@ -16,7 +16,10 @@ for one env, vector widths 16, 64 and 256, and 2 workers:
 - trajrl: the pipeline ``trajrl.build`` makes from the config, started into its
   buffer; the trajectory audit then checks the whole storage.
 
-Then the asynchronous training loop against a synchronous one (same frames and
+Then complete episodes against fixed-frame batches (``trajs_per_batch=null``, kept
+in lanes of a multi-dimensional storage) for four layouts: frames/s, the delay
+from a step happening to it being sampleable, bytes per frame and sampling time;
+the asynchronous training loop against a synchronous one (same frames and
 updates), the stored bytes per frame against the payload, and slice-sampling
 latency against TorchRL's ``SliceSampler``.
 """
@@ -37,7 +40,7 @@ import torch
 
 import trajrl
 from trajrl.replay.audit import audit_storage
-from trajrl.replay.episodes import TRAJ_KEY
+from trajrl.replay.episodes import TRAJ_KEY, buffer_locked
 from trajrl.training.progress import Progress
 
 ENV = "CartPole-v1"
@@ -171,6 +174,59 @@ def trajrl_pipeline(setting: Setting, seconds: float) -> tuple[float, int, dict]
         return fps, violations, bytes_per_frame(pipe.buffer)
 
 
+LAYOUTS = [  # (label, collector, workers, environments per worker) of the fixed-frame rows
+    ("1 env, collector=sync", "sync", 1, 1),
+    ("16 envs, collector=sync", "sync", 1, 16),
+    ("2 workers x 1 env, multi_async", "multi_async", 2, 1),
+    ("2 workers x 16 envs, multi_async", "multi_async", 2, 16),
+]
+
+
+def delays_and_rates(collector: str, workers: int, width: int, fixed: bool, seconds: float) -> dict:
+    """One layout with complete episodes (``trajs_per_batch`` 4) or fixed frames
+    (``trajs_per_batch=null``, lanes): frames stored per second; the delay from a step
+    happening to it being sampleable (each stored step carries the clock of its step,
+    ``scripts/clock_env.py``; the buffer is read every 5 ms); stored bytes per frame;
+    and milliseconds per sample of 32 slices of 32 steps once collection has stopped."""
+    import clock_env  # noqa: F401  (registers ClockCartPole-v0 in this process; workers import it by name)
+
+    overrides = ["env=gym", "env.id=ClockCartPole-v0", "env.import_module=clock_env", "storage.capacity=200000",
+                 "loop.warmup_frames=0", f"collector={collector}", f"collector.num_workers={workers}",
+                 f"env.num_envs={width}", f"collector.frames_per_batch={max(200, 8 * width)}",
+                 f"trajs_per_batch={'null' if fixed else 4}", "sampler=slice", "sampler.slice_len=32",
+                 "sampler.slices_per_batch=32", "algo.normalize_observations=false"]
+    delays: list[torch.Tensor] = []
+    with trajrl.build(trajrl.compose(overrides)) as pipe:
+        buffer, writer = pipe.buffer, pipe.buffer._writer
+        with buffer_locked(buffer):
+            seen = writer.written_since(None)[1]
+        pipe.collector.start()
+        try:
+            time.sleep(2.0)  # workers started, first rollouts done
+            first, start = buffer.write_count, time.perf_counter()
+            with buffer_locked(buffer):
+                seen = writer.written_since(seen)[1]
+            while time.perf_counter() - start < seconds:
+                time.sleep(0.005)
+                with buffer_locked(buffer):
+                    index, seen = writer.written_since(seen)
+                    now = time.monotonic() % clock_env.PERIOD_S
+                    stamps = buffer.storage.get(index).get("observation")[..., -1].reshape(-1)
+                delays.append((now - stamps.double()) % clock_env.PERIOD_S)
+            fps = (buffer.write_count - first) / (time.perf_counter() - start)
+        finally:
+            pipe.collector.async_shutdown()
+        delay = torch.cat(delays) * 1000
+        pipe.sequences.sample()
+        t0 = time.perf_counter()
+        for _ in range(20):
+            pipe.sequences.sample()
+        sample_ms = 1000 * (time.perf_counter() - t0) / 20
+        return {"fps": fps, "p50": float(delay.median()), "p99": float(torch.quantile(delay, 0.99)),
+                "bytes": bytes_per_frame(buffer)["stored"], "sample_ms": sample_ms, "stored": writer.stored,
+                "ndim": buffer.storage.ndim}
+
+
 def loops(collector: str, workers: int, frames: int) -> tuple[float, float, int, int]:
     """Wall-clock of trajrl's asynchronous loop (collector running beside the learner)
     and of a synchronous loop (collect a batch, then the updates it is owed, as
@@ -210,7 +266,8 @@ def bytes_per_frame(buffer) -> dict:
     """Bytes the storage holds per frame, against the payload of one frame: what the
     environment gives (observation, action, reward, done flags, next observation),
     and that plus the recurrent state a slice starts from (``algo.initial_state=stored``)."""
-    stored = buffer.storage[: len(buffer)]
+    storage = buffer.storage
+    stored = storage._storage.reshape(-1) if storage.ndim > 1 else storage[: len(buffer)]  # lanes: every cell
     frames = stored.numel()
 
     def size(keys) -> float:
@@ -285,7 +342,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=10.0, help="per collection measurement")
     parser.add_argument("--loop-frames", type=int, default=20_000, help="frames of each loop measurement")
-    parser.add_argument("--skip", nargs="*", default=[], choices=["collection", "loops", "sampling"])
+    parser.add_argument("--skip", nargs="*", default=[], choices=["collection", "fixed_frames", "loops", "sampling"])
     parser.add_argument("--repeats", type=int, default=30, help="samples timed per sampling measurement")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
@@ -316,6 +373,24 @@ def main(argv: list[str] | None = None) -> None:
               f"against that plus the stored recurrent state {storage['learner']:.0f}: "
               f"{storage['stored'] / storage['learner']:.3f}x")
         print(f"the rest, bytes per frame: {storage['extra']}")
+        print()
+    if "fixed_frames" not in args.skip:
+        print(f"# complete episodes (trajs_per_batch=4, flat storage) against fixed frames (trajs_per_batch=null, "
+              f"lanes), {args.seconds:.0f} s each; delay: from a step happening to it being sampleable, ms; "
+              "sampling: 32 slices of 32 steps from what was stored, ms")
+        print()
+        print("| setting | batches | storage.ndim | frames/s stored | delay p50 | delay p99 | bytes/frame | "
+              "frames held | ms per sample | fixed / complete frames/s | fixed / complete delay p50 |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
+        for label, collector, workers, width in LAYOUTS:
+            rows = {fixed: delays_and_rates(collector, workers, width, fixed, args.seconds)
+                    for fixed in (False, True)}
+            for fixed, r in rows.items():
+                ratios = (f"{r['fps'] / rows[False]['fps']:.2f} | {r['p50'] / rows[False]['p50']:.3f}" if fixed
+                          else "1 | 1")
+                print(f"| {label} | {'fixed frames' if fixed else 'complete episodes'} | {r['ndim']} | "
+                      f"{r['fps']:,.0f} | {r['p50']:,.0f} | {r['p99']:,.0f} | {r['bytes']:.0f} | {r['stored']:,} | "
+                      f"{r['sample_ms']:.1f} | {ratios} |", flush=True)
         print()
     if "loops" not in args.skip:
         print(f"# the asynchronous loop against a synchronous one, {args.loop_frames:,} frames, the default recurrent "

@@ -29,14 +29,14 @@ def trajrl(*args, cwd, timeout=120, pythonpath=None):
     return proc
 
 
-def collector_sampler_pairs(collectors, samplers) -> list:
-    """Every collector x sampler pair as test parameters. Each sampler with the default
-    collector (multi_async) and each collector with the default sampler (slice) run by
-    default; the other pairs repeat those code paths (a sampler reads the buffer whichever
-    collector filled it) and run with -m slow."""
+def collector_sampler_pairs(collectors, samplers, samplers_with: str = "multi_async") -> list:
+    """Every collector x sampler pair as test parameters. Each sampler with the collector
+    ``samplers_with`` and each collector with the default sampler (slice) run by default;
+    the other pairs repeat those code paths (a sampler reads the buffer whichever collector
+    filled it) and run with -m slow."""
     import pytest
 
-    return [pytest.param(collector, sampler, marks=() if collector == "multi_async" or sampler == "slice"
+    return [pytest.param(collector, sampler, marks=() if collector == samplers_with or sampler == "slice"
                          else pytest.mark.slow)
             for collector in collectors for sampler in samplers]
 

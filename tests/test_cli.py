@@ -11,7 +11,9 @@ from trajrl.settings import LOCAL_COLLECTORS
 SAMPLERS = ("slice", "slice_without_replacement", "prioritized_slice", "episode", "random")
 
 
-@pytest.mark.parametrize("collector, sampler", collector_sampler_pairs(LOCAL_COLLECTORS, SAMPLERS))
+# each sampler through the CLI with the collector that runs in the learner's process (the
+# cheapest run); with worker processes writing into a shared buffer: test_pipeline's pairs
+@pytest.mark.parametrize("collector, sampler", collector_sampler_pairs(LOCAL_COLLECTORS, SAMPLERS, samplers_with="sync"))
 def test_smoke_run_of_every_collector_and_sampler_writes_metrics(collector, sampler, tmp_path, request):
     run_dir = tmp_path / "run"
     if (collector, sampler) == ("multi_async", "slice"):  # the default pair: the run conftest.py shares

@@ -130,7 +130,7 @@ SIGKILLED = {  # case -> overrides
     "multi_async": ["collector=multi_async"],
     "multi_sync": ["collector=multi_sync", "algo=ppo"],
     # the learner far behind: the environments wait at the closed gate most of the time
-    "multi_async_gate_closed": ["collector=multi_async", "loop.updates_per_frame=5", "loop.max_update_lag=1"],
+    "multi_async_gate_closed": ["collector=multi_async", "loop.updates_per_frame=2", "loop.max_update_lag=1"],
 }
 
 

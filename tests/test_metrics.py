@@ -215,10 +215,12 @@ def test_episodes_are_counted_exactly_while_a_worker_process_writes_them():
 
     from torchrl.data import LazyTensorStorage, TensorDictReplayBuffer
 
+    from trajrl.replay.writer import EpisodeWriter
     from trajrl.training.metrics import StoredEpisodeStats, buffer_stats
 
     batches, count = 30, 800
-    buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(5 * count * batches), shared=True, batch_size=8)
+    buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(5 * count * batches), writer=EpisodeWriter(),
+                                    shared=True, batch_size=8)
     buffer.extend(five_step_episodes(1))  # the storage exists before the worker starts, as collectors do
     buffer.empty()
     stats = StoredEpisodeStats(buffer)

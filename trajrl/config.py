@@ -69,7 +69,7 @@ def validate(cfg: DictConfig) -> DictConfig:
     if cfg.resume is not None:
         _check_resume(cfg.resume)
     if cfg.storage.kind != "none":
-        cfg.storage.ndim = 1
+        cfg.storage.ndim = storage_layout(cfg)[0]
     cfg._set_flag(_CHECKED, True)
     OmegaConf.set_readonly(cfg, True)
     return cfg
@@ -226,24 +226,17 @@ def _check_off_policy(cfg: DictConfig) -> None:
                           "use storage=lazy_tensor or storage=lazy_memmap")
     if cfg.storage.capacity is None:
         raise ConfigError("storage.capacity", None, "set the frames the buffer holds, e.g. storage.capacity=100000")
-    if trajs is None and sampler in S.TRAJECTORY_SAMPLERS:
-        raise ConfigError(
-            "trajs_per_batch", None,
-            f"sampler={sampler} needs complete episodes in the buffer; set trajs_per_batch=4 (or use sampler=random)",
-        )
+    if trajs is None:
+        _check_fixed_frames(cfg)
     if collector == "async_batched" and trajs != 1:
         raise ConfigError(
             "trajs_per_batch", trajs,
             "collector=async_batched writes each episode as it completes; use trajs_per_batch=1, "
             "or collector=multi_async to batch episodes",
         )
-    ndim = cfg.storage.ndim
-    if ndim != "auto" and ndim != 1:
-        raise ConfigError(
-            "storage.ndim", ndim,
-            f"collector={collector} with one environment per worker writes flat [T] batches"
-            + (" of complete episodes" if trajs else "") + "; use storage.ndim=auto or 1",
-        )
+    ndim, why = storage_layout(cfg)
+    if str(cfg.storage.ndim) not in ("auto", str(ndim)):
+        raise ConfigError("storage.ndim", cfg.storage.ndim, f"{why}; use storage.ndim=auto or {ndim}")
     if sampler in S.SLICE_SAMPLERS and cfg.sampler.burn_in >= cfg.sampler.slice_len:
         slice_len = cfg.sampler.slice_len
         raise ConfigError(
@@ -264,10 +257,51 @@ def _check_off_policy(cfg: DictConfig) -> None:
                           f"{why}: no stored state is read; leave it null or use the stored states")
 
 
+def storage_layout(cfg: DictConfig) -> tuple[int, str]:
+    """The storage's ``ndim`` for this collector and ``trajs_per_batch``, and why."""
+    if cfg.trajs_per_batch is not None:
+        return 1, f"trajs_per_batch={cfg.trajs_per_batch} writes complete episodes flat, one after the other"
+    c = cfg.collector
+    workers, envs, steps = S.fixed_frame_lanes(c.kind, c.num_workers, cfg.env.num_envs, c.frames_per_batch)
+    shape = ", ".join([f"W={workers}"] * (workers > 1) + [f"B={envs}"] * (envs > 1) + [f"T={steps}"])
+    who = f"collector={c.kind}" + (f" with {workers} workers" if workers > 1 else "")
+    envs_said = f"env.num_envs={envs}" if envs > 1 else "one environment each"
+    return S.lane_ndim(workers, envs), (f"{who} and {envs_said} writes fixed-frame [{shape}] batches "
+                                        "(trajs_per_batch=null), one storage lane per environment")
+
+
+def _check_fixed_frames(cfg: DictConfig) -> None:
+    """Fixed-frame batches (``trajs_per_batch=null``): what lanes of steps can serve."""
+    c, sampler = cfg.collector, cfg.sampler
+    if c.kind not in S.FIXED_FRAME_COLLECTORS:
+        what = ("writes each episode as it completes; use trajs_per_batch=1" if c.kind == "async_batched"
+                else "sends complete episodes; set trajs_per_batch=4")
+        raise ConfigError("trajs_per_batch", None, f"collector={c.kind} {what}, or collector="
+                          f"{' or collector='.join(S.FIXED_FRAME_COLLECTORS)} for fixed-frame batches")
+    if sampler.kind not in ("slice", "random") or sampler.get("weighting", "step") != "step":
+        setting = "sampler.weighting" if sampler.kind == "slice" else "sampler"
+        value = sampler.weighting if sampler.kind == "slice" else sampler.kind
+        raise ConfigError(setting, value, "fixed-frame batches (trajs_per_batch=null) are sampled by stored step: "
+                          "use sampler=slice (sampler.weighting=step) or sampler=random, or set trajs_per_batch=4 "
+                          "to store complete episodes")
+    workers, envs, steps = S.fixed_frame_lanes(c.kind, c.num_workers, cfg.env.num_envs, c.frames_per_batch)
+    lanes = workers * envs
+    need = max(steps, sampler.get("slice_len", 1))
+    if cfg.storage.capacity // lanes < need:
+        raise ConfigError("storage.capacity", cfg.storage.capacity,
+                          f"gives each of the {lanes} lanes (one per environment) {cfg.storage.capacity // lanes} "
+                          f"steps, fewer than the {need} a lane must hold (a write of {steps} steps, a slice of "
+                          f"{sampler.get('slice_len', 1)}); use storage.capacity>={need * lanes}")
+    if cfg.algo.get("refresh_states_every") is not None:
+        raise ConfigError("algo.refresh_states_every", cfg.algo.refresh_states_every,
+                          "recomputes the stored states of complete episodes; with fixed-frame batches "
+                          "(trajs_per_batch=null) leave it null, or set trajs_per_batch=4")
+
+
 def _check_against_env(cfg: DictConfig, spaces) -> None:
     """Settings that only make sense for episodes of at most ``spaces.step_limit`` steps."""
     limit = spaces.step_limit
-    if cfg.storage.kind != "none" and cfg.storage.capacity < limit:
+    if cfg.storage.kind != "none" and cfg.trajs_per_batch is not None and cfg.storage.capacity < limit:
         raise ConfigError(
             "storage.capacity", cfg.storage.capacity,
             f"cannot hold one whole episode of {cfg.env.id} (up to {limit} steps); use storage.capacity>={limit}",

@@ -125,6 +125,30 @@ LOCAL_COLLECTORS = tuple(kind for kind in COLLECTORS if kind != "ray")
 PROCESS_COLLECTORS = ("async", "multi_sync", "multi_async")
 #: Collectors that hand PPO episodes of the policy it is learning (the others run ahead with older weights).
 ON_POLICY_COLLECTORS = ("sync", "multi_sync")
+#: Collectors whose fixed-frame batches (trajs_per_batch=null) the storage keeps in lanes (``trajrl.replay.lanes``).
+FIXED_FRAME_COLLECTORS = ("sync", "async", "multi_sync", "multi_async")
+
+
+def rollout_frames(kind: str, num_workers: int, num_envs: int, frames_per_batch: int) -> int:
+    """``frames_per_batch`` rounded up to whole steps of every vector a rollout steps at once."""
+    step = num_envs * (num_workers if kind == "multi_sync" else 1)
+    return -(-frames_per_batch // step) * step
+
+
+def fixed_frame_lanes(kind: str, num_workers: int, num_envs: int, frames_per_batch: int) -> tuple[int, int, int]:
+    """``(workers, environments per worker, steps per write)`` of fixed-frame batches:
+    each worker writes ``[num_envs, T]`` (``[T]`` for one environment); a multi_sync
+    rollout is shared among its workers."""
+    workers = 1 if kind in ("sync", "async") else num_workers
+    frames = rollout_frames(kind, num_workers, num_envs, frames_per_batch)
+    per_worker = frames // num_workers if kind == "multi_sync" else frames
+    return workers, num_envs, per_worker // num_envs
+
+
+def lane_ndim(workers: int, envs: int) -> int:
+    """``storage.ndim`` of fixed-frame lanes: time, then the workers (if more than one),
+    then each worker's vector of environments (if more than one)."""
+    return 1 + (workers > 1) + (envs > 1)
 
 
 # ---------------------------------------------------------------- replay: storage and sampler
@@ -132,8 +156,10 @@ ON_POLICY_COLLECTORS = ("sync", "multi_sync")
 class StorageSettings:
     kind: str = option("lazy_tensor")
     capacity: int = setting(100_000, "frames the buffer holds; the oldest are overwritten first", range=at_least(1))
-    ndim: Any = setting("auto", "storage dimensions: auto derives them from the collector (1 for complete "
-                                "episodes)")
+    ndim: Any = setting("auto", "storage dimensions: auto derives them from the collector: 1 for complete "
+                                "episodes (trajs_per_batch set); fixed frames (trajs_per_batch=null) keep one lane "
+                                "per environment, 1 + (num_workers > 1) + (env.num_envs > 1)",
+                        choices=("auto", "1", "2", "3"))
 
 
 @dataclass

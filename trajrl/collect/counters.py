@@ -92,9 +92,11 @@ class CountSteps(Transform):
     While the gate is closed it waits before handing the step back, unless the
     process that made the gate has died (then nobody would open it)."""
 
-    def __init__(self, counts: torch.Tensor, slot: int, gate: torch.Tensor | None = None):
+    def __init__(self, counts: torch.Tensor, slot: int, gate: torch.Tensor | None = None,
+                 faulted_stored: bool = False):
         super().__init__()
         self.counts, self.slot, self.gate = counts, slot, gate
+        self.faulted_stored = faulted_stored  # fixed frames: an episode a fault cut is stored, not lost
         self.frames, self.ended, self.return_sum, self.under_way, self.not_greedy = 0, 0, 0.0, 0, 0
         self.restarts, self.frames_lost = 0, 0
         self._parent: int | None = None
@@ -128,7 +130,8 @@ class CountSteps(Transform):
             if fault is not None and fault.any():  # the environment was rebuilt: its episode is dropped
                 fault = fault.reshape(done.shape)
                 self.restarts += int(fault.sum())
-                self.frames_lost += int(next_tensordict.get("step_count")[fault].sum())
+                if not self.faulted_stored:
+                    self.frames_lost += int(next_tensordict.get("step_count")[fault].sum())
                 row[WorkerCounters.ENV_RESTARTS], row[WorkerCounters.FRAMES_LOST] = self.restarts, self.frames_lost
                 done = done & ~fault
             finished = int(done.sum())

@@ -14,12 +14,16 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from tensordict import TensorDictBase
+from torchrl.data import Composite, Unbounded
 from torchrl.envs import Compose, EnvBase, GymWrapper, InitTracker, RewardSum, StepCounter, TransformedEnv
+from torchrl.envs.transforms import Transform
 
 
 from trajrl.collect.counters import CountSteps, WorkerCounters
 from trajrl.collect.faults import FaultLog, RestartOnError, read_faults
 from trajrl.envs import make_gym, make_vector, stepping
+from trajrl.replay.lanes import WORKER_KEY
 
 
 _exit_with_parent_started = False
@@ -48,7 +52,8 @@ def exit_with_parent(poll_s: float = 0.5) -> None:
 def make_env(env_id: str, kwargs: dict[str, Any], import_module: str | None = None, primer=None,
              counts: torch.Tensor | None = None, slot: int = 0, num_envs: int = 1,
              vectorization: str = "sync", gate: torch.Tensor | None = None,
-             wrap: Callable[[gym.Env], gym.Env] | None = None, restarts: Restarts | None = None) -> EnvBase:
+             wrap: Callable[[gym.Env], gym.Env] | None = None, restarts: Restarts | None = None,
+             fixed_frames: bool = False) -> EnvBase:
     """One environment, or a vector of ``num_envs`` (batch size ``[num_envs]``), with
     episode bookkeeping (and the recurrent-state primer, if given).
 
@@ -58,6 +63,9 @@ def make_env(env_id: str, kwargs: dict[str, Any], import_module: str | None = No
     stored steps. All three keep one entry per environment of a vector. ``wrap``: a
     gymnasium wrapper around one environment (``trajrl evaluate --video`` records with it).
     ``restarts``: each environment is rebuilt when its step raises (``trajrl.collect.faults``).
+    ``fixed_frames``: the collector hands over fixed-frame batches (``trajs_per_batch=null``): every
+    step carries ``slot`` (the storage writes it in that worker's lanes), and the steps of an
+    episode a fault cut are stored, not lost (``trajrl.replay.lanes``).
     """
     make = functools.partial(make_gym, env_id, dict(kwargs), import_module)
     if restarts is not None:
@@ -71,9 +79,11 @@ def make_env(env_id: str, kwargs: dict[str, Any], import_module: str | None = No
     transforms = [InitTracker(), StepCounter(), RewardSum()]
     if primer is not None:
         transforms.append(primer.clone())
+    if fixed_frames:
+        transforms.append(StampWorker(slot))
     if counts is not None:  # a collector's environment: in a worker process, it ends with the learner
         exit_with_parent()
-        transforms.append(CountSteps(counts, slot, gate))
+        transforms.append(CountSteps(counts, slot, gate, faulted_stored=fixed_frames))
     if isinstance(env, TransformedEnv):  # a vector env comes with TorchRL's autoreset transform
         env.append_transform(Compose(*transforms))
         return env
@@ -93,20 +103,43 @@ class Restarts:
         return RestartOnError(make, self.max_restarts, self.window_s, report)
 
 
+class StampWorker(Transform):
+    """Every step carries the collector slot of the worker that took it (``WORKER_KEY``)."""
+
+    def __init__(self, slot: int):
+        super().__init__()
+        self.slot = slot
+
+    def _stamp(self, tensordict: TensorDictBase) -> TensorDictBase:
+        return tensordict.set(WORKER_KEY, torch.full(tensordict.batch_size, self.slot, dtype=torch.int64))
+
+    def _reset(self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase) -> TensorDictBase:
+        return self._stamp(tensordict_reset)
+
+    def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
+        return self._stamp(next_tensordict)
+
+    def transform_observation_spec(self, observation_spec: Composite) -> Composite:
+        observation_spec[WORKER_KEY] = Unbounded(shape=observation_spec.shape, dtype=torch.int64)
+        return observation_spec
+
+
 def env_factory(env_cfg, primer=None, counters: WorkerCounters | None = None,
-                num_envs: int | None = None, restarts: Restarts | None = None) -> Callable[..., EnvBase]:
+                num_envs: int | None = None, restarts: Restarts | None = None,
+                fixed_frames: bool = False) -> Callable[..., EnvBase]:
     """A picklable environment factory (it crosses into worker processes), making
     ``env_cfg.num_envs`` environments at once unless ``num_envs`` says otherwise.
 
     With ``counters``, call it with ``slot=<index of the collector's environment>``.
     ``restarts``: how environments that raise are rebuilt (a collector's).
+    ``fixed_frames``: for a collector that hands over fixed-frame batches (``make_env``).
     """
     return functools.partial(
         make_env, str(env_cfg.id), dict(env_cfg.kwargs or {}), env_cfg.import_module, primer,
         counters.counts if counters is not None else None,
         num_envs=int(num_envs if num_envs is not None else env_cfg.get("num_envs", 1)),
         vectorization=str(env_cfg.get("vectorization", "sync")),
-        gate=counters.gate if counters is not None else None, restarts=restarts,
+        gate=counters.gate if counters is not None else None, restarts=restarts, fixed_frames=fixed_frames,
     )
 
 

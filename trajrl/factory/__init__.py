@@ -32,7 +32,7 @@ from trajrl.factory.logger import build_loggers
 from trajrl.factory.replay import build_buffer
 from trajrl.replay.batches import SequenceSampler
 from trajrl.replay.states import StateRefresh
-from trajrl.settings import PROCESS_COLLECTORS, settings_of
+from trajrl.settings import PROCESS_COLLECTORS, fixed_frame_lanes, settings_of
 from trajrl.training.checkpoint import WHICH, LoopState, load_checkpoint, restore
 
 log = logging.getLogger("trajrl")
@@ -102,14 +102,17 @@ def build(cfg: DictConfig, run_dir: str | Path | None = None) -> Pipeline:
     collector_settings = settings_of(cfg, "collector")
     restarts = Restarts(collector_settings.max_restarts, collector_settings.restart_window_s,
                         counters.fault_log.path if counters is not None else None)
-    env_fn = env_factory(cfg.env, primer=agent.primer, counters=counters, restarts=restarts)
+    fixed_frames = cfg.trajs_per_batch is None and cfg.storage.kind != "none"  # lanes: trajrl.replay.lanes
+    env_fn = env_factory(cfg.env, primer=agent.primer, counters=counters, restarts=restarts, fixed_frames=fixed_frames)
 
     sequences = None
     if cfg.storage.kind != "none":
         shared = kind in PROCESS_COLLECTORS
+        lanes = fixed_frame_lanes(kind, num_workers, num_envs, int(cfg.collector.frames_per_batch))[:2]
         sequences = build_buffer(cfg.storage, cfg.sampler, shared=shared, run_dir=run_dir,
                                  reuse_files=cfg.resume is not None, not_stored=agent.not_stored(),
-                                 journal_dir=counters.dir if shared and counters is not None else None)
+                                 journal_dir=counters.dir if shared and counters is not None else None,
+                                 lanes=lanes if fixed_frames else None)
     resumed = None
     if cfg.resume is not None:  # before the collector copies the policy into its workers
         resumed = restore(load_checkpoint(cfg.resume, algo_name=cfg.algo.name), agent.algo, agent.policy_state(),

@@ -9,7 +9,7 @@ from torchrl.data import ReplayBuffer
 from torchrl.weight_update import SharedMemWeightSyncScheme
 
 from trajrl.collect.assembly import EpisodeCollector, StampTrajectoryIds
-from trajrl.settings import CollectorSettings
+from trajrl.settings import CollectorSettings, rollout_frames
 
 
 def collector_slots(kind: str, num_workers: int, num_envs: int) -> int:
@@ -80,8 +80,7 @@ def build_collector(settings: CollectorSettings, env_fn: Callable, policy, buffe
     """
     kind, workers = settings.kind, settings.num_workers
     traj = dict(trajs_per_batch=trajs_per_batch, traj_format=traj_format) if trajs_per_batch else {}
-    step = num_envs * (workers if kind == "multi_sync" else 1)  # frames of one step of every vector
-    frames_per_batch = -(-settings.frames_per_batch // step) * step
+    frames_per_batch = rollout_frames(kind, workers, num_envs, settings.frames_per_batch)
     common = dict(frames_per_batch=frames_per_batch, total_frames=-1, replay_buffer=buffer)
     slots = [{"slot": index} for index in range(collector_slots(kind, workers, num_envs))]
     if kind == "ray":

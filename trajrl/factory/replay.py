@@ -12,6 +12,7 @@ from torchrl.data.replay_buffers.samplers import RandomSampler, Sampler, SliceSa
 from trajrl.collect.faults import DropFaultedEpisodes
 from trajrl.replay.batches import SequenceSampler
 from trajrl.replay.episodes import TRAJ_KEY, EpisodeSampler
+from trajrl.replay.lanes import LaneSliceSampler, LaneWriter
 from trajrl.replay.padded import PaddedToFlat
 from trajrl.replay.writer import EpisodeWriter
 from trajrl.replay.slices import StepSliceSampler
@@ -74,17 +75,22 @@ def build_sampler(sampler_cfg, capacity: int) -> tuple[Sampler, int]:
 
 
 def build_buffer(storage_cfg, sampler_cfg, shared: bool, run_dir: Path | None = None,
-                 reuse_files: bool = False, not_stored: list = (), journal_dir: str | None = None) -> SequenceSampler:
+                 reuse_files: bool = False, not_stored: list = (), journal_dir: str | None = None,
+                 lanes: tuple[int, int] | None = None) -> SequenceSampler:
     """A TensorDictReplayBuffer (shared with worker processes when they write into it).
 
     Flat complete episodes are stored as written; padded ``[N, T]`` batches with
     ``("collector", "mask")`` are stored as their valid steps (``PaddedToFlat``).
+    ``lanes=(workers, environments per worker)``: fixed-frame batches, each
+    environment's steps in a lane of their own (``trajrl.replay.lanes``).
     ``not_stored``: keys the policy writes that learning never reads; they, and what
     ``DERIVED`` lists, are dropped on write. ``journal_dir``: where each write is
     journalled (``trajrl.replay.writer``; for worker processes that write).
     """
-    sampler, batch_size = build_sampler(sampler_cfg, int(storage_cfg.capacity))
     storage = build_storage(storage_cfg, run_dir, reuse_files)
+    if lanes is not None:
+        return _lane_buffer(storage, sampler_cfg, shared, lanes, not_stored, journal_dir)
+    sampler, batch_size = build_sampler(sampler_cfg, int(storage_cfg.capacity))
     # EpisodeWriter: TorchRL's round-robin writer (its TensorDict writer also stores each step's
     # position, "index") giving each episode a fresh id; journalled where worker processes write.
     buffer = TensorDictReplayBuffer(storage=storage, sampler=sampler, writer=EpisodeWriter(journal_dir),
@@ -101,3 +107,17 @@ def build_buffer(storage_cfg, sampler_cfg, shared: bool, run_dir: Path | None = 
         priority_eta=float(sampler_cfg.eta) if kind == "prioritized_slice" else None,
     )
 
+
+
+def _lane_buffer(storage, sampler_cfg, shared: bool, lanes: tuple[int, int], not_stored, journal_dir) -> SequenceSampler:
+    """Fixed-frame lanes: slices (or, ``sampler=random``, single transitions) inside one lane and episode."""
+    transitions = sampler_cfg.kind == "random"
+    slice_len = 1 if transitions else int(sampler_cfg.slice_len)
+    sampler = LaneSliceSampler(slice_len)
+    batch_size = int(sampler_cfg.transitions_per_batch) if transitions else int(sampler_cfg.slices_per_batch) * slice_len
+    # dim_extend=0: a worker's [B, T] batch reaches the writer as it is (TorchRL would put time first)
+    buffer = TensorDictReplayBuffer(storage=storage, sampler=sampler, writer=LaneWriter(*lanes, journal_dir),
+                                    batch_size=batch_size, shared=shared, dim_extend=0)
+    sampler.follow(buffer._writer)
+    buffer.append_transform(ExcludeTransform(*DERIVED, *not_stored), invert=True)
+    return SequenceSampler(buffer, transitions=transitions, horizon=slice_len)

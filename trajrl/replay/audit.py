@@ -7,7 +7,8 @@ from __future__ import annotations
 import torch
 from tensordict import TensorDictBase
 
-from trajrl.replay.episodes import MASK_KEY, TRAJ_KEY, find_runs, run_steps
+from trajrl.replay.episodes import MASK_KEY, TRAJ_KEY, buffer_locked, find_runs, run_steps
+from trajrl.replay.lanes import LaneWriter, in_time_order
 
 
 def audit_storage(stored: TensorDictBase, full: bool) -> dict[str, int]:
@@ -38,6 +39,42 @@ def audit_storage(stored: TensorDictBase, full: bool) -> dict[str, int]:
     counts["steps_not_consecutive"] = int(((step[nxt] != step[position] + 1) & same_run).sum())
     counts["observation_not_chained"] = _not_chained(stored, position, nxt, same_run)
     counts["id_in_two_places"] = starts.numel() - int(traj_ids[starts].unique().numel())
+    return counts
+
+
+def audit_lanes(stored: TensorDictBase, lanes: torch.Tensor) -> dict[str, int]:
+    """Invariants of fixed-frame lanes (``trajrl.replay.lanes``): ``stored`` holds every
+    stored step lane after lane, each lane oldest first (``LaneWriter.cells()``), and
+    ``lanes`` the lane of each.
+
+    Within a lane, a run of one id is one episode: its steps are consecutive, each
+    observes what the one before led to, no done before its last step, and its id is
+    used in no other run. Every run begins its episode except a lane's oldest (its
+    start overwritten) and ends done except a lane's newest (still under way).
+    """
+    counts = {"episode_without_start": 0, "episode_without_end": 0, "done_inside_episode": 0,
+              "steps_not_consecutive": 0, "observation_not_chained": 0, "id_in_two_places": 0}
+    size = lanes.numel()
+    if size == 0:
+        return counts
+    ids = stored.get(TRAJ_KEY).reshape(-1)
+    step = stored.get("step_count").reshape(-1)
+    done = stored.get(("next", "done")).reshape(-1)
+    new_lane = torch.ones(size, dtype=torch.bool)
+    new_lane[1:] = lanes[1:] != lanes[:-1]
+    begins = new_lane.clone()
+    begins[1:] |= ids[1:] != ids[:-1]
+    starts = begins.nonzero().squeeze(-1)
+    last = torch.cat([starts[1:], torch.tensor([size])]) - 1
+    lane_ends = torch.cat([new_lane[1:], torch.tensor([True])])
+    counts["episode_without_start"] = int(((step[starts] != 0) & ~new_lane[starts]).sum())
+    counts["episode_without_end"] = int((~done[last] & ~lane_ends[last]).sum())
+    counts["done_inside_episode"] = int(done.sum()) - int(done[last].sum())
+    same_run = ~begins[1:]
+    position = torch.arange(size - 1)
+    counts["steps_not_consecutive"] = int(((step[1:] != step[:-1] + 1) & same_run).sum())
+    counts["observation_not_chained"] = _not_chained(stored, position, position + 1, same_run)
+    counts["id_in_two_places"] = starts.numel() - int(ids[starts].unique().numel())
     return counts
 
 
@@ -109,7 +146,12 @@ class LiveAudit:
             self.batches_checked += 1
 
     def check_buffer(self, buffer) -> None:
-        self._add("buffer", audit_storage(buffer[:], full=len(buffer) == buffer.storage.max_size))
+        if isinstance(buffer._writer, LaneWriter):  # fixed-frame lanes
+            with buffer_locked(buffer):
+                stored, lanes = in_time_order(buffer)
+            self._add("buffer", audit_lanes(stored, lanes))
+        else:
+            self._add("buffer", audit_storage(buffer[:], full=len(buffer) == buffer.storage.max_size))
 
     @property
     def violations(self) -> int:

@@ -71,21 +71,59 @@ class EpisodeWriter(RoundRobinWriter):
         elif len(self._storage):  # a checkpoint from before the counter: after its largest stored id
             self.next_id = int(self._storage[: len(self._storage)].get(TRAJ_KEY).max()) + 1
 
+    # ------------------------------------------------------------ what was written
+    @property
+    def lane_len(self) -> int:
+        """Steps written before the oldest is overwritten (a flat storage is one lane)."""
+        return self._storage.max_size
+
+    @property
+    def stored(self) -> int:
+        """Steps the storage holds."""
+        return len(self._storage)
+
+    def behind(self, seen: int) -> int:
+        """Steps written into the fullest lane since the count ``seen`` (``written_since``)."""
+        return int(self._write_count) - seen
+
+    def written_since(self, seen: int | None) -> tuple[torch.Tensor, int]:
+        """``(index, written)``: the storage index of the steps written since the count
+        ``seen`` (None: since the start), the last ``lane_len`` at most, and the count
+        now. Call it under the buffer's locks."""
+        written = int(self._write_count)
+        new = max(0, min(written - (seen or 0), self.lane_len))
+        return torch.arange(written - new, written) % self.lane_len, written
+
     # ------------------------------------------------------------ writing
     def extend(self, data) -> torch.Tensor:
-        if isinstance(data, TensorDictBase) and data.get(TRAJ_KEY, None) is not None:
-            data = self._fresh_ids(data)
+        data = self._prepare(data)
         if self.journal_dir is None:
-            return super().extend(data)
+            return self._write(data)
         path = journal_path(self.journal_dir, os.getpid())
-        # the counts as they are before the write: TorchRL's storage adds the write's length to its
-        # own before it copies the steps in, so a write redone over a half-done one must set it back
-        counts = {"cursor": self._cursor, "write_count": self._write_count, "stored": self._storage._len}
-        torch.save({**counts, "data": data}, f"{path}.tmp")
+        torch.save({**self._journal_counts(), "data": data}, f"{path}.tmp")
         os.replace(f"{path}.tmp", path)  # the journal is whole from here on
-        index = super().extend(data)
+        index = self._write(data)
         os.remove(path)
         return index
+
+    def _prepare(self, data):
+        """The write as it is journalled: each episode with a fresh id."""
+        if isinstance(data, TensorDictBase) and data.get(TRAJ_KEY, None) is not None:
+            data = self._fresh_ids(data)
+        return data
+
+    def _write(self, data) -> torch.Tensor:
+        return RoundRobinWriter.extend(self, data)
+
+    def _journal_counts(self) -> dict:
+        """The counts as they are before a write: TorchRL's storage adds the write's length
+        to its own before it copies the steps in, so a write redone over a half-done one
+        must set it back."""
+        return {"cursor": self._cursor, "write_count": self._write_count, "stored": self._storage._len}
+
+    def _restore_counts(self, entry: dict) -> None:
+        self._cursor, self._write_count = entry["cursor"], entry["write_count"]
+        self._storage._len = entry["stored"]
 
     def _fresh_ids(self, data: TensorDictBase) -> TensorDictBase:
         """Each run of one id in ``data`` (one episode: written whole and contiguous) gets the next id."""
@@ -130,9 +168,8 @@ def redo_unfinished_writes(buffer) -> int:
         if name.endswith(".pt"):  # the write as it began: the counts before it, the data with its ids
             entry = torch.load(path, weights_only=False)
             with buffer._replay_lock, lock:
-                writer._cursor, writer._write_count = entry["cursor"], entry["write_count"]
-                writer._storage._len = entry["stored"]
-                index = RoundRobinWriter.extend(writer, entry["data"])
+                writer._restore_counts(entry)
+                index = writer._write(entry["data"])
                 buffer._sampler.extend(index)
             redone += 1
         os.remove(path)  # a .tmp: the worker died before its write began

@@ -96,9 +96,11 @@ def restore(payload: dict, algo, policy_state: dict, buffer=None, rng: bool = Tr
         if "buffer" not in payload:
             raise CheckpointError("the checkpoint holds no replay buffer; it cannot resume an off-policy run")
         saved = next(iter(payload["buffer"]["_storage"]["_storage"].values()), None)
-        if saved is not None and saved.shape[0] != buffer.storage.max_size:
-            raise CheckpointError(f"the checkpoint's buffer holds {saved.shape[0]:,} frames and this run's "
-                                  f"{buffer.storage.max_size:,}; resume with storage.capacity={saved.shape[0]}")
+        ndim = buffer.storage.ndim
+        if saved is not None and saved.shape[0] != -(-buffer.storage.max_size // saved.shape[1:ndim].numel()):
+            frames = saved.shape[:ndim].numel()
+            raise CheckpointError(f"the checkpoint's buffer holds {frames:,} frames and this run's "
+                                  f"{buffer.storage.max_size:,}; resume with storage.capacity={frames}")
         buffer.load_state_dict(payload["buffer"])  # its writer numbers new episodes after the stored ones
     if rng:
         torch.set_rng_state(payload["rng"])

@@ -20,7 +20,9 @@ from tensordict import TensorDictBase
 from torchrl.data import ReplayBuffer
 from torchrl.record.loggers import Logger
 
+from trajrl.collect.faults import NEXT_FAULT
 from trajrl.replay.episodes import MASK_KEY, TRAJ_KEY, VERSION_KEY, buffer_locked, find_episodes
+from trajrl.replay.lanes import LaneWriter, in_time_order
 
 
 def length_stats(lengths: torch.Tensor, prefix: str) -> dict[str, float]:
@@ -45,27 +47,28 @@ class StoredEpisodeStats:
     starts after what its buffer holds, with its count."""
 
     def __init__(self, buffer: ReplayBuffer, episodes: int = 0):
-        self.buffer = buffer
-        self.seen = buffer.write_count
+        self.buffer, self.writer = buffer, buffer._writer
+        with buffer_locked(buffer):
+            self.seen = self.writer.written_since(None)[1]
         self.episodes = episodes
         self.lengths = torch.zeros(0)  # lengths of the episodes completed since the last summary
         self._lengths: list[torch.Tensor] = []
         self._returns: list[torch.Tensor] = []
 
     def due(self) -> bool:
-        """Half the storage written since the last read: read now, or wrap-around loses steps."""
-        return self.buffer.write_count - self.seen >= self.buffer.storage.max_size // 2
+        """Half a lane written since the last read: read now, or wrap-around loses steps."""
+        return self.writer.behind(self.seen) >= self.writer.lane_len // 2
 
     def read(self) -> None:
-        capacity = self.buffer.storage.max_size
-        with buffer_locked(self.buffer):  # the steps counted in write_count are all stored
-            written = self.buffer.write_count
-            new = min(written - self.seen, capacity)
-            if new <= 0:
+        with buffer_locked(self.buffer):  # the steps counted as written are all stored
+            if self.writer.behind(self.seen) <= 0:
                 return
-            steps = self.buffer.storage[torch.arange(written - new, written) % capacity]
-        self.seen = written
+            index, self.seen = self.writer.written_since(self.seen)
+            steps = self.buffer.storage.get(index)
         done = steps.get(("next", "done")).reshape(-1)
+        fault = steps.get(NEXT_FAULT, None)
+        if fault is not None:  # fixed frames: an episode a fault cut is stored, but it did not end
+            done = done & ~fault.reshape(-1)
         if done.any():
             # An episode's last step: its step count is the length less one, its running
             # return before the step plus the step's reward is the return.
@@ -89,11 +92,11 @@ def buffer_stats(buffer: ReplayBuffer) -> dict[str, float]:
     """Frames and complete episodes stored, and how full the storage is."""
     storage = buffer.storage
     with buffer_locked(buffer):  # a slice of the storage is a view: count before any write
-        size, written = len(storage), buffer.write_count
+        size, written = buffer._writer.stored, buffer.write_count
         stats = {"buffer/frames": float(size), "buffer/fill_frac": size / storage.max_size,
                  "buffer/frames_written": float(written)}
         if size:
-            stored = storage[:size]
+            stored = in_time_order(buffer)[0] if isinstance(buffer._writer, LaneWriter) else storage[:size]
             starts, _ = find_episodes(stored.get(TRAJ_KEY), stored.get("is_init"), stored.get(("next", "done")))
             stats["buffer/episodes"] = float(starts.numel())
     return stats

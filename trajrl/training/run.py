@@ -96,7 +96,7 @@ def summary(final: dict) -> str:
         "== trajrl run finished ==",
         f"frames {'stored ' if 'buffer/frames' in final else 'learnt '}  {int(final['frames']):,}",
         *([f"frames stepped  {int(final['collect/frames_stepped']):,} "
-           f"({int(final['buffer/frames_in_flight_dropped']):,} in episodes unfinished at the end: not used"
+           f"({int(final['buffer/frames_in_flight_dropped']):,} in flight at the end, never stored"
            + (f"; {int(final['collect/frames_lost_to_faults']):,} lost to faults" if final.get('collect/frames_lost_to_faults') else "")
            + ")"]
           if "collect/frames_stepped" in final else []),

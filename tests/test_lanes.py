@@ -1,0 +1,188 @@
+"""Fixed-frame batches (``trajs_per_batch=null``) kept in lanes, one per environment, in
+TorchRL storages of ``ndim`` 2 and 3 (``trajrl.replay.lanes``), on real collectors and
+worker processes.
+
+Each layout runs until every lane has wrapped around at least 3 times while the
+learner samples, then samples on to 10,000 slices: every slice audited (inside one
+lane and one episode: consecutive, chained steps), the lanes audited whole, and each
+slice that ends at a lane's newest step of an episode still under way is marked
+truncated there (and only such slices are). Then every collector kind x ``num_envs`` x
+``trajs_per_batch`` (null or 4) either is refused as a configuration error or builds,
+writes and samples: a config that validates never fails for a layout reason.
+"""
+import re
+import time
+
+import pytest
+import torch
+
+import trajrl
+from helpers import trajrl as cli
+from trajrl.config import validate
+from trajrl.errors import ConfigError
+from trajrl.replay.audit import audit_batch, audit_lanes
+from trajrl.replay.episodes import MASK_KEY, buffer_locked
+from trajrl.replay.lanes import in_time_order
+from trajrl.settings import COLLECTORS
+from trajrl.training.checkpoint import load_checkpoint
+
+LANE_LEN = 40
+LAYOUTS = {  # name -> (overrides, storage.ndim, lanes)
+    "vector_env": (["collector=sync", "env.num_envs=4"], 2, 4),
+    "two_workers": (["collector=multi_async", "collector.num_workers=2"], 2, 2),
+    "two_workers_over_vectors": (["collector=multi_async", "collector.num_workers=2", "env.num_envs=2"], 3, 4),
+}
+SLICES = 10_000
+
+
+def fixed_frames(*overrides):
+    return trajrl.compose(["debug=smoke", "trajs_per_batch=null", "+env.kwargs.max_episode_steps=30", *overrides])
+
+
+def no_violations(counts):
+    return {name: n for name, n in counts.items() if n}
+
+
+def newest_cells(writer) -> set[tuple[int, ...]]:
+    """The storage coordinates of each lane's newest step."""
+    coords, lanes = writer.cells()
+    last = torch.ones_like(lanes, dtype=torch.bool)
+    last[:-1] = lanes[1:] != lanes[:-1]
+    return {tuple(c) for c in coords[last].reshape(len(coords[last]), -1).tolist()}
+
+
+def check_write_heads(batch, storage, newest) -> int:
+    """Slices end at a lane's newest step only marked truncated (unless done there), and
+    are marked truncated where the storage says not only at such a step; returns how
+    many slices were cut at a write head."""
+    mask = batch.get(MASK_KEY)
+    last = (mask.sum(-1) - 1).unsqueeze(-1)
+    index = batch.get("index").reshape(*mask.shape, -1)
+    last_index = index.gather(1, last.unsqueeze(-1).expand(-1, -1, index.shape[-1])).squeeze(1)
+    marked = batch.get(("next", "truncated")).reshape(mask.shape).gather(1, last).squeeze(-1)
+    stored = storage[tuple(last_index.unbind(-1))]
+    stored_truncated = stored.get(("next", "truncated")).reshape(-1)
+    stored_done = stored.get(("next", "done")).reshape(-1)
+    at_head = torch.tensor([tuple(c) in newest for c in last_index.tolist()])
+    assert torch.equal(marked, stored_truncated | (at_head & ~stored_done))
+    inside = batch.get(("next", "truncated")).reshape(mask.shape) & mask
+    inside.scatter_(1, last, False)
+    assert not inside.any(), "a slice is marked truncated before its last step"
+    return int((at_head & ~stored_done).sum())
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_lanes_wrap_around_while_workers_write_and_slices_stay_inside_one_episode(layout):
+    overrides, ndim, lanes = LAYOUTS[layout]
+    cfg = fixed_frames(*overrides, "sampler=slice", "sampler.slice_len=8", "sampler.burn_in=2",
+                       "sampler.slices_per_batch=50", "collector.frames_per_batch=40",
+                       f"storage.capacity={LANE_LEN * lanes}")
+    with trajrl.build(cfg) as pipe:
+        buffer, writer = pipe.buffer, pipe.buffer._writer
+        slices, violations, cut = 0, {}, 0
+        pipe.collector.start()
+        try:
+            while min(writer.counts()["written"].tolist()) < 3 * LANE_LEN + 10:  # 3 wraps of every lane, and on
+                if writer.stored:
+                    batch = pipe.sequences.sample()
+                    violations.update(no_violations(audit_batch(batch)))
+                    slices += batch.shape[0]
+        finally:
+            pipe.collector.async_shutdown()
+        assert buffer.storage.ndim == ndim and tuple(buffer.storage._storage.shape[:ndim]) == (
+            LANE_LEN, *writer.lane_shape)
+        assert writer.stored == LANE_LEN * lanes
+        with buffer_locked(buffer):
+            stored, lane_of = in_time_order(buffer)
+        assert no_violations(audit_lanes(stored, lane_of)) == {}
+        newest = newest_cells(writer)
+        after = 0  # slices sampled with the heads still: their ends are checked against them
+        while slices < SLICES or after < 2_000:
+            batch = pipe.sequences.sample()
+            violations.update(no_violations(audit_batch(batch)))
+            cut += check_write_heads(batch, buffer.storage._storage, newest)
+            slices, after = slices + batch.shape[0], after + batch.shape[0]
+        assert violations == {}
+        assert cut > 0, "no slice reached a write head"
+        # learning from them: finite loss, and steps learnt from
+        stats = pipe.algo.update(batch)
+        assert torch.isfinite(torch.tensor(stats["loss"])) and stats["learn_frac"] > 0
+
+
+def test_an_episode_cut_between_writes_is_one_episode_in_its_lane():
+    """A 30-step time limit and 5-step writes: every episode spans several writes, and
+    is stored under one id, its steps consecutive in its lane."""
+    cfg = fixed_frames("collector=sync", "env.num_envs=2", "collector.frames_per_batch=10",
+                       "sampler=random", "storage.capacity=400")
+    with trajrl.build(cfg) as pipe:
+        for _ in zip(range(30), pipe.collector):
+            pass
+        with buffer_locked(pipe.buffer):
+            stored, lane_of = in_time_order(pipe.buffer)
+    assert no_violations(audit_lanes(stored, lane_of)) == {}
+    ids, steps = stored.get(("collector", "traj_ids")).reshape(-1), stored.get("step_count").reshape(-1)
+    spans = [int(steps[ids == i].max()) + 1 for i in ids.unique() if bool((steps[ids == i] == 0).any())]
+    assert max(spans) > 5  # an episode longer than one write, under one id
+
+
+def combinations():
+    """Every local collector x num_envs x trajs_per_batch. Worker processes take seconds to
+    start: where the path is another default test's (complete episodes: tests/test_pipeline.py;
+    multi_async lanes: the wrap-around test above), the case runs with -m slow."""
+    for collector in (kind for kind in COLLECTORS if kind != "ray"):  # ray: an optional extra (test_scale.py)
+        for num_envs in (1, 3):
+            for trajs in ("null", "4"):
+                repeated = collector in ("async", "multi_sync", "multi_async") and trajs == "4" or (
+                    collector == "multi_async")
+                yield pytest.param(collector, num_envs, trajs, marks=[pytest.mark.slow] if repeated else [],
+                                   id=f"{collector}-{num_envs}envs-trajs_per_batch={trajs}")
+
+
+@pytest.mark.parametrize("collector, num_envs, trajs", combinations())
+def test_every_collector_and_layout_is_refused_or_builds_writes_and_samples(collector, num_envs, trajs):
+    overrides = [f"collector={collector}", f"env.num_envs={num_envs}", f"trajs_per_batch={trajs}",
+                 "collector.frames_per_batch=60", "storage.capacity=1200", "sampler=random"]
+    if collector in ("multi_sync", "multi_async"):
+        overrides.append("collector.num_workers=2")
+    try:
+        cfg = validate(fixed_frames(*overrides))
+    except ConfigError as err:
+        assert "\n" not in str(err) and str(err).split("=")[0] in (
+            "trajs_per_batch", "storage.ndim", "sampler", "storage.capacity"), err
+        return
+    with trajrl.build(cfg) as pipe:
+        pipe.collector.start()
+        try:
+            deadline = time.monotonic() + 60
+            while pipe.buffer.write_count < 200:
+                assert time.monotonic() < deadline, f"{pipe.buffer.write_count} frames written in 60 s"
+                time.sleep(0.05)
+            batch = pipe.sequences.sample()
+        finally:
+            pipe.collector.async_shutdown()
+    assert pipe.buffer.storage.ndim == cfg.storage.ndim
+    assert no_violations(audit_batch(batch)) == {}
+
+
+@pytest.mark.parametrize("sampler", ["random", "slice"])
+def test_the_cli_trains_on_fixed_frames_to_the_end_and_resumes(sampler, tmp_path):
+    """The issue's commands (a vector env of 4, fixed frames, storage.ndim=2), audited,
+    to the end; then resumed from the checkpoint: the lanes, their write heads and the
+    episode ids go on where they stopped."""
+    run_dir = tmp_path / "run"
+    first = cli("collector=sync", f"sampler={sampler}", "trajs_per_batch=null", "env.num_envs=4", "storage.ndim=2",
+                "debug=smoke", "audit=true", "total_frames=1200", f"hydra.run.dir={run_dir}", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert "audit           0 violations" in first.stdout, first.stdout[-2000:]
+    stored = re.search(r"frames stored   ([\d,]+)", first.stdout).group(1)
+    assert f"frames stepped  {stored} (0 in flight" in first.stdout, first.stdout[-2000:]
+    saved = load_checkpoint(run_dir)["buffer"]["_writer"]["_lanes"]
+
+    second = cli(f"resume={run_dir}", "total_frames=2400", cwd=tmp_path)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "audit           0 violations" in second.stdout, second.stdout[-2000:]
+    final = load_checkpoint(run_dir)
+    lanes = final["buffer"]["_writer"]["_lanes"]
+    assert final["frames"] >= 2400 and lanes["written"][0] > saved["written"][0]
+    assert lanes["written"][0] * 4 == final["frames"]  # one worker, 4 lanes: every frame stored went on in its lane
+    assert min(lanes["last_id"]) > max(saved["last_id"])  # episodes begun after the resume: new ids
