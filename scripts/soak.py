@@ -189,7 +189,8 @@ def main(argv: list[str] | None = None) -> int:
         "workers_killed": len(kills),
         "worker_restarts": worker_restarts,
         "workers_killed_inside_a_write": inside_a_write,
-        "writes_redone": (run_dir / "soak_stdout.txt").read_text().count("its unfinished write redone"),
+        "writes_redone": sum("started a new collector" in line and "its unfinished write redone" in line
+                             for line in (run_dir / "soak_stdout.txt").read_text().splitlines()),  # the learner's warnings
         "env_restarts": env_restarts,
         "episodes_lost_to_faults_counted": lost_in_flight + env_restarts,
         "frames_lost_to_faults_counted": int(row.get("collect/frames_lost_to_faults", 0)),

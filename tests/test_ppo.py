@@ -4,6 +4,7 @@ import torch
 from tensordict import TensorDict
 
 import trajrl
+from helpers import rows_of, trajrl as cli
 from trajrl.algos.ppo import LOG_PROB_KEY, PPO, ActorCritic, masked_gae
 from trajrl.settings import PPOSettings
 from trajrl.replay.episodes import MASK_KEY
@@ -129,3 +130,27 @@ def test_reward_scale_divides_by_the_running_std_of_the_discounted_return():
         scaled = scale(reward, mask)
         expected_std = torch.tensor(seen, dtype=torch.float64).std(unbiased=False).item()
         torch.testing.assert_close(scaled, reward / expected_std, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("collector", ["multi_sync", "sync"])
+def test_strict_on_policy_learns_only_from_episodes_of_the_current_weights(collector, tmp_path):
+    """Weights are pushed after every batch while episodes run: without strict mode some
+    learnt step was taken by older weights (batch/staleness_max > 0); with it none, on
+    every batch, and the episodes a push cut are dropped and counted, the frame accounting
+    closing with them: stepped = learnt from + dropped + in flight."""
+    maxima = {}
+    for on_policy in ("mixed", "strict"):
+        run_dir = tmp_path / on_policy
+        proc = cli("algo=ppo", "debug=smoke", f"collector={collector}", f"algo.on_policy={on_policy}",
+                   "total_frames=3000", "loop.log_every_frames=100", f"hydra.run.dir={run_dir}", cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        rows = rows_of(run_dir)
+        maxima[on_policy] = [row["batch/staleness_max"] for row in rows if "batch/staleness_max" in row]
+        last = rows[-1]
+        dropped = last.get("batch/frames_dropped_stale", 0)
+        assert last["collect/frames_stepped"] == last["frames"] + dropped + last["buffer/frames_in_flight_dropped"]
+        if on_policy == "strict":
+            assert last["batch/episodes_dropped_stale"] > 0 and dropped > 0
+            assert f"{int(dropped):,} dropped: a weight push cut their episodes" in proc.stdout, proc.stdout[-2000:]
+    assert len(maxima["strict"]) >= 5 and max(maxima["strict"]) == 0, maxima
+    assert max(maxima["mixed"]) > 0, maxima

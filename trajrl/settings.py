@@ -316,6 +316,10 @@ class PPOSettings(NetworkSettings):
     normalize_advantage: bool = setting(True, "standardise advantages over the valid steps of each minibatch")
     normalize_rewards: bool = setting(False, "divide rewards by the running std of the discounted return "
                                              "(value targets at unit scale whatever the task's reward scale)")
+    on_policy: str = setting("mixed", "strict: learn only from episodes every step of which the current weights "
+                                      "took (an episode a weight push cut is dropped: batch/episodes_dropped_stale); "
+                                      "mixed: every complete episode, some begun before the last push",
+                             choices=("mixed", "strict"))
 
 
 ALGOS: dict[str, type] = {"r2d2": R2D2Settings, "rsac": RSACSettings, "ppo": PPOSettings}

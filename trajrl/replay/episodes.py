@@ -28,6 +28,17 @@ def buffer_locked(buffer) -> Iterator[None]:
         yield
 
 
+def without_stale(episodes: TensorDictBase, version: int) -> tuple[TensorDictBase | None, int, int]:
+    """Flat complete episodes less those with a step taken by weights older than
+    ``version`` (an episode a weight push cut): ``(kept or None, episodes dropped,
+    frames dropped)``."""
+    ids = episodes.get(TRAJ_KEY).reshape(-1)
+    stale_ids = ids[episodes.get(VERSION_KEY).reshape(-1) < version].unique()
+    stale = torch.isin(ids, stale_ids)
+    kept = episodes[~stale]
+    return (kept if kept.shape[0] else None), stale_ids.numel(), int(stale.sum())
+
+
 def find_runs(traj_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``(starts, lengths)`` of runs of equal trajectory ids in a flat storage.
 

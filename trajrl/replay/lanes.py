@@ -85,15 +85,17 @@ class LaneWriter(EpisodeWriter):
     def cells(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Every stored step, lane after lane, each lane oldest first: ``(coords [n, ndim],
         lane [n])`` (the storage index of each step, and its lane's number)."""
-        counts, length = self.counts(), self.lane_len
+        return self._latest([min(written, self.lane_len) for written in self._shared["written"]])
+
+    def _latest(self, steps: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        """The latest ``steps[w]`` steps of each lane of worker ``w``, lane after lane,
+        oldest first: ``(coords [n, ndim], lane [n])``."""
         coords, lanes = [], []
-        for worker in range(self.workers):
-            filled = min(int(counts["written"][worker]), length)
-            head = int(counts["head"][worker])
-            times = (head - filled + torch.arange(filled)) % length  # oldest first
-            for env in range(self.envs):
-                coords.append(self._coords(times, worker, env))
-                lanes.append(torch.full((filled,), worker * self.envs + env))
+        for worker, n in enumerate(steps):
+            times = (self._shared["head"][worker] - n + torch.arange(n)) % self.lane_len
+            envs = torch.arange(self.envs).repeat_interleave(n)
+            coords.append(self._coords(times.repeat(self.envs), worker, envs))
+            lanes.append(worker * self.envs + envs)
         return torch.cat(coords), torch.cat(lanes)
 
     def _coords(self, times: torch.Tensor, worker: int | torch.Tensor, env: int | torch.Tensor) -> torch.Tensor:
@@ -117,16 +119,10 @@ class LaneWriter(EpisodeWriter):
         ``seen`` (each worker's steps written, as returned before; None: since the
         start), a lane's length at most per lane, and the counts now. Call it under the
         buffer's locks."""
-        counts, length = self.counts(), self.lane_len
-        written = counts["written"]
+        written = self.counts()["written"]
         seen = torch.zeros_like(written) if seen is None else seen
-        coords = []
-        for worker in range(self.workers):
-            new = min(int(written[worker] - seen[worker]), length)
-            times = (int(counts["head"][worker]) - new + torch.arange(max(new, 0))) % length
-            for env in range(self.envs):
-                coords.append(self._coords(times, worker, env))
-        return tuple(torch.cat(coords).unbind(-1)), written
+        new = [max(0, min(int(n), self.lane_len)) for n in written - seen]
+        return tuple(self._latest(new)[0].unbind(-1)), written
 
     # ------------------------------------------------------------ writing
     def _prepare(self, data):
@@ -204,8 +200,11 @@ class LaneWriter(EpisodeWriter):
         time = (self._shared["head"][worker] - 1) % self.lane_len
         envs = lanes.nonzero().squeeze(-1)
         index = tuple(self._coords(torch.full(envs.shape, time), worker, envs).unbind(-1))
+        storage = self._storage._storage
+        cut = ~storage.get(("next", "done"))[index].reshape(-1)  # an episode that ended there was not cut
+        index = tuple(part[cut] for part in index)
         for key in (("next", "truncated"), ("next", "done")):
-            self._storage._storage.get(key)[index] = True
+            storage.get(key)[index] = True
 
     def _empty(self, empty_write_count: bool = True) -> None:
         super()._empty(empty_write_count)

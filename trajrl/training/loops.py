@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from typing import Callable
 
 import torch
-from tensordict import TensorDict
+from tensordict import TensorDict, TensorDictBase
 
 from trajrl.algos.networks import PolicyVersion
 from trajrl.collect.counters import WorkerCounters
@@ -28,7 +28,7 @@ from trajrl.collect.faults import RestartLimit, without_faulted
 from trajrl.collect.watch import CollectorWatch, close_collector, collection_failed, end_workers, stalled
 from trajrl.errors import CollectorFailed, RunInterrupted
 from trajrl.replay.audit import LiveAudit
-from trajrl.replay.episodes import MASK_KEY, as_sequences, buffer_locked
+from trajrl.replay.episodes import MASK_KEY, TRAJ_KEY, as_sequences, buffer_locked, without_stale
 from trajrl.replay.states import StateRefresh
 from trajrl.replay.writer import redo_unfinished_writes
 from trajrl.settings import LoopSettings
@@ -203,7 +203,8 @@ class Loop:
                                    restarts=restarts, cause=f"{cause} ({lost:,} frames in flight lost"
                                                             + (", its unfinished write redone" if redone else "") + ")")
         log.warning("%s; started a new collector (restart %d of %s within collector.restart_window_s), "
-                    "%d frames in flight lost", cause, restarts, "that worker" if worker is not None else "it", lost)
+                    "%d frames in flight lost%s", cause, restarts, "that worker" if worker is not None else "it", lost,
+                    ", its unfinished write redone" if redone else "")
         self.collector_restarts += 1
         self.collector = parts.new_collector(self.collector_restarts)
         self.watch = CollectorWatch(self.collector, parts.counters.fault_log if parts.counters else None)
@@ -213,8 +214,12 @@ class Loop:
 
     def kept(self) -> tuple[bool, tuple[int, int]]:
         """Once the collector is shut down: whether a write it died in was redone, and
-        the frames and episodes kept so far (stored, or learnt from)."""
-        return False, (self.state.frames, self.state.episodes)
+        the frames and episodes handed over so far (``handed_over``)."""
+        return False, self.handed_over()
+
+    def handed_over(self) -> tuple[int, int]:
+        """The frames and episodes the collectors handed over (stored, or learnt from)."""
+        return self.state.frames, self.state.episodes
 
     def start_collector(self) -> None:
         """Start collecting with ``self.collector`` (a new one after a restart)."""
@@ -273,7 +278,7 @@ class Loop:
             **self.rates.update(frames, updates),
             **time_split(elapsed, self.timings),
             **(parts.audit.metrics() if parts.audit is not None else {}),
-            **(self.workers.in_flight(frames, self.state.episodes) if closing and self.workers is not None else {}),
+            **(self.workers.in_flight(*self.handed_over()) if closing and self.workers is not None else {}),
         }
         row = self.log.log(frames, row)
         self.recent_return = row.get("episode/return", self.recent_return)
@@ -471,8 +476,15 @@ class EpisodicLoop(Loop):
     of the current policy; each batch is learnt from at once (``algo.update``), and
     the new weights reach the collector before the next one."""
 
-    def __init__(self, parts: RunParts, settings: LoopSettings, total_frames: int, start: LoopState | None = None):
+    def __init__(self, parts: RunParts, settings: LoopSettings, total_frames: int, start: LoopState | None = None,
+                 strict_episodes: int | None = None):
+        """``strict_episodes``: learn only from episodes of the current weights, this
+        many at a time (``algo.on_policy=strict``; ``current_policy_only``)."""
         super().__init__(parts, settings, total_frames, start)
+        self.strict_episodes = strict_episodes
+        self.pending: list[TensorDictBase] = []  # strict: episodes of the current weights, not yet learnt from
+        self.pending_episodes = 0
+        self.dropped_episodes = self.dropped_frames = 0  # strict: episodes a weight push cut
         self.batches = MaskTally("batch")
         self.lengths: list[torch.Tensor] = []
         self.timings = {"collect": 0.0, "update": 0.0, "eval": 0.0}
@@ -480,6 +492,11 @@ class EpisodicLoop(Loop):
 
     def start_collector(self) -> None:
         self.batches_of_episodes = iter(self.collector)
+        self.pending, self.pending_episodes = [], 0  # a replaced collector's: counted lost with what it had in flight
+
+    def handed_over(self) -> tuple[int, int]:
+        """Learnt from, or (``algo.on_policy=strict``) dropped for a weight push."""
+        return self.state.frames + self.dropped_frames, self.state.episodes + self.dropped_episodes
 
     def next_batch(self):
         """The collector's next batch of complete episodes (None: it has stopped)."""
@@ -494,7 +511,7 @@ class EpisodicLoop(Loop):
                 raise collection_failed(self.watch.past_restart_limit() or error) from error
 
     def collect_and_learn(self) -> None:
-        self.generation_start = (self.state.frames, self.state.episodes)
+        self.generation_start = self.handed_over()
         self.start_collector()
         t0 = time.monotonic()
         while True:
@@ -506,6 +523,8 @@ class EpisodicLoop(Loop):
             if batch is None:
                 break
             batch = without_faulted(batch)                      # episodes an environment fault ended
+            if batch is not None and self.strict_episodes is not None:
+                batch = self.current_policy_only(batch)        # strict: none a weight push cut
             if batch is None:
                 continue
             if batch.batch_dims == 1:  # traj_format="cat": episodes one after the other
@@ -530,6 +549,22 @@ class EpisodicLoop(Loop):
             self.log_eval_checkpoint()                           # evaluate, log, save: each when due
             t0 = time.monotonic()
 
+    def current_policy_only(self, batch: TensorDictBase) -> TensorDictBase | None:
+        """Drop the episodes of ``batch`` that the weights before the last push began
+        (counted), and hold the rest until ``strict_episodes`` are there: then all of
+        them, flat (None before)."""
+        flat = batch if batch.batch_dims == 1 else batch[batch.get(MASK_KEY)].exclude(MASK_KEY)
+        kept, episodes, frames = without_stale(flat, int(self.parts.version.version))
+        self.dropped_episodes += episodes
+        self.dropped_frames += frames
+        if kept is not None:
+            self.pending.append(kept)
+            self.pending_episodes += int(kept.get(TRAJ_KEY).unique().numel())
+        if self.pending_episodes < self.strict_episodes:
+            return None
+        batch, self.pending, self.pending_episodes = torch.cat(self.pending), [], 0
+        return batch
+
     def shut_down(self) -> None:
         close_collector(self.collector)
 
@@ -541,4 +576,6 @@ class EpisodicLoop(Loop):
         return row
 
     def row(self) -> dict[str, float]:
-        return {**self.batches.stats(), "episode/completed": float(self.state.episodes)}
+        strict = {"batch/episodes_dropped_stale": float(self.dropped_episodes),
+                  "batch/frames_dropped_stale": float(self.dropped_frames)} if self.strict_episodes else {}
+        return {**self.batches.stats(), **strict, "episode/completed": float(self.state.episodes)}

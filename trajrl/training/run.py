@@ -68,7 +68,8 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None, progress: Progress
             checkpoint=checkpointer, keep_best=checkpointer.best,
         )
         if cfg.algo.name in ON_POLICY_ALGOS:
-            loop = EpisodicLoop(parts, loop_settings, int(cfg.total_frames), pipe.resumed)
+            strict = int(cfg.trajs_per_batch) if cfg.algo.on_policy == "strict" else None
+            loop = EpisodicLoop(parts, loop_settings, int(cfg.total_frames), pipe.resumed, strict_episodes=strict)
         else:
             loop = OffPolicyLoop(parts, pipe.sequences, pipe.exploration, loop_settings, int(cfg.total_frames),
                                  pipe.resumed, pipe.state_refresh)
@@ -96,7 +97,9 @@ def summary(final: dict) -> str:
         "== trajrl run finished ==",
         f"frames {'stored ' if 'buffer/frames' in final else 'learnt '}  {int(final['frames']):,}",
         *([f"frames stepped  {int(final['collect/frames_stepped']):,} "
-           f"({int(final['buffer/frames_in_flight_dropped']):,} in flight at the end, never stored"
+           f"({int(final['buffer/frames_in_flight_dropped']):,} in flight at the end, never handed over"
+           + (f"; {int(final['batch/frames_dropped_stale']):,} dropped: a weight push cut their episodes"
+              if final.get('batch/frames_dropped_stale') else "")
            + (f"; {int(final['collect/frames_lost_to_faults']):,} lost to faults" if final.get('collect/frames_lost_to_faults') else "")
            + ")"]
           if "collect/frames_stepped" in final else []),
