@@ -108,7 +108,6 @@ def build_buffer(storage_cfg, sampler_cfg, shared: bool, run_dir: Path | None = 
     )
 
 
-
 def _lane_buffer(storage, sampler_cfg, shared: bool, lanes: tuple[int, int], not_stored, journal_dir) -> SequenceSampler:
     """Fixed-frame lanes: slices (or, ``sampler=random``, single transitions) inside one lane and episode."""
     transitions = sampler_cfg.kind == "random"

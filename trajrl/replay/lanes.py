@@ -28,7 +28,7 @@ from tensordict import TensorDictBase
 from torchrl.data.replay_buffers.samplers import Sampler
 from torchrl.data.replay_buffers.storages import Storage
 
-from trajrl.replay.episodes import TRAJ_KEY
+from trajrl.replay.episodes import TRAJ_KEY, run_steps
 from trajrl.replay.writer import EpisodeWriter
 
 #: The collector slot of the worker whose environment took a step (``trajrl.collect.env``).
@@ -171,7 +171,7 @@ class LaneWriter(EpisodeWriter):
     def _continued_ids(self, data: TensorDictBase, worker: int) -> TensorDictBase:
         """Fresh ids per run of one id in each row, the first run continuing its lane's last episode."""
         raw = data.get(TRAJ_KEY).reshape(self.envs, -1)
-        is_init = data.get("is_init").reshape(raw.shape) if "is_init" in data.keys() else torch.zeros_like(raw, dtype=torch.bool)
+        is_init = data.get("is_init", torch.zeros_like(raw, dtype=torch.bool)).reshape(raw.shape)
         lanes = worker * self.envs + torch.arange(self.envs)
         last_raw = torch.tensor([self._shared["last_raw"][i] for i in lanes])
         last_id = torch.tensor([self._shared["last_id"][i] for i in lanes])
@@ -262,20 +262,18 @@ class LaneSliceSampler(Sampler):
         run_len = lengths[run]
         slice_len = run_len.clamp_max(self.slice_len)
         first = starts[run] + torch.minimum(picked - starts[run], run_len - slice_len)
-        slice_of = torch.repeat_interleave(torch.arange(num_slices), slice_len)
-        offset = torch.arange(int(slice_len.sum())) - torch.repeat_interleave(slice_len.cumsum(0) - slice_len, slice_len)
-        cell = first[slice_of] + offset
+        _, offset, cell = run_steps(first, slice_len, size)
         is_init = offset == 0
         last = torch.zeros_like(is_init)
         last[:-1] = is_init[1:]
         last[-1] = True
         chosen = tuple(part[cell] for part in index)
-        stored = storage._storage[chosen]
-        cut = last & newest[cell] & ~stored.get(("next", "done")).reshape(-1)
         info = {"is_init": is_init.unsqueeze(-1)}
-        if self.slice_len > 1:
-            info[("next", "truncated")] = (stored.get(("next", "truncated")).reshape(-1) | cut).unsqueeze(-1)
-            info[("next", "done")] = (stored.get(("next", "done")).reshape(-1) | cut).unsqueeze(-1)
+        if self.slice_len > 1:  # the two flags of the chosen steps, not the steps (TorchRL reads those)
+            done, truncated = (storage._storage.get(("next", key))[chosen].reshape(-1) for key in ("done", "truncated"))
+            cut = last & newest[cell] & ~done
+            info[("next", "truncated")] = (truncated | cut).unsqueeze(-1)
+            info[("next", "done")] = (done | cut).unsqueeze(-1)
         return chosen, info
 
     def _empty(self) -> None:
