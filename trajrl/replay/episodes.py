@@ -85,7 +85,26 @@ def find_episodes(
     return starts[complete], lengths[complete]
 
 
-class EpisodeSampler(Sampler):
+class StatelessSampler(Sampler):
+    """A sampler that keeps nothing between samples: nothing to save, load or empty."""
+
+    def _empty(self) -> None:
+        pass
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        pass
+
+    def dumps(self, path) -> None:
+        pass
+
+    def loads(self, path) -> None:
+        pass
+
+
+class EpisodeSampler(StatelessSampler):
     """Samples ``batch_size`` whole stored episodes, one after the other in a flat index.
 
     Each returned episode starts with ``is_init``, so ``as_sequences`` lays the
@@ -105,21 +124,6 @@ class EpisodeSampler(Sampler):
         pick = torch.randint(starts.numel(), (batch_size,), generator=self._rng)
         _, _, index = run_steps(starts[pick], lengths[pick], len(storage))
         return index, {}
-
-    def _empty(self) -> None:
-        pass
-
-    def state_dict(self) -> dict[str, Any]:
-        return {}
-
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        pass
-
-    def dumps(self, path) -> None:
-        pass
-
-    def loads(self, path) -> None:
-        pass
 
 
 def as_sequences(sample: TensorDictBase, starts: torch.Tensor, horizon: int | None = None) -> TensorDictBase:

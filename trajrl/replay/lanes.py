@@ -21,14 +21,12 @@ from __future__ import annotations
 
 import multiprocessing as mp
 from multiprocessing.context import get_spawning_popen
-from typing import Any
 
 import torch
 from tensordict import TensorDictBase
-from torchrl.data.replay_buffers.samplers import Sampler
 from torchrl.data.replay_buffers.storages import Storage
 
-from trajrl.replay.episodes import TRAJ_KEY, run_steps
+from trajrl.replay.episodes import TRAJ_KEY, StatelessSampler, run_steps
 from trajrl.replay.writer import EpisodeWriter
 
 #: The collector slot of the worker whose environment took a step (``trajrl.collect.env``).
@@ -227,7 +225,7 @@ def in_time_order(buffer) -> tuple[TensorDictBase, torch.Tensor]:
     return buffer.storage._storage[tuple(coords.unbind(-1))], lanes
 
 
-class LaneSliceSampler(Sampler):
+class LaneSliceSampler(StatelessSampler):
     """Slices of up to ``slice_len`` steps inside one lane and one episode, started at a
     stored step drawn uniformly (moved back if its episode's stored steps end sooner);
     shorter only where the whole stored run of the episode is. ``slice_len=1``: single
@@ -275,18 +273,3 @@ class LaneSliceSampler(Sampler):
             info[("next", "truncated")] = (truncated | cut).unsqueeze(-1)
             info[("next", "done")] = (done | cut).unsqueeze(-1)
         return chosen, info
-
-    def _empty(self) -> None:
-        pass
-
-    def state_dict(self) -> dict[str, Any]:
-        return {}
-
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        pass
-
-    def dumps(self, path) -> None:
-        pass
-
-    def loads(self, path) -> None:
-        pass
