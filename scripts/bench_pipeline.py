@@ -17,7 +17,7 @@ for one env, vector widths 16, 64 and 256, and 2 workers:
   buffer; the trajectory audit then checks the whole storage.
 
 Then complete episodes against fixed-frame batches (``trajs_per_batch=null``, kept
-in lanes of a multi-dimensional storage) for four layouts: frames/s, the delay
+in lanes of a multi-dimensional storage) for five layouts: frames/s, the delay
 from a step happening to it being sampleable, bytes per frame and sampling time;
 the asynchronous training loop against a synchronous one (same frames and
 updates), the stored bytes per frame against the payload, and slice-sampling
@@ -179,21 +179,23 @@ LAYOUTS = [  # (label, collector, workers, environments per worker) of the fixed
     ("16 envs, collector=sync", "sync", 1, 16),
     ("2 workers x 1 env, multi_async", "multi_async", 2, 1),
     ("2 workers x 16 envs, multi_async", "multi_async", 2, 16),
+    ("8 single envs, async_batched", "async_batched", 1, 8),
 ]
 
 
 def delays_and_rates(collector: str, workers: int, width: int, fixed: bool, seconds: float) -> dict:
-    """One layout with complete episodes (``trajs_per_batch`` 4) or fixed frames
+    """One layout with complete episodes (``trajs_per_batch`` 4; 1 for async_batched) or fixed frames
     (``trajs_per_batch=null``, lanes): frames stored per second; the delay from a step
     happening to it being sampleable (each stored step carries the clock of its step,
     ``scripts/clock_env.py``; the buffer is read every 5 ms); stored bytes per frame;
     and milliseconds per sample of 32 slices of 32 steps once collection has stopped."""
     import clock_env  # noqa: F401  (registers ClockCartPole-v0 in this process; workers import it by name)
 
+    episodes = 1 if collector == "async_batched" else 4  # async_batched writes each episode as it ends
     overrides = ["env=gym", "env.id=ClockCartPole-v0", "env.import_module=clock_env", "storage.capacity=200000",
                  "loop.warmup_frames=0", f"collector={collector}", f"collector.num_workers={workers}",
                  f"env.num_envs={width}", f"collector.frames_per_batch={max(200, 8 * width)}",
-                 f"trajs_per_batch={'null' if fixed else 4}", "sampler=slice", "sampler.slice_len=32",
+                 f"trajs_per_batch={'null' if fixed else episodes}", "sampler=slice", "sampler.slice_len=32",
                  "sampler.slices_per_batch=32", "algo.normalize_observations=false"]
     delays: list[torch.Tensor] = []
     with trajrl.build(trajrl.compose(overrides)) as pipe:
@@ -375,9 +377,9 @@ def main(argv: list[str] | None = None) -> None:
         print(f"the rest, bytes per frame: {storage['extra']}")
         print()
     if "fixed_frames" not in args.skip:
-        print(f"# complete episodes (trajs_per_batch=4, flat storage) against fixed frames (trajs_per_batch=null, "
-              f"lanes), {args.seconds:.0f} s each; delay: from a step happening to it being sampleable, ms; "
-              "sampling: 32 slices of 32 steps from what was stored, ms")
+        print(f"# complete episodes (trajs_per_batch=4, async_batched 1; flat storage) against fixed frames "
+              f"(trajs_per_batch=null, lanes), {args.seconds:.0f} s each; delay: from a step happening to it being "
+              "sampleable, ms; sampling: 32 slices of 32 steps from what was stored, ms")
         print()
         print("| setting | batches | storage.ndim | frames/s stored | delay p50 | delay p99 | bytes/frame | "
               "frames held | ms per sample | fixed / complete frames/s | fixed / complete delay p50 |")

@@ -21,8 +21,12 @@ from helpers import trajrl as cli
 from trajrl.config import validate
 from trajrl.errors import ConfigError
 from trajrl.replay.audit import audit_batch, audit_lanes
+from trajrl.replay.batches import SequenceSampler
 from trajrl.replay.episodes import MASK_KEY, buffer_locked
-from trajrl.replay.lanes import in_time_order
+from torchrl.data import LazyTensorStorage, TensorDictReplayBuffer
+
+from trajrl.collect.env import make_env
+from trajrl.replay.lanes import LaneSliceSampler, LaneWriter, PrioritizedLaneSliceSampler, in_time_order
 from trajrl.settings import COLLECTORS
 from trajrl.training.checkpoint import load_checkpoint
 
@@ -31,6 +35,8 @@ LAYOUTS = {  # name -> (overrides, storage.ndim, lanes)
     "vector_env": (["collector=sync", "env.num_envs=4"], 2, 4),
     "two_workers": (["collector=multi_async", "collector.num_workers=2"], 2, 2),
     "two_workers_over_vectors": (["collector=multi_async", "collector.num_workers=2", "env.num_envs=2"], 3, 4),
+    # 4 single environments, their steps in batches as they come, interleaved: each its own lane
+    "async_batched": (["collector=async_batched", "collector.num_workers=2", "env.num_envs=2"], 2, 4),
 }
 SLICES = 10_000
 
@@ -125,6 +131,67 @@ def test_an_episode_cut_between_writes_is_one_episode_in_its_lane():
     assert max(spans) > 5  # an episode longer than one write, under one id
 
 
+def test_a_write_longer_than_its_lane_stores_what_shorter_writes_would():
+    """async_batched hands over whichever steps came first: one environment may bring
+    more in one batch than its lane holds. The lane keeps the newest, exactly as four
+    writes of a quarter each would have left it."""
+    env = make_env("trajrl/CartPoleNoVel-v1", {"max_episode_steps": 30}, slot=0, fixed_frames=True)
+    env.set_seed(0)
+    steps = env.rollout(100, break_when_any_done=False)
+    env.close()
+
+    def lane(*writes):
+        sampler = LaneSliceSampler(8)
+        buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(LANE_LEN), writer=LaneWriter(1, 1),
+                                        sampler=sampler, batch_size=32)
+        sampler.follow(buffer._writer)
+        index = torch.cat([buffer.extend(part) for part in writes])
+        return buffer, index
+
+    whole, index = lane(steps)
+    quarters, _ = lane(*steps.split(25))
+    assert index[:60].eq(-1).all() and index[60:].tolist() == [*range(20, 40), *range(20)]
+    assert whole._writer.counts()["written"].tolist() == [100] and whole._writer.stored == LANE_LEN
+    assert (whole.storage._storage == quarters.storage._storage).all()
+    with buffer_locked(whole):
+        stored, lane_of = in_time_order(whole)
+    assert no_violations(audit_lanes(stored, lane_of)) == {}
+    assert stored.get("step_count").reshape(-1).tolist() == steps[60:].get("step_count").reshape(-1).tolist()
+    assert no_violations(audit_batch(SequenceSampler(whole, transitions=False, horizon=8).sample())) == {}
+
+
+def test_prioritized_slices_in_lanes_follow_the_priorities_the_learner_writes():
+    """sampler=prioritized_slice on fixed frames: new steps start at the largest
+    priority (weights 1), priorities written back through the buffer (coordinates of a
+    [L, B] storage) move where slices start, and they survive a save and load."""
+    cfg = fixed_frames("collector=sync", "env.num_envs=2", "sampler=prioritized_slice", "sampler.slice_len=4",
+                       "sampler.burn_in=0", "sampler.alpha=1.0", "sampler.beta=0.5", "collector.frames_per_batch=20",
+                       "storage.capacity=200")
+    with trajrl.build(cfg) as pipe:
+        for _ in zip(range(10), pipe.collector):
+            pass
+        buffer, sampler = pipe.buffer, pipe.buffer._sampler
+        first = pipe.sequences.sample()
+        assert first.get("priority_weight").eq(1).all()
+        with buffer_locked(buffer):
+            coords, _ = buffer._writer.cells()
+        favoured = first.get("index")[0][first.get(MASK_KEY)[0]]  # the first slice's steps
+        buffer.update_priority(coords, torch.full((len(coords),), 1e-3))
+        buffer.update_priority(favoured, torch.full((len(favoured),), 1e3))
+        again = pipe.sequences.sample()
+        violations = no_violations(audit_batch(again))
+        mask, index = again.get(MASK_KEY), again.get("index")
+        favoured_set = {tuple(c) for c in favoured.tolist()}
+        hits = [any(tuple(c) in favoured_set for c in index[n][mask[n]].tolist()) for n in range(len(mask))]
+        saved = sampler.state_dict()
+        other = PrioritizedLaneSliceSampler(4, 1.0, 0.5)
+        other.load_state_dict(saved)
+    assert violations == {}
+    assert sum(hits) >= len(hits) - 1, f"{sum(hits)} of {len(hits)} slices overlap the favoured steps"
+    assert torch.equal(other.priority, sampler.priority) and other.max_priority == 1e3
+    assert int((sampler.priority == 1e3).sum()) == len(favoured)
+
+
 def combinations():
     """Every local collector x num_envs x trajs_per_batch. Worker processes take seconds to
     start: where the path is another default test's (complete episodes: tests/test_pipeline.py;
@@ -164,11 +231,11 @@ def test_every_collector_and_layout_is_refused_or_builds_writes_and_samples(coll
     assert no_violations(audit_batch(batch)) == {}
 
 
-@pytest.mark.parametrize("sampler", ["random", "slice"])
+@pytest.mark.parametrize("sampler", ["random", "slice", "prioritized_slice"])
 def test_the_cli_trains_on_fixed_frames_to_the_end_and_resumes(sampler, tmp_path):
     """The issue's commands (a vector env of 4, fixed frames, storage.ndim=2), audited,
-    to the end; then resumed from the checkpoint: the lanes, their write heads and the
-    episode ids go on where they stopped."""
+    to the end; then resumed from the checkpoint: the lanes, their write heads, the
+    episode ids (and the priorities the learner wrote) go on where they stopped."""
     run_dir = tmp_path / "run"
     first = cli("collector=sync", f"sampler={sampler}", "trajs_per_batch=null", "env.num_envs=4", "storage.ndim=2",
                 "debug=smoke", "audit=true", "total_frames=1200", f"hydra.run.dir={run_dir}", cwd=tmp_path)
@@ -177,6 +244,9 @@ def test_the_cli_trains_on_fixed_frames_to_the_end_and_resumes(sampler, tmp_path
     stored = re.search(r"frames stored   ([\d,]+)", first.stdout).group(1)
     assert f"frames stepped  {stored} (0 in flight" in first.stdout, first.stdout[-2000:]
     saved = load_checkpoint(run_dir)["buffer"]["_writer"]["_lanes"]
+    if sampler == "prioritized_slice":  # the learner's priorities, saved with the buffer
+        priority = load_checkpoint(run_dir)["buffer"]["_sampler"]["priority"]
+        assert len(priority.unique()) > 10, priority.unique()
 
     second = cli(f"resume={run_dir}", "total_frames=2400", cwd=tmp_path)
     assert second.returncode == 0, second.stderr[-3000:]

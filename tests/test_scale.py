@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from helpers import read_metrics, trajrl
+from trajrl.training.checkpoint import load_checkpoint
 
 HAS_RAY = importlib.util.find_spec("ray") is not None
 HAS_SWEEP = all(importlib.util.find_spec(m) is not None
@@ -27,17 +28,22 @@ def ray_processes() -> list[str]:
 
 @pytest.mark.slow
 @pytest.mark.skipif(not HAS_RAY, reason="needs the ray extra: pip install 'trajrl[ray]'")
-def test_collector_ray_trains_with_two_actors_audits_clean_and_leaves_no_ray_process(tmp_path):
-    """Two actors, each stepping a vector of 2 environments."""
+@pytest.mark.parametrize("trajs", ["4", "null"])
+def test_collector_ray_trains_with_two_actors_audits_clean_and_leaves_no_ray_process(trajs, tmp_path):
+    """Two actors, each stepping a vector of 2 environments: complete episodes, and fixed
+    frames (trajs_per_batch=null) in [L, W=2, B=2] lanes."""
     assert ray_processes() == [], "a Ray instance is already running"
     run_dir = tmp_path / "run"
-    proc = trajrl("collector=ray", "collector.num_workers=2", "env.num_envs=2", "debug=smoke", "audit=true",
-                  "audit_every=1", f"hydra.run.dir={run_dir}", cwd=tmp_path, timeout=300)
+    proc = trajrl("collector=ray", "collector.num_workers=2", "env.num_envs=2", f"trajs_per_batch={trajs}",
+                  "debug=smoke", "audit=true", "audit_every=1", f"hydra.run.dir={run_dir}", cwd=tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     last = read_metrics(run_dir)[-1]
     assert int(last["frames"]) >= 2000 and float(last["train/updates"]) > 0
     assert float(last["audit/violations"]) == 0 and float(last["audit/batches_checked"]) > 0
     assert float(last["collect/worker0/episodes"]) > 0 and float(last["collect/worker1/episodes"]) > 0
+    if trajs == "null":  # each actor wrote its 2 lanes
+        lanes = load_checkpoint(run_dir)["buffer"]["_writer"]["_lanes"]
+        assert len(lanes["last_id"]) == 4 and min(lanes["written"]) > 0, lanes
     deadline = time.monotonic() + 30
     while ray_processes():
         assert time.monotonic() < deadline, ray_processes()

@@ -193,8 +193,6 @@ def _check_collector(cfg: DictConfig) -> None:
         if importlib.util.find_spec("ray") is None:
             raise ConfigError("collector", "ray", "needs Ray, an optional extra: pip install 'trajrl[ray]' "
                               "(or use collector=multi_async on this machine)")
-        if cfg.trajs_per_batch is None:
-            raise ConfigError("trajs_per_batch", None, "collector=ray sends complete episodes; set trajs_per_batch=4")
         address = cfg.collector.get("address")
         if address is not None and address != "auto" and not re.fullmatch(r"(ray://)?[^:/\s]+:\d+", str(address)):
             raise ConfigError("collector.address", address, "give \"ray://<head>:10001\", \"<head>:6379\", \"auto\" "
@@ -228,11 +226,11 @@ def _check_off_policy(cfg: DictConfig) -> None:
         raise ConfigError("storage.capacity", None, "set the frames the buffer holds, e.g. storage.capacity=100000")
     if trajs is None:
         _check_fixed_frames(cfg)
-    if collector == "async_batched" and trajs != 1:
+    if collector == "async_batched" and trajs not in (1, None):
         raise ConfigError(
             "trajs_per_batch", trajs,
-            "collector=async_batched writes each episode as it completes; use trajs_per_batch=1, "
-            "or collector=multi_async to batch episodes",
+            "collector=async_batched writes each episode as it completes; use trajs_per_batch=1 (or null: "
+            "fixed-frame batches), or collector=multi_async to batch episodes",
         )
     ndim, why = storage_layout(cfg)
     if str(cfg.storage.ndim) not in ("auto", str(ndim)):
@@ -263,6 +261,12 @@ def storage_layout(cfg: DictConfig) -> tuple[int, str]:
         return 1, f"trajs_per_batch={cfg.trajs_per_batch} writes complete episodes flat, one after the other"
     c = cfg.collector
     workers, envs, steps = S.fixed_frame_lanes(c.kind, c.num_workers, cfg.env.num_envs, c.frames_per_batch)
+    if c.kind == "async_batched":
+        lanes = f"[N={workers}, T]" if workers > 1 else "[T]"
+        return S.lane_ndim(workers, envs), (f"collector=async_batched steps {workers} single environment"
+                                            f"{'s' * (workers > 1)} (num_workers x env.num_envs) and writes "
+                                            f"their steps as they come (trajs_per_batch=null) into {lanes} lanes, "
+                                            "one per environment")
     shape = ", ".join([f"W={workers}"] * (workers > 1) + [f"B={envs}"] * (envs > 1) + [f"T={steps}"])
     who = f"collector={c.kind}" + (f" with {workers} workers" if workers > 1 else "")
     envs_said = f"env.num_envs={envs}" if envs > 1 else "one environment each"
@@ -273,17 +277,12 @@ def storage_layout(cfg: DictConfig) -> tuple[int, str]:
 def _check_fixed_frames(cfg: DictConfig) -> None:
     """Fixed-frame batches (``trajs_per_batch=null``): what lanes of steps can serve."""
     c, sampler = cfg.collector, cfg.sampler
-    if c.kind not in S.FIXED_FRAME_COLLECTORS:
-        what = ("writes each episode as it completes; use trajs_per_batch=1" if c.kind == "async_batched"
-                else "sends complete episodes; set trajs_per_batch=4")
-        raise ConfigError("trajs_per_batch", None, f"collector={c.kind} {what}, or collector="
-                          f"{' or collector='.join(S.FIXED_FRAME_COLLECTORS)} for fixed-frame batches")
-    if sampler.kind not in ("slice", "random") or sampler.get("weighting", "step") != "step":
+    if sampler.kind not in ("slice", "prioritized_slice", "random") or sampler.get("weighting", "step") != "step":
         setting = "sampler.weighting" if sampler.kind == "slice" else "sampler"
         value = sampler.weighting if sampler.kind == "slice" else sampler.kind
         raise ConfigError(setting, value, "fixed-frame batches (trajs_per_batch=null) are sampled by stored step: "
-                          "use sampler=slice (sampler.weighting=step) or sampler=random, or set trajs_per_batch=4 "
-                          "to store complete episodes")
+                          "use sampler=slice (sampler.weighting=step), sampler=prioritized_slice or sampler=random, "
+                          "or set trajs_per_batch=4 to store complete episodes")
     workers, envs, steps = S.fixed_frame_lanes(c.kind, c.num_workers, cfg.env.num_envs, c.frames_per_batch)
     lanes = workers * envs
     need = max(steps, sampler.get("slice_len", 1))

@@ -125,8 +125,6 @@ LOCAL_COLLECTORS = tuple(kind for kind in COLLECTORS if kind != "ray")
 PROCESS_COLLECTORS = ("async", "multi_sync", "multi_async")
 #: Collectors that hand PPO episodes of the policy it is learning (the others run ahead with older weights).
 ON_POLICY_COLLECTORS = ("sync", "multi_sync")
-#: Collectors whose fixed-frame batches (trajs_per_batch=null) the storage keeps in lanes (``trajrl.replay.lanes``).
-FIXED_FRAME_COLLECTORS = ("sync", "async", "multi_sync", "multi_async")
 
 
 def rollout_frames(kind: str, num_workers: int, num_envs: int, frames_per_batch: int) -> int:
@@ -138,7 +136,12 @@ def rollout_frames(kind: str, num_workers: int, num_envs: int, frames_per_batch:
 def fixed_frame_lanes(kind: str, num_workers: int, num_envs: int, frames_per_batch: int) -> tuple[int, int, int]:
     """``(workers, environments per worker, steps per write)`` of fixed-frame batches:
     each worker writes ``[num_envs, T]`` (``[T]`` for one environment); a multi_sync
-    rollout is shared among its workers."""
+    rollout is shared among its workers. ``async_batched`` steps ``num_workers x
+    num_envs`` single environments, each its own writer of ``T`` steps on average (a
+    batch holds whichever steps came first)."""
+    if kind == "async_batched":
+        singles = num_workers * num_envs
+        return singles, 1, max(1, frames_per_batch // singles)
     workers = 1 if kind in ("sync", "async") else num_workers
     frames = rollout_frames(kind, num_workers, num_envs, frames_per_batch)
     per_worker = frames // num_workers if kind == "multi_sync" else frames

@@ -8,7 +8,9 @@ loop would then reach through remote calls. Here the actors send their batches o
 complete episodes (padded ``[N, T]`` + mask) through Ray's object store, and a
 thread of the learner's process writes them as they arrive: the buffer stays a
 local TorchRL buffer, and ``PaddedToFlat`` gives the episodes fresh ids (each actor
-numbers its own from 0). To the loop it is a collector like the others: ``start()``,
+numbers its own from 0). Fixed-frame batches (``trajs_per_batch=null``) go the same
+way, each step stamped with its actor's slot, into that actor's storage lanes. To the
+loop it is a collector like the others: ``start()``,
 ``pause()``, ``update_policy_weights_()``, ``async_shutdown()``.
 """
 from __future__ import annotations
@@ -41,10 +43,11 @@ def check_reachable(address: str, timeout_s: float = 5.0) -> None:
 
 
 class RayEpisodes:
-    """Remote collector actors, whose complete episodes a thread writes into ``buffer``."""
+    """Remote collector actors, whose batches (complete episodes, or fixed frames with
+    ``trajs_per_batch=None``) a thread writes into ``buffer``."""
 
     def __init__(self, env_fn: Callable, policy, buffer: ReplayBuffer, *, num_workers: int, frames_per_batch: int,
-                 trajs_per_batch: int, address: str | None, slots: bool = True):
+                 trajs_per_batch: int | None, address: str | None):
         if address is not None:
             check_reachable(address)  # before Ray is started: an address nobody answers at ends the run now
         import ray
@@ -55,8 +58,8 @@ class RayEpisodes:
         init = ({"address": address} if address else
                 {"num_cpus": max(os.cpu_count() or 1, num_workers), "include_dashboard": False,
                  "log_to_driver": False})
-        per_worker = [{"traj_format": "padded", **({"create_env_kwargs": {"slot": i}} if slots else {})}
-                      for i in range(num_workers)]
+        episodes = {"traj_format": "padded"} if trajs_per_batch else {}  # else fixed frames, stamped with the slot
+        per_worker = [{**episodes, "create_env_kwargs": {"slot": i}} for i in range(num_workers)]
         self.collector = RayCollector(
             [env_fn] * num_workers, policy, collector_class=EpisodeCollector, num_collectors=num_workers,
             collector_kwargs=per_worker, frames_per_batch=frames_per_batch, total_frames=FOREVER,

@@ -42,8 +42,9 @@ def _multi(cls: type) -> Callable:
 
 def _async_batched(env_fn, policy, c: CollectorSettings, slots, common, traj) -> BaseCollector:
     slots = [{**slot, "num_envs": 1} for slot in slots]
-    return AsyncBatchedCollector([env_fn] * len(slots), policy=policy, yield_completed_trajectories=True,
-                                 env_backend=c.env_backend, postproc=StampTrajectoryIds(),
+    episodes = bool(traj)  # else fixed frames: steps as they come, each stamped with its environment's slot
+    return AsyncBatchedCollector([env_fn] * len(slots), policy=policy, yield_completed_trajectories=episodes,
+                                 env_backend=c.env_backend, postproc=StampTrajectoryIds() if episodes else None,
                                  create_env_kwargs=slots, **common)
 
 
@@ -52,7 +53,7 @@ def _ray(env_fn, policy, c: CollectorSettings, slots, common, traj) -> BaseColle
 
     return RayEpisodes(env_fn, policy, common["replay_buffer"], num_workers=c.num_workers,
                        frames_per_batch=common["frames_per_batch"], trajs_per_batch=traj["trajs_per_batch"],
-                       address=c.address, slots=c.address is None)
+                       address=c.address)
 
 
 #: How each collector kind of the registry is built.

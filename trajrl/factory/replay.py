@@ -12,7 +12,7 @@ from torchrl.data.replay_buffers.samplers import RandomSampler, Sampler, SliceSa
 from trajrl.collect.faults import DropFaultedEpisodes
 from trajrl.replay.batches import SequenceSampler
 from trajrl.replay.episodes import TRAJ_KEY, EpisodeSampler
-from trajrl.replay.lanes import LaneSliceSampler, LaneWriter
+from trajrl.replay.lanes import LaneSliceSampler, LaneWriter, PrioritizedLaneSliceSampler
 from trajrl.replay.padded import PaddedToFlat
 from trajrl.replay.writer import EpisodeWriter
 from trajrl.replay.slices import StepSliceSampler
@@ -109,14 +109,17 @@ def build_buffer(storage_cfg, sampler_cfg, shared: bool, run_dir: Path | None = 
 
 
 def _lane_buffer(storage, sampler_cfg, shared: bool, lanes: tuple[int, int], not_stored, journal_dir) -> SequenceSampler:
-    """Fixed-frame lanes: slices (or, ``sampler=random``, single transitions) inside one lane and episode."""
-    transitions = sampler_cfg.kind == "random"
+    """Fixed-frame lanes: slices (uniformly or by priority; ``sampler=random``: single transitions)
+    inside one lane and episode."""
+    transitions, prioritized = sampler_cfg.kind == "random", sampler_cfg.kind == "prioritized_slice"
     slice_len = 1 if transitions else int(sampler_cfg.slice_len)
-    sampler = LaneSliceSampler(slice_len)
+    sampler = (PrioritizedLaneSliceSampler(slice_len, float(sampler_cfg.alpha), float(sampler_cfg.beta))
+               if prioritized else LaneSliceSampler(slice_len))
     batch_size = int(sampler_cfg.transitions_per_batch) if transitions else int(sampler_cfg.slices_per_batch) * slice_len
     # dim_extend=0: a worker's [B, T] batch reaches the writer as it is (TorchRL would put time first)
     buffer = TensorDictReplayBuffer(storage=storage, sampler=sampler, writer=LaneWriter(*lanes, journal_dir),
                                     batch_size=batch_size, shared=shared, dim_extend=0)
     sampler.follow(buffer._writer)
     buffer.append_transform(ExcludeTransform(*DERIVED, *not_stored), invert=True)
-    return SequenceSampler(buffer, transitions=transitions, horizon=slice_len)
+    return SequenceSampler(buffer, transitions=transitions, horizon=slice_len,
+                           priority_eta=float(sampler_cfg.eta) if prioritized else None)

@@ -11,11 +11,14 @@ environment). ``L = capacity // lanes`` steps per lane.
 
 Each worker writes its lanes at its own pace, at its own write head, wrapping around
 on its own (``LaneWriter``); which worker wrote a batch, the environment says
-(``WORKER_KEY``, its collector slot, stamped on every step). Slices are drawn inside
-one lane, inside one episode (``LaneSliceSampler``): they never run past a lane's
-newest step (an episode still under way: the slice ends there, marked truncated), nor
-into steps older than its oldest (wrap-around overwrote an episode's start: a slice
-may begin mid-episode, from the recurrent state stored with its first step).
+(``WORKER_KEY``, its collector slot, stamped on every step). ``async_batched`` hands
+over the steps of its single environments interleaved as they came: each environment
+is a worker of its own, its steps sorted out by that stamp. Slices are drawn inside
+one lane, inside one episode (``LaneSliceSampler``; by priority,
+``PrioritizedLaneSliceSampler``): they never run past a lane's newest step (an
+episode still under way: the slice ends there, marked truncated), nor into steps
+older than its oldest (wrap-around overwrote an episode's start: a slice may begin
+mid-episode, from the recurrent state stored with its first step).
 """
 from __future__ import annotations
 
@@ -137,39 +140,59 @@ class LaneWriter(EpisodeWriter):
     def _write(self, data) -> torch.Tensor:
         if not isinstance(data, TensorDictBase):
             raise TypeError(f"LaneWriter writes tensordicts of steps, got {type(data).__name__}")
-        worker = int(data.get(WORKER_KEY).reshape(-1)[0]) if WORKER_KEY in data.keys() else 0
+        if WORKER_KEY not in data.keys():
+            return self._write_worker(data, 0)
+        stamps = data.get(WORKER_KEY)
+        first = int(stamps.reshape(-1)[0])
+        if bool((stamps == first).all()):  # one worker's batch (every collector but async_batched)
+            return self._write_worker(data, first)
+        # steps of several workers as they came (async_batched): each worker's, in order, in its lanes
+        data, stamps = data.reshape(-1), stamps.reshape(-1)
+        index = torch.empty(stamps.shape, dtype=torch.long)
+        for worker in stamps.unique().tolist():
+            mine = stamps == worker
+            index[mine] = self._write_worker(data[mine.nonzero().squeeze(-1)], worker)
+        return index
+
+    def _write_worker(self, data: TensorDictBase, worker: int) -> torch.Tensor:
+        """Worker ``worker``'s steps, ``[B, T]`` (``[T]`` for one environment), at its write head."""
         if not 0 <= worker < self.workers:
             raise ValueError(f"a batch from worker {worker}: this storage has lanes for {self.workers} workers")
         shape = data.shape
         data = data.exclude(*WORKER_KEYS).reshape(self.envs, -1)  # [B, T]: each row one lane, in time order
-        steps = data.shape[-1]
+        data = self._continued_ids(data, worker)
         if not self._storage.initialized:
             self._storage._init(data[:, 0].reshape(-1)[0].expand(self.lane_shape).clone())
-        length = self.lane_len
-        if steps > length:
-            raise ValueError(f"a batch of {steps} steps per environment does not fit lanes of {length} steps")
+        steps, length = data.shape[-1], self.lane_len
         head = self._shared["head"][worker]
-        if data.get(TRAJ_KEY, None) is not None:
-            data = self._continued_ids(data, worker)
-        times = ((head + torch.arange(steps)) % length).expand(self.envs, steps)
-        envs = torch.arange(self.envs).unsqueeze(-1).expand(self.envs, steps)
-        index = self._coords(times, worker, envs)  # [B, T, ndim]
-        self._storage.set(tuple(index.unbind(-1)), data, set_cursor=False)
+        kept = min(steps, length)  # more steps than a lane holds: the older ones would be overwritten at once
+        times = ((head + steps - kept + torch.arange(kept)) % length).expand(self.envs, kept)
+        envs = torch.arange(self.envs).unsqueeze(-1).expand(self.envs, kept)
+        index = self._coords(times, worker, envs)  # [B, kept, ndim]
+        self._storage.set(tuple(index.unbind(-1)), data[:, steps - kept:], set_cursor=False)
         self._shared["head"][worker] = (head + steps) % length
         self._shared["written"][worker] += steps
         self._write_count += data.numel()
         # TorchRL reads rows [0, len / lanes) of the time dimension: every row any lane has written
         filled = min(max(self._shared["written"]), length)
         self._storage._len = filled * self.workers * self.envs
-        # each step's position in the storage, flattened, shaped as the batch came (TorchRL stores it beside each step)
-        strides = torch.tensor(self._storage._storage.shape[: self._storage.ndim]).flip(0).cumprod(0).flip(0)
-        strides = torch.cat([strides[1:], torch.ones(1, dtype=strides.dtype)])
-        return (index * strides).sum(-1).reshape(shape)
+        # each step's position in the storage, flattened, shaped as the batch came (-1: overwritten at once)
+        flat = torch.full((self.envs, steps), -1, dtype=torch.long)
+        flat[:, steps - kept:] = self.flat(index)
+        return flat.reshape(shape)
+
+    def flat(self, coords: torch.Tensor) -> torch.Tensor:
+        """Storage coordinates ``[..., ndim]`` as positions in the flattened storage."""
+        shape = torch.tensor((self.lane_len, *self.lane_shape))
+        strides = torch.cat([shape.flip(0).cumprod(0).flip(0)[1:], torch.ones(1, dtype=shape.dtype)])
+        return (coords * strides).sum(-1)
 
     def _continued_ids(self, data: TensorDictBase, worker: int) -> TensorDictBase:
-        """Fresh ids per run of one id in each row, the first run continuing its lane's last episode."""
-        raw = data.get(TRAJ_KEY).reshape(self.envs, -1)
-        is_init = data.get("is_init", torch.zeros_like(raw, dtype=torch.bool)).reshape(raw.shape)
+        """Fresh ids per run of one id in each row, the first run continuing its lane's last episode.
+        Without the collector's ids (``async_batched``), episodes begin where ``is_init`` marks them."""
+        is_init = data.get("is_init", torch.zeros(data.shape, dtype=torch.bool)).reshape(data.shape)
+        raw = data.get(TRAJ_KEY, None)
+        raw = torch.zeros(data.shape, dtype=torch.int64) if raw is None else raw.reshape(data.shape)
         lanes = worker * self.envs + torch.arange(self.envs)
         last_raw = torch.tensor([self._shared["last_raw"][i] for i in lanes])
         last_id = torch.tensor([self._shared["last_id"][i] for i in lanes])
@@ -188,7 +211,7 @@ class LaneWriter(EpisodeWriter):
             self._shared["last_raw"][lane] = int(raw[i, -1])
             self._shared["last_id"][lane] = int(fresh[i, -1])
         data = data.clone(False)
-        data.set(TRAJ_KEY, fresh.to(raw.dtype).reshape(data.get(TRAJ_KEY).shape))
+        data.set(TRAJ_KEY, fresh.to(raw.dtype).reshape(data.shape))
         return data
 
     def _end_cut_episodes(self, worker: int, lanes: torch.Tensor) -> None:
@@ -255,7 +278,7 @@ class LaneSliceSampler(StatelessSampler):
         newest[:-1] = lanes[1:] != lanes[:-1]
 
         num_slices = max(1, batch_size // self.slice_len)
-        picked = torch.randint(size, (num_slices,), generator=self._rng)
+        picked, importance = self._pick(coords, num_slices)
         run = torch.searchsorted(starts, picked, right=True) - 1
         run_len = lengths[run]
         slice_len = run_len.clamp_max(self.slice_len)
@@ -272,4 +295,65 @@ class LaneSliceSampler(StatelessSampler):
             cut = last & newest[cell] & ~done
             info[("next", "truncated")] = (truncated | cut).unsqueeze(-1)
             info[("next", "done")] = (done | cut).unsqueeze(-1)
+        if importance is not None:
+            info["priority_weight"] = torch.repeat_interleave(importance, slice_len)
         return chosen, info
+
+    def _pick(self, coords: torch.Tensor, num_slices: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Which of the stored steps (``coords``, lane after lane) begin slices: uniformly;
+        no importance weights."""
+        return torch.randint(len(coords), (num_slices,), generator=self._rng), None
+
+
+class PrioritizedLaneSliceSampler(LaneSliceSampler):
+    """``LaneSliceSampler`` with R2D2's prioritised replay: a slice begins at stored step
+    ``i`` with probability ``p_i^alpha / sum_j p_j^alpha``, importance weights
+    ``(N P(i))^-beta`` (normalised by their max) in ``priority_weight``; steps written
+    since the last sample get the largest priority seen so far. Priorities are kept per
+    storage position and saved with the buffer."""
+
+    def __init__(self, slice_len: int, alpha: float, beta: float, eps: float = 1e-6):
+        super().__init__(slice_len)
+        self.alpha, self.beta, self.eps = alpha, beta, eps
+        self.priority = torch.zeros(0)  # per storage position, flattened (sized at the first sample)
+        self.max_priority = 1.0
+        self._seen: torch.Tensor | None = None  # the writer's counts when new steps last got max_priority
+
+    def _pick(self, coords: torch.Tensor, num_slices: int) -> tuple[torch.Tensor, torch.Tensor]:
+        writer = self.writer
+        capacity = writer.lane_len * writer.workers * writer.envs
+        if self.priority.numel() != capacity:
+            self.priority = torch.zeros(capacity)
+        new, self._seen = writer.written_since(self._seen)
+        self.priority[writer.flat(torch.stack(new, -1))] = self.max_priority
+        weights = (self.priority[writer.flat(coords)] + self.eps) ** self.alpha
+        probability = weights / weights.sum()
+        picked = torch.multinomial(probability, num_slices, replacement=True, generator=self._rng)
+        importance = (len(coords) * probability[picked]) ** (-self.beta)
+        return picked, importance / importance.max()
+
+    def update_priority(self, index, priority, *, storage=None) -> None:
+        if isinstance(index, tuple):
+            index = torch.stack(index, -1)
+        index = torch.as_tensor(index)
+        flat = index if index.ndim == 1 else self.writer.flat(index)  # positions, or coordinates [n, ndim]
+        priority = torch.as_tensor(priority, dtype=torch.float).reshape(-1)
+        self.priority[flat] = priority
+        self.max_priority = max(self.max_priority, float(priority.max()))
+
+    def _empty(self) -> None:
+        self.priority.zero_()
+        self.max_priority, self._seen = 1.0, None
+
+    def state_dict(self) -> dict:
+        return {"priority": self.priority, "max_priority": self.max_priority, "seen": self._seen}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self.priority = state_dict["priority"].clone()
+        self.max_priority, self._seen = float(state_dict["max_priority"]), state_dict["seen"]
+
+    def dumps(self, path) -> None:
+        torch.save(self.state_dict(), f"{path}/prioritized_lane_sampler.pt")
+
+    def loads(self, path) -> None:
+        self.load_state_dict(torch.load(f"{path}/prioritized_lane_sampler.pt", weights_only=True))
