@@ -10,6 +10,7 @@ truncated there (and only such slices are). Then every collector kind x ``num_en
 ``trajs_per_batch`` (null or 4) either is refused as a configuration error or builds,
 writes and samples: a config that validates never fails for a layout reason.
 """
+import importlib.util
 import re
 import time
 
@@ -193,15 +194,20 @@ def test_prioritized_slices_in_lanes_follow_the_priorities_the_learner_writes():
 
 
 def combinations():
-    """Every local collector x num_envs x trajs_per_batch. Worker processes take seconds to
+    """Every collector x num_envs x trajs_per_batch. Worker processes take seconds to
     start: where the path is another default test's (complete episodes: tests/test_pipeline.py;
-    multi_async lanes: the wrap-around test above), the case runs with -m slow."""
-    for collector in (kind for kind in COLLECTORS if kind != "ray"):  # ray: an optional extra (test_scale.py)
+    multi_async lanes: the wrap-around test above), the case runs with -m slow; so does
+    collector=ray, an optional extra (pip install 'trajrl[ray]'), skipped without it."""
+    for collector in COLLECTORS:
         for num_envs in (1, 3):
             for trajs in ("null", "4"):
                 repeated = collector in ("async", "multi_sync", "multi_async") and trajs == "4" or (
-                    collector == "multi_async")
-                yield pytest.param(collector, num_envs, trajs, marks=[pytest.mark.slow] if repeated else [],
+                    collector in ("multi_async", "ray"))
+                marks = [pytest.mark.slow] if repeated else []
+                if collector == "ray":
+                    marks.append(pytest.mark.skipif(importlib.util.find_spec("ray") is None,
+                                                    reason="needs the ray extra: pip install 'trajrl[ray]'"))
+                yield pytest.param(collector, num_envs, trajs, marks=marks,
                                    id=f"{collector}-{num_envs}envs-trajs_per_batch={trajs}")
 
 
@@ -209,7 +215,7 @@ def combinations():
 def test_every_collector_and_layout_is_refused_or_builds_writes_and_samples(collector, num_envs, trajs):
     overrides = [f"collector={collector}", f"env.num_envs={num_envs}", f"trajs_per_batch={trajs}",
                  "collector.frames_per_batch=60", "storage.capacity=1200", "sampler=random"]
-    if collector in ("multi_sync", "multi_async"):
+    if collector in ("multi_sync", "multi_async", "ray"):
         overrides.append("collector.num_workers=2")
     try:
         cfg = validate(fixed_frames(*overrides))
