@@ -75,3 +75,29 @@ class Spaces(gym.Env):
 KINDS = ("box2d", "float64", "image", "image_chw", "discrete", "multi_discrete", "multibinary", "dict", "tuple")
 if "Spaces-v0" not in gym.registry:
     gym.register("Spaces-v0", entry_point=Spaces)
+
+
+class BadGoal(gym.Env):
+    """A goal environment hindsight cannot relabel: ``problem="no_reward"`` has no
+    ``compute_reward``; ``"unbatched"`` computes one reward for a batch of goals."""
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, problem: str = "no_reward"):
+        bits = S.MultiBinary(3)
+        self.observation_space = S.Dict(observation=bits, achieved_goal=bits, desired_goal=bits)
+        self.action_space = S.Discrete(3)
+        if problem == "unbatched":
+            self.compute_reward = lambda achieved, desired, info: float(np.array_equal(achieved, desired)) - 1.0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        zeros = np.zeros(3, np.int8)
+        return {"observation": zeros, "achieved_goal": zeros, "desired_goal": zeros}, {}
+
+    def step(self, action):
+        return self.reset()[0], -1.0, False, True, {}
+
+
+if "BadGoal-v0" not in gym.registry:
+    gym.register("BadGoal-v0", entry_point=BadGoal)

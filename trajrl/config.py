@@ -65,7 +65,9 @@ def validate(cfg: DictConfig) -> DictConfig:
         _check_ppo(cfg)
     else:
         _check_off_policy(cfg)
-    _check_against_env(cfg, env_spaces(cfg.env, cfg.algo.name))
+    spaces = env_spaces(cfg.env, cfg.algo.name)
+    _check_against_env(cfg, spaces)
+    _check_hindsight(cfg, spaces)
     if cfg.resume is not None:
         _check_resume(cfg.resume)
     if cfg.storage.kind != "none":
@@ -100,7 +102,8 @@ def _merge(schema: type, section: DictConfig, prefix: str, where: str, skip=()) 
     for key in section.keys():
         if key not in known:
             raise ConfigError(_join(prefix, key), section.get(key),
-                              f"{where} has no such setting; its settings are {', '.join(sorted(known - set(skip)))}")
+                              f"{where} has no such setting; its settings are {', '.join(sorted(known - set(skip)))}"
+                              f"{_elsewhere(prefix, key)}")
     try:
         merged = OmegaConf.to_container(OmegaConf.merge(OmegaConf.structured(schema), section), resolve=True,
                                         throw_on_missing=True)
@@ -160,7 +163,17 @@ def explain(err: BaseException) -> ConfigError | None:
     where = (f"{group}={options[0]}" if len(options) == 1 and options[0] else group) or "the top level"
     source = re.match(r"In '([^']+)'", str(err))
     return ConfigError(setting, _override_value(err, setting), f"{where} has no such setting; its settings are "
-                       f"{', '.join(names)}", source=f"{source.group(1)}.yaml" if source else None)
+                       f"{', '.join(names)}{_elsewhere(group, missing)}",
+                       source=f"{source.group(1)}.yaml" if source else None)
+
+
+def _elsewhere(group: str, key: str) -> str:
+    """Which options of ``group`` have setting ``key`` (the user may have meant one of them)."""
+    if group not in S.GROUPS:
+        return ""
+    selector, options = S.GROUPS[group]
+    having = [name for name, cls in options.items() if key in {f.name for f in fields(cls)}]
+    return f" ({group}.{key} is a setting of {group}={', '.join(having)})" if having else ""
 
 
 def _override_value(err: BaseException, setting: str) -> Any:
@@ -311,6 +324,31 @@ def _check_against_env(cfg: DictConfig, spaces) -> None:
             f"is longer than any episode of {cfg.env.id} (at most {limit} steps): no slice could be full, "
             f"each would be a whole episode and padding; use sampler.slice_len<={limit}",
         )
+
+
+def _check_hindsight(cfg: DictConfig, spaces) -> None:
+    """Hindsight relabelling (``sampler.her_ratio`` > 0): replayed complete episodes of a
+    goal environment, drawn by a sampler that keeps trajrl's episode index."""
+    ratio = cfg.sampler.get("her_ratio", 0.0)
+    if not ratio:
+        return
+    what = f"hindsight relabelling (sampler.her_ratio={ratio:g})"
+    if cfg.algo.name in S.ON_POLICY_ALGOS:
+        raise ConfigError("sampler.her_ratio", ratio, f"algo={cfg.algo.name} learns on-policy from the episodes its "
+                          "current policy collects; relabelled goals need replay: use algo=r2d2 or algo=rsac, "
+                          "or sampler.her_ratio=0")
+    if cfg.trajs_per_batch is None:
+        raise ConfigError("trajs_per_batch", None, f"{what} draws goals from complete stored episodes; "
+                          "set trajs_per_batch=4")
+    if cfg.sampler.kind == "slice_without_replacement" or cfg.sampler.get("weighting", "step") != "step":
+        setting = "sampler" if cfg.sampler.kind != "slice" else "sampler.weighting"
+        value = cfg.sampler.kind if cfg.sampler.kind != "slice" else cfg.sampler.weighting
+        raise ConfigError(setting, value, f"{what} draws goals from trajrl's episode index, which this TorchRL "
+                          "sampler does not keep: use sampler=slice (sampler.weighting=step), "
+                          "sampler=prioritized_slice or sampler=episode")
+    if spaces.goal_problem:
+        raise ConfigError("env.id", cfg.env.id, f"{spaces.goal_problem}; {what} needs a goal environment, "
+                          "e.g. env=bit_flipping, or sampler.her_ratio=0")
 
 
 def _check_resume(resume: str) -> None:

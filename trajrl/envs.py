@@ -14,7 +14,8 @@ import numpy as np
 
 from trajrl.errors import ConfigError, EnvironmentFailed
 from trajrl.settings import ACTIONS
-from trajrl.spaces import CONTINUOUS, DISCRETE, Part, action_kind, action_size, flat_observations, parts_of
+from trajrl.spaces import (CONTINUOUS, DISCRETE, GOAL_KEYS, GoalLayout, Part, action_kind, action_size,
+                           flat_observations, goal_layout, parts_of)
 from trajrl.training.interrupts import raise_after
 
 
@@ -86,12 +87,108 @@ class CueMemory(gym.Env):
         return self._observation(), reward, last, False, {}
 
 
+class BitFlipping(gym.Env):
+    """The bit-flipping task of Hindsight Experience Replay (Andrychowicz et al., 2017),
+    in gymnasium's goal convention: ``n`` bits start at random, the goal is ``n`` other
+    random bits; an action flips one bit (actions ``0 .. n-1``) or, action ``n``, leaves
+    them as they are. Reward 0 at each step that leaves the bits at the goal, -1
+    otherwise (``compute_reward``); an episode lasts ``n`` steps (truncated, never
+    terminated: a relabelled goal changes rewards only, never where episodes end);
+    ``info["is_success"]``: the bits are at the goal.
+
+    Observations: a ``Dict`` of ``observation`` and ``achieved_goal`` (both the bits) and
+    ``desired_goal``. ``goal_first_step_only``: the goal is shown at the first step only
+    (zeros after it): a policy must remember it.
+    """
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, n: int = 15, goal_first_step_only: bool = False):
+        if n < 1:
+            raise ValueError(f"BitFlipping needs n >= 1 bits, got n={n}")
+        self.n, self.goal_first_step_only = n, goal_first_step_only
+        bits = gym.spaces.MultiBinary(n)
+        self.observation_space = gym.spaces.Dict(observation=bits, achieved_goal=bits, desired_goal=bits)
+        self.action_space = gym.spaces.Discrete(n + 1)
+        self.bits = self.goal = np.zeros(n, dtype=np.int8)
+        self.t = 0
+
+    def _observation(self) -> dict[str, np.ndarray]:
+        shown = self.goal if self.t == 0 or not self.goal_first_step_only else np.zeros_like(self.goal)
+        return {"observation": self.bits.copy(), "achieved_goal": self.bits.copy(), "desired_goal": shown.copy()}
+
+    def compute_reward(self, achieved_goal, desired_goal, info) -> np.ndarray:
+        """0 where the achieved goal is the desired one, -1 elsewhere (batched: ``[..., n]``)."""
+        return np.where((np.asarray(achieved_goal) != np.asarray(desired_goal)).any(-1), -1.0, 0.0).astype(np.float32)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        self.bits = self.np_random.integers(0, 2, self.n).astype(np.int8)
+        self.goal = self.np_random.integers(0, 2, self.n).astype(np.int8)
+        self.t = 0
+        return self._observation(), {"is_success": np.float32((self.bits == self.goal).all())}
+
+    def step(self, action):
+        action = int(action)
+        if action < self.n:
+            self.bits[action] ^= 1
+        self.t += 1
+        reward = float(self.compute_reward(self.bits, self.goal, None))
+        return self._observation(), reward, False, self.t >= self.n, {"is_success": np.float32(reward == 0.0)}
+
+
+class PointReach(gym.Env):
+    """A continuous goal task: a point in the square ``[-1, 1]^2`` moved by actions in
+    ``[-1, 1]^2`` scaled by ``speed``; the goal another random point. Reward 0 at each step
+    that ends within ``radius`` of the goal, -1 otherwise (``compute_reward``); an episode
+    lasts ``length`` steps (truncated, never terminated); ``info["is_success"]``: within
+    ``radius`` of the goal. Observations: ``observation`` and ``achieved_goal`` (both the
+    point), ``desired_goal``."""
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, length: int = 25, speed: float = 0.15, radius: float = 0.1):
+        if length < 1 or speed <= 0 or radius <= 0:
+            raise ValueError(f"PointReach needs length >= 1, speed > 0 and radius > 0; got length={length}, "
+                             f"speed={speed}, radius={radius}")
+        self.length, self.speed, self.radius = length, speed, radius
+        square = gym.spaces.Box(-1.0, 1.0, (2,), dtype=np.float32)
+        self.observation_space = gym.spaces.Dict(observation=square, achieved_goal=square, desired_goal=square)
+        self.action_space = gym.spaces.Box(-1.0, 1.0, (2,), dtype=np.float32)
+        self.point = self.goal = np.zeros(2, dtype=np.float32)
+        self.t = 0
+
+    def _observation(self) -> dict[str, np.ndarray]:
+        return {"observation": self.point.copy(), "achieved_goal": self.point.copy(), "desired_goal": self.goal.copy()}
+
+    def compute_reward(self, achieved_goal, desired_goal, info) -> np.ndarray:
+        """0 within ``radius`` of the goal, -1 elsewhere (batched: ``[..., 2]``)."""
+        distance = np.linalg.norm(np.asarray(achieved_goal) - np.asarray(desired_goal), axis=-1)
+        return np.where(distance < self.radius, 0.0, -1.0).astype(np.float32)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        self.point = self.np_random.uniform(-1, 1, 2).astype(np.float32)
+        self.goal = self.np_random.uniform(-1, 1, 2).astype(np.float32)
+        self.t = 0
+        return self._observation(), {"is_success": np.float32(self.compute_reward(self.point, self.goal, None) == 0)}
+
+    def step(self, action):
+        move = np.clip(np.asarray(action, dtype=np.float32).reshape(2), -1, 1) * self.speed
+        self.point = np.clip(self.point + move, -1, 1).astype(np.float32)
+        self.t += 1
+        reward = float(self.compute_reward(self.point, self.goal, None))
+        return self._observation(), reward, False, self.t >= self.length, {"is_success": np.float32(reward == 0.0)}
+
+
 def register() -> None:
     """Register trajrl's environment ids (idempotent)."""
     for env_id, entry_point in (
         ("trajrl/CartPoleNoVel-v1", make_cartpole_novel),
         ("trajrl/PendulumNoVel-v1", make_pendulum_novel),
         ("trajrl/CueMemory-v0", CueMemory),
+        ("trajrl/BitFlipping-v0", BitFlipping),
+        ("trajrl/PointReach-v0", PointReach),
     ):
         if env_id not in gym.registry:
             gym.register(env_id, entry_point=entry_point, disable_env_checker=True)
@@ -171,6 +268,8 @@ class EnvSpaces:
     actions: int             # number of discrete actions, or size of the continuous action
     action_kind: str         # DISCRETE or CONTINUOUS
     step_limit: int          # most steps an episode can last (gymnasium's TimeLimit; 1000 when it has none)
+    goal: GoalLayout | None = None  # a goal environment's goals in the flat observation (trajrl.spaces)
+    goal_problem: str = ""   # why it is not a goal environment hindsight can relabel ("" when it is)
 
 
 def env_spaces(env_cfg: Any, algo: str | None = None) -> EnvSpaces:
@@ -208,9 +307,32 @@ def _env_spaces(env_id: str, kwargs_json: str, import_module: str | None, algo: 
         except ValueError as err:
             raise ConfigError("env.id", env_id, f"observes {err}") from None
         limit = env.spec.max_episode_steps if env.spec and env.spec.max_episode_steps else 1000
-        return EnvSpaces(gym.spaces.flatdim(obs_space), parts, action_size(act_space), kind, int(limit))
+        goal, problem = goal_layout(obs_space), goal_problem(env)
+        return EnvSpaces(gym.spaces.flatdim(obs_space), parts, action_size(act_space), kind, int(limit), goal, problem)
     finally:
         env.close()
+
+
+def goal_problem(env: gym.Env) -> str:
+    """Why hindsight cannot relabel ``env``'s episodes ("" when it can): it must observe a
+    ``Dict`` with ``GOAL_KEYS`` and compute rewards for batches of goals
+    (``compute_reward(achieved [n, g], desired [n, g], info)`` -> ``[n]``)."""
+    space = env.observation_space
+    keys = sorted(space.spaces) if isinstance(space, gym.spaces.Dict) else None
+    if keys is None or not set(GOAL_KEYS) <= set(keys):
+        return (f"observes {keys if keys is not None else type(space).__name__}, not a Dict with keys "
+                f"{', '.join(GOAL_KEYS)} (gymnasium's goal convention)")
+    compute = getattr(env.unwrapped, "compute_reward", None)
+    if not callable(compute):
+        return "has no compute_reward(achieved_goal, desired_goal, info) to recompute rewards for a new goal"
+    goals = np.stack([gym.spaces.flatten(space["achieved_goal"], space["achieved_goal"].sample()) for _ in range(2)])
+    try:
+        rewards = np.asarray(compute(goals, goals[::-1], {}))
+    except Exception as err:  # noqa: BLE001 (any error of the user's function is the answer)
+        return f"its compute_reward fails on a batch of 2 goals ({type(err).__name__}: {err})"
+    if rewards.shape != (2,):
+        return f"its compute_reward gives shape {rewards.shape} for a batch of 2 goals, not (2,)"
+    return ""
 
 
 #: How each kind of actions reads in a message.

@@ -181,6 +181,22 @@ STORAGES: dict[str, type] = {"lazy_tensor": StorageSettings, "lazy_memmap": Memm
                              "none": NoStorageSettings}
 
 
+#: Hindsight Experience Replay: where a substituted goal comes from (``trajrl.replay.hindsight``).
+HER_STRATEGIES = ("future", "final", "episode")
+
+
+def her_ratio() -> Any:
+    return setting(0.0, "share of sampled slices (or episodes) given a goal their own episode achieved, the rewards "
+                        "recomputed for it (Hindsight Experience Replay; goal environments only); 0: off",
+                   range=FRACTION)
+
+
+def her_strategy() -> Any:
+    return setting("future", "where a substituted goal comes from: future: what was achieved at a step at or after "
+                             "the slice's end; final: at the episode's last step; episode: at any step of it",
+                   choices=HER_STRATEGIES)
+
+
 @dataclass
 class SliceSamplerSettings:
     kind: str = option("slice_without_replacement")
@@ -190,6 +206,8 @@ class SliceSamplerSettings:
     burn_in: int = setting(10, "first steps of a slice that starts mid-episode which only warm the recurrent "
                                "state (no loss); a slice that starts its episode learns from every step",
                            range=at_least(0))
+    her_ratio: float = her_ratio()
+    her_strategy: str = her_strategy()
 
 
 @dataclass
@@ -213,6 +231,8 @@ class PrioritizedSliceSamplerSettings(SliceSamplerSettings):
 class EpisodeSamplerSettings:
     kind: str = option("episode")
     episodes_per_batch: int = setting(8, "whole episodes per batch (algo=ppo: per minibatch)", range=at_least(1))
+    her_ratio: float = her_ratio()
+    her_strategy: str = her_strategy()
 
 
 @dataclass

@@ -64,6 +64,30 @@ def _joined(spaces, start: int) -> tuple[Part, ...]:
     return tuple(parts)
 
 
+#: The keys of a goal environment's ``Dict`` observation (gymnasium's goal convention).
+GOAL_KEYS = ("observation", "achieved_goal", "desired_goal")
+
+
+@dataclass(frozen=True)
+class GoalLayout:
+    """Where a goal environment's achieved and desired goals lie in its flat observation."""
+
+    achieved: slice
+    desired: slice
+
+
+def goal_layout(space: gym.Space) -> GoalLayout | None:
+    """The goals' stretches of ``space``'s flat form (gymnasium's ``flatten`` joins a ``Dict``'s
+    parts in its key order); None unless it is a ``Dict`` with every key of ``GOAL_KEYS``."""
+    if not isinstance(space, gym.spaces.Dict) or not set(GOAL_KEYS) <= set(space.spaces):
+        return None
+    stretches, start = {}, 0
+    for key, part in space.spaces.items():
+        size = gym.spaces.flatdim(part)
+        stretches[key], start = slice(start, start + size), start + size
+    return GoalLayout(stretches["achieved_goal"], stretches["desired_goal"])
+
+
 def is_flat(space: gym.Space) -> bool:
     """Already one flat float vector: reaches the networks as it is."""
     return isinstance(space, gym.spaces.Box) and len(space.shape) == 1 and space.dtype == np.float32

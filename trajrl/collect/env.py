@@ -17,6 +17,7 @@ import torch
 from tensordict import TensorDictBase
 from torchrl.data import Composite, Unbounded
 from torchrl.envs import Compose, EnvBase, GymWrapper, InitTracker, RewardSum, StepCounter, TransformedEnv
+from torchrl.envs.libs.gym import default_info_dict_reader
 from torchrl.envs.transforms import Transform
 
 
@@ -53,7 +54,7 @@ def make_env(env_id: str, kwargs: dict[str, Any], import_module: str | None = No
              counts: torch.Tensor | None = None, slot: int = 0, num_envs: int = 1,
              vectorization: str = "sync", gate: torch.Tensor | None = None,
              wrap: Callable[[gym.Env], gym.Env] | None = None, restarts: Restarts | None = None,
-             fixed_frames: bool = False) -> EnvBase:
+             fixed_frames: bool = False, success: bool = False) -> EnvBase:
     """One environment, or a vector of ``num_envs`` (batch size ``[num_envs]``), with
     episode bookkeeping (and the recurrent-state primer, if given).
 
@@ -66,6 +67,8 @@ def make_env(env_id: str, kwargs: dict[str, Any], import_module: str | None = No
     ``fixed_frames``: the collector hands over fixed-frame batches (``trajs_per_batch=null``): every
     step carries ``slot`` (the storage writes it in that worker's lanes), and the steps of an
     episode a fault cut are stored, not lost (``trajrl.replay.lanes``).
+    ``success``: each step carries ``is_success`` from the environment's info (goal
+    environments say whether the goal is reached; 0 where one does not say).
     """
     make = functools.partial(make_gym, env_id, dict(kwargs), import_module)
     if restarts is not None:
@@ -74,6 +77,8 @@ def make_env(env_id: str, kwargs: dict[str, Any], import_module: str | None = No
         env = GymWrapper(make_vector(make, num_envs, vectorization), categorical_action_encoding=True)
     else:
         env = GymWrapper(wrap(make()) if wrap is not None else make(), categorical_action_encoding=True)
+        if success:
+            env.set_info_dict_reader(ReadSuccess())
     if restarts is not None:
         read_faults(env, env.batch_size)
     transforms = [InitTracker(), StepCounter(), RewardSum()]
@@ -103,6 +108,19 @@ class Restarts:
         return RestartOnError(make, self.max_restarts, self.window_s, report)
 
 
+class ReadSuccess(default_info_dict_reader):
+    """``info["is_success"]`` as ``is_success`` (a float), whatever number type the
+    environment gives it as; 0 where it gives none."""
+
+    def __init__(self):
+        super().__init__(["is_success"], spec={"is_success": Unbounded(shape=(), dtype=torch.float32)})
+
+    def __call__(self, info_dict, tensordict: TensorDictBase) -> TensorDictBase:
+        if isinstance(info_dict, dict):
+            info_dict = {"is_success": np.float32(info_dict.get("is_success", 0.0))}
+        return super().__call__(info_dict, tensordict)
+
+
 class StampWorker(Transform):
     """Every step carries the collector slot of the worker that took it (``WORKER_KEY``)."""
 
@@ -126,13 +144,14 @@ class StampWorker(Transform):
 
 def env_factory(env_cfg, primer=None, counters: WorkerCounters | None = None,
                 num_envs: int | None = None, restarts: Restarts | None = None,
-                fixed_frames: bool = False) -> Callable[..., EnvBase]:
+                fixed_frames: bool = False, success: bool = False) -> Callable[..., EnvBase]:
     """A picklable environment factory (it crosses into worker processes), making
     ``env_cfg.num_envs`` environments at once unless ``num_envs`` says otherwise.
 
     With ``counters``, call it with ``slot=<index of the collector's environment>``.
     ``restarts``: how environments that raise are rebuilt (a collector's).
-    ``fixed_frames``: for a collector that hands over fixed-frame batches (``make_env``).
+    ``fixed_frames``: for a collector that hands over fixed-frame batches; ``success``: the
+    steps carry ``is_success`` (``make_env``).
     """
     return functools.partial(
         make_env, str(env_cfg.id), dict(env_cfg.kwargs or {}), env_cfg.import_module, primer,
@@ -140,6 +159,7 @@ def env_factory(env_cfg, primer=None, counters: WorkerCounters | None = None,
         num_envs=int(num_envs if num_envs is not None else env_cfg.get("num_envs", 1)),
         vectorization=str(env_cfg.get("vectorization", "sync")),
         gate=counters.gate if counters is not None else None, restarts=restarts, fixed_frames=fixed_frames,
+        success=success,
     )
 
 

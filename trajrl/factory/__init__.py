@@ -24,13 +24,14 @@ from trajrl.collect.env import Restarts, env_factory
 from trajrl.collect.faults import RestartLimit
 from trajrl.collect.watch import close_collector
 from trajrl.config import validate
-from trajrl.envs import env_spaces
+from trajrl.envs import env_spaces, make_gym
 from trajrl.errors import CheckpointError
 from trajrl.factory.agent import Agent, build_agent
 from trajrl.factory.collector import build_collector, collector_slots
 from trajrl.factory.logger import build_loggers
 from trajrl.factory.replay import build_buffer
 from trajrl.replay.batches import SequenceSampler
+from trajrl.replay.hindsight import HindsightGoals
 from trajrl.replay.states import StateRefresh
 from trajrl.settings import PROCESS_COLLECTORS, fixed_frame_lanes, settings_of
 from trajrl.training.checkpoint import WHICH, LoopState, load_checkpoint, restore
@@ -83,6 +84,18 @@ class Pipeline:
         self.close()
 
 
+def hindsight_goals(cfg: DictConfig, spaces, agent) -> HindsightGoals | None:
+    """Hindsight relabelling as ``sampler.her_ratio`` asks (None at 0): the goals'
+    place in the observation, and the rewards of one instance of the environment."""
+    ratio = float(cfg.sampler.get("her_ratio", 0.0))
+    if ratio == 0:
+        return None
+    env = make_gym(str(cfg.env.id), dict(cfg.env.kwargs or {}), cfg.env.get("import_module"))
+    state_keys = agent.recurrent_net.state_keys if agent.recurrent_net is not None else []
+    return HindsightGoals(spaces.goal, ratio, str(cfg.sampler.her_strategy), env.unwrapped.compute_reward,
+                          state_keys, first_step_only=bool(getattr(env.unwrapped, "goal_first_step_only", False)))
+
+
 def build(cfg: DictConfig, run_dir: str | Path | None = None) -> Pipeline:
     """Build the pipeline for ``cfg`` (checked here unless ``validate`` already did). Loggers
     are made when ``run_dir`` is given."""
@@ -112,7 +125,8 @@ def build(cfg: DictConfig, run_dir: str | Path | None = None) -> Pipeline:
         sequences = build_buffer(cfg.storage, cfg.sampler, shared=shared, run_dir=run_dir,
                                  reuse_files=cfg.resume is not None, not_stored=agent.not_stored(),
                                  journal_dir=counters.dir if shared and counters is not None else None,
-                                 lanes=lanes if fixed_frames else None)
+                                 lanes=lanes if fixed_frames else None,
+                                 hindsight=hindsight_goals(cfg, spaces, agent))
     resumed = None
     if cfg.resume is not None:  # before the collector copies the policy into its workers
         resumed = restore(load_checkpoint(cfg.resume, algo_name=cfg.algo.name), agent.algo, agent.policy_state(),
@@ -131,7 +145,8 @@ def build(cfg: DictConfig, run_dir: str | Path | None = None) -> Pipeline:
         net = agent.recurrent_net
         state_refresh = StateRefresh(sequences.buffer, net.state_keys, partial(states_along, net.encoder, net.rnn),
                                      int(cfg.algo.refresh_states_every))
-    return Pipeline(env_fn, env_factory(cfg.env, primer=agent.primer, num_envs=1), counters, collector,
+    eval_env_fn = env_factory(cfg.env, primer=agent.primer, num_envs=1, success=spaces.goal is not None)
+    return Pipeline(env_fn, eval_env_fn, counters, collector,
                     sequences.buffer if sequences else None, sequences, agent.explore, agent.greedy, agent.egreedy,
                     agent.algo, agent.version, agent.policy_state(), loggers, limit, resumed, state_refresh,
                     lambda restart: make_collector(seed=int(cfg.seed) + 1000 * restart),

@@ -12,6 +12,7 @@ from torchrl.data.replay_buffers.samplers import RandomSampler, Sampler, SliceSa
 from trajrl.collect.faults import DropFaultedEpisodes
 from trajrl.replay.batches import SequenceSampler
 from trajrl.replay.episodes import TRAJ_KEY, EpisodeSampler
+from trajrl.replay.hindsight import HindsightGoals
 from trajrl.replay.lanes import LaneSliceSampler, LaneWriter, PrioritizedLaneSliceSampler
 from trajrl.replay.padded import PaddedToFlat
 from trajrl.replay.writer import EpisodeWriter
@@ -76,7 +77,7 @@ def build_sampler(sampler_cfg, capacity: int) -> tuple[Sampler, int]:
 
 def build_buffer(storage_cfg, sampler_cfg, shared: bool, run_dir: Path | None = None,
                  reuse_files: bool = False, not_stored: list = (), journal_dir: str | None = None,
-                 lanes: tuple[int, int] | None = None) -> SequenceSampler:
+                 lanes: tuple[int, int] | None = None, hindsight: HindsightGoals | None = None) -> SequenceSampler:
     """A TensorDictReplayBuffer (shared with worker processes when they write into it).
 
     Flat complete episodes are stored as written; padded ``[N, T]`` batches with
@@ -86,6 +87,8 @@ def build_buffer(storage_cfg, sampler_cfg, shared: bool, run_dir: Path | None = 
     ``not_stored``: keys the policy writes that learning never reads; they, and what
     ``DERIVED`` lists, are dropped on write. ``journal_dir``: where each write is
     journalled (``trajrl.replay.writer``; for worker processes that write).
+    ``hindsight``: the sampler draws substituted goals, the batches are relabelled with
+    them (``trajrl.replay.hindsight``; slice and episode samplers of complete episodes).
     """
     storage = build_storage(storage_cfg, run_dir, reuse_files)
     if lanes is not None:
@@ -97,6 +100,8 @@ def build_buffer(storage_cfg, sampler_cfg, shared: bool, run_dir: Path | None = 
                                     batch_size=batch_size, shared=shared)
     if isinstance(sampler, StepSliceSampler):
         sampler.follow(buffer._writer)  # the writer counts every write, in whichever process
+    if hindsight is not None:
+        sampler.hindsight = hindsight  # config.py allows it only with samplers that keep an episode index
     buffer.append_transform(DropFaultedEpisodes())  # run last on writes: no episode a fault ended is stored
     buffer.append_transform(PaddedToFlat())  # rb.extend(padded [N, T] + mask) stores the valid steps
     buffer.append_transform(ExcludeTransform(*DERIVED, *not_stored), invert=True)  # run by rb.extend
@@ -104,7 +109,7 @@ def build_buffer(storage_cfg, sampler_cfg, shared: bool, run_dir: Path | None = 
     return SequenceSampler(
         buffer, transitions=kind == "random",
         horizon=1 if kind == "random" else (None if kind == "episode" else int(sampler_cfg.slice_len)),
-        priority_eta=float(sampler_cfg.eta) if kind == "prioritized_slice" else None,
+        priority_eta=float(sampler_cfg.eta) if kind == "prioritized_slice" else None, hindsight=hindsight,
     )
 
 

@@ -9,6 +9,7 @@ from tensordict import TensorDictBase
 from torchrl.data import TensorDictReplayBuffer
 
 from trajrl.replay.episodes import MASK_KEY, as_sequences
+from trajrl.replay.hindsight import HindsightGoals
 
 TD_KEY = "td_error"  # where a learner writes each step's |TD error| (NaN where it did not learn) for priorities
 
@@ -21,11 +22,13 @@ class SequenceSampler:
     transitions: bool  # each sample is N single transitions (random sampler)
     horizon: int | None = None  # T of every batch (slice samplers: slice_len); None: the longest sequence
     priority_eta: float | None = None  # prioritised: a sequence's priority is eta * max |td| + (1 - eta) * mean |td|
+    hindsight: HindsightGoals | None = None  # relabels the rows its sampler flagged (trajrl.replay.hindsight)
 
     def sample(self) -> TensorDictBase:
         flat = self.buffer.sample()
         starts = torch.ones(flat.shape, dtype=torch.bool) if self.transitions else flat.get("is_init")
-        return as_sequences(flat, starts, self.horizon)
+        batch = as_sequences(flat, starts, self.horizon)
+        return self.hindsight.relabel(batch) if self.hindsight is not None else batch
 
     def update_priority(self, batch: TensorDictBase) -> None:
         """Give every step of each sampled sequence its sequence's priority (R2D2), from the

@@ -113,6 +113,7 @@ class EpisodeSampler(StatelessSampler):
 
     def __init__(self, traj_key: Any = TRAJ_KEY):
         self.traj_key = traj_key
+        self.hindsight = None  # HindsightGoals (trajrl.replay.hindsight): substituted goals drawn with each sample
 
     def sample(self, storage: Storage, batch_size: int) -> tuple[torch.Tensor, dict]:
         stored = storage[:]
@@ -123,7 +124,10 @@ class EpisodeSampler(StatelessSampler):
             raise RuntimeError("EpisodeSampler: the buffer holds no complete episode yet.")
         pick = torch.randint(starts.numel(), (batch_size,), generator=self._rng)
         _, _, index = run_steps(starts[pick], lengths[pick], len(storage))
-        return index, {}
+        if self.hindsight is None:
+            return index, {}
+        whole = torch.zeros_like(pick)  # each sample is its whole episode
+        return index, self.hindsight.draw(storage, starts[pick], lengths[pick], whole, lengths[pick], self._rng)
 
 
 def as_sequences(sample: TensorDictBase, starts: torch.Tensor, horizon: int | None = None) -> TensorDictBase:

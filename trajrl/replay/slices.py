@@ -46,6 +46,7 @@ class StepSliceSampler(Sampler):
         self.priority = torch.zeros(capacity)
         self.max_priority = 1.0
         self.writer = None
+        self.hindsight = None  # HindsightGoals (trajrl.replay.hindsight): substituted goals drawn with each sample
         self._starts = torch.zeros(0, dtype=torch.long)  # sorted storage positions where an episode begins
         self._indexed: int | None = None  # the writer's count of written steps when the starts were last updated
 
@@ -110,8 +111,10 @@ class StepSliceSampler(Sampler):
         first = torch.minimum(offset, run_len - slice_len)
         _, steps, index = run_steps(starts[run] + first, slice_len, size)
         is_init = steps == 0
-        return index, {"is_init": is_init.unsqueeze(-1),
-                       "priority_weight": torch.repeat_interleave(importance, slice_len)}
+        info = {"is_init": is_init.unsqueeze(-1), "priority_weight": torch.repeat_interleave(importance, slice_len)}
+        if self.hindsight is not None:
+            info.update(self.hindsight.draw(storage, starts[run], run_len, first, slice_len, self._rng))
+        return index, info
 
     def update_priority(self, index: torch.Tensor, priority: torch.Tensor, *, storage=None) -> None:
         index, priority = torch.as_tensor(index).reshape(-1), torch.as_tensor(priority, dtype=torch.float).reshape(-1)

@@ -30,8 +30,9 @@ def evaluate_run(cfg, agent, episodes: int = 10, seed: int = 0) -> dict[str, flo
     from trajrl.envs import env_spaces
     from trajrl.training.evaluate import Evaluator
 
-    evaluator = Evaluator(env_factory(cfg.env, primer=agent.primer, num_envs=1), agent.greedy, episodes, seed=seed,
-                          max_steps=env_spaces(cfg.env, cfg.algo.name).step_limit, env_id=cfg.env.id)
+    spaces = env_spaces(cfg.env, cfg.algo.name)
+    env_fn = env_factory(cfg.env, primer=agent.primer, num_envs=1, success=spaces.goal is not None)
+    evaluator = Evaluator(env_fn, agent.greedy, episodes, seed=seed, max_steps=spaces.step_limit, env_id=cfg.env.id)
     try:
         return evaluator()
     finally:
@@ -88,7 +89,8 @@ def main(argv: list[str]) -> None:
         cfg, agent = load_run(args.run_dir, args.which)
         stats = evaluate_run(cfg, agent, args.episodes, args.seed)
         print(f"{args.run_dir} ({args.which} agent): return {stats['return']:.1f} ± {stats['return_std']:.1f} "
-              f"over {args.episodes} deterministic episodes (length {stats['length']:.1f})", flush=True)
+              f"over {args.episodes} deterministic episodes (length {stats['length']:.1f}"
+              + (f", success {stats['success']:.2f}" if "success" in stats else "") + ")", flush=True)
         if args.video is not None:
             folder = Path(args.video) if args.video else args.run_dir / "videos"
             print(f"video: {record_video(cfg, agent, folder, args.which, args.seed)}", flush=True)

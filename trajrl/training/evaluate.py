@@ -11,7 +11,8 @@ from trajrl.envs import stepping
 
 
 class Evaluator:
-    """Runs ``episodes`` environments side by side with the greedy policy; returns mean return."""
+    """Runs ``episodes`` environments side by side with the greedy policy; returns mean return
+    (and, where the environment reports ``is_success``, the share that ended at their goal)."""
 
     def __init__(self, env_fn: Callable[[], EnvBase], policy, episodes: int, seed: int, max_steps: int,
                  env_id: str, step_timeout_s: float | None = None):
@@ -21,10 +22,12 @@ class Evaluator:
         self.policy = policy
         self.episodes = episodes
         self.max_steps = max_steps
+        self.reads_success = "is_success" in self.env.full_observation_spec.keys(True, True)
 
     @torch.no_grad()
     def __call__(self) -> dict[str, float]:
         returns = torch.zeros(self.episodes)
+        success = torch.zeros(self.episodes)  # at each episode's last step (goal environments say)
         lengths = torch.zeros(self.episodes, dtype=torch.long)
         finished = torch.zeros(self.episodes, dtype=torch.bool)
         with set_exploration_type(ExplorationType.DETERMINISTIC):
@@ -37,7 +40,10 @@ class Evaluator:
                 running = ~finished
                 returns += td.get(("next", "reward")).reshape(-1) * running
                 lengths += running.long()
-                finished |= td.get(("next", "done")).reshape(-1)
+                done = td.get(("next", "done")).reshape(-1)
+                if ("next", "is_success") in td.keys(True):
+                    success = torch.where(running & done, td.get(("next", "is_success")).reshape(-1).float(), success)
+                finished |= done
                 if finished.all():
                     break
                 td = next_td
@@ -46,6 +52,7 @@ class Evaluator:
             "return_std": returns.std().item() if self.episodes > 1 else 0.0,
             "length": lengths.float().mean().item(),
             "unfinished": int((~finished).sum()),
+            **({"success": success.mean().item()} if self.reads_success else {}),
         }
 
     def close(self) -> None:

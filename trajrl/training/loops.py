@@ -94,6 +94,8 @@ def progress_line(frames: int, row: dict[str, float]) -> str:
         parts.append(f"train return {row['episode/return']:7.1f}")
     if "eval/return" in row:
         parts.append(f"eval return {row['eval/return']:7.1f}")
+    if "eval/success" in row:
+        parts.append(f"eval success {row['eval/success']:.2f}")
     for name in ("loss", "critic_loss", "alpha", "kl"):
         if f"train/{name}" in row:
             parts.append(f"{name} {row[f'train/{name}']:.4f}")

@@ -5,7 +5,8 @@
 - ``collect/``: what each worker's environments stepped (``collect/worker<i>/...``);
 - ``batch/`` and ``sample/``: mask statistics of collector batches and of the
   sampled training batches (valid and padding fractions, sequence lengths), and
-  how many policy versions old the sampled steps are (``sample/staleness_*``);
+  how many policy versions old the sampled steps are (``sample/staleness_*``), and
+  the share of sampled rows hindsight relabelled (``sample/relabelled_frac``);
 - ``buffer/``: what is stored; ``time/`` and ``train/``: throughput and learning.
 """
 from __future__ import annotations
@@ -22,6 +23,7 @@ from torchrl.record.loggers import Logger
 
 from trajrl.collect.faults import NEXT_FAULT
 from trajrl.replay.episodes import MASK_KEY, TRAJ_KEY, VERSION_KEY, buffer_locked, find_episodes
+from trajrl.replay.hindsight import RELABELLED_KEY
 from trajrl.replay.lanes import LaneWriter, in_time_order
 
 
@@ -121,6 +123,7 @@ class MaskTally:
     def _reset(self) -> None:
         self.batches = self.rows = self.cells = self.valid = self.max_length = 0
         self.stale_sum, self.stale_max, self.stale_steps = 0, 0, 0
+        self.relabelled: int | None = None  # rows hindsight relabelled (None: no batch was drawn with hindsight)
 
     def add(self, batch: TensorDictBase, version: int | None = None) -> None:
         mask = batch.get(MASK_KEY)
@@ -130,6 +133,8 @@ class MaskTally:
         self.cells += mask.numel()
         self.valid += int(lengths.sum())
         self.max_length = max(self.max_length, int(lengths.max()))
+        if RELABELLED_KEY in batch.keys(include_nested=True):
+            self.relabelled = (self.relabelled or 0) + int(batch.get(RELABELLED_KEY).reshape(mask.shape)[:, 0].sum())
         if version is not None and VERSION_KEY in batch.keys():
             stale = version - batch.get(VERSION_KEY).reshape(mask.shape)[mask]
             self.stale_sum += int(stale.sum())
@@ -143,6 +148,8 @@ class MaskTally:
         stats = {f"{p}/valid_frac": self.valid / self.cells, f"{p}/padding_frac": 1 - self.valid / self.cells,
                  f"{p}/length": self.valid / self.rows, f"{p}/length_max": float(self.max_length),
                  f"{p}/rows": self.rows / self.batches, f"{p}/width": self.cells / self.rows}
+        if self.relabelled is not None:
+            stats[f"{p}/relabelled_frac"] = self.relabelled / self.rows
         if self.stale_steps:
             stats[f"{p}/staleness_mean"] = self.stale_sum / self.stale_steps
             stats[f"{p}/staleness_max"] = float(self.stale_max)

@@ -107,6 +107,8 @@ def summary(final: dict) -> str:
         f"wall-clock      {fmt('time/elapsed_s')} s ({fmt('time/frames_per_s', '.0f')} frames/s)",
         f"updates         {int(final['train/updates']):,}",
         f"eval return     {fmt('eval/return')} (best {fmt('eval/best_return')})",
+        *([f"eval success    {fmt('eval/success', '.2f')} (episodes that ended at their goal)"]
+          if "eval/success" in final else []),
         f"train return    {fmt('episode/return')} (last episodes)",
         *([f"audit           {int(final['audit/violations'])} violations "
            f"({int(final['audit/batches_checked'])} batches and the buffer checked)"] if "audit/violations" in final else []),
