@@ -42,6 +42,7 @@ class Target:
     threshold: float
     within_frames: int
     kwargs: dict | None = None  # the environment's keyword arguments (for the random policy's return)
+    metric: str = "eval/return"  # or "eval/success": the share of evaluation episodes ending at their goal
 
 
 TARGETS = {  # the issue's targets: evaluation return >= threshold within this many frames
@@ -56,22 +57,27 @@ TARGETS = {  # the issue's targets: evaluation return >= threshold within this m
     "rppo_cue_memory": Target("trajrl/CueMemory-v0", 0.9, 50_000),
     "rsac_cue_memory": Target("trajrl/CueMemory-v0", 0.9, 50_000, {"continuous": True}),
     "ppo_cue_memory": Target("trajrl/CueMemory-v0", 0.9, 50_000),  # no memory: the baseline that cannot
+    # hindsight relabelling: HER's bit flipping, 15 bits, with and without it (eval success, 20 episodes)
+    "r2d2_bit_flipping_her": Target("trajrl/BitFlipping-v0", 0.9, 60_000, {"n": 15}, "eval/success"),
+    "r2d2_bit_flipping": Target("trajrl/BitFlipping-v0", 0.9, 60_000, {"n": 15}, "eval/success"),
 }
 
 
-def random_policy_return(env_id: str, kwargs: dict | None = None, episodes: int = 20, seed: int = 0) -> float:
-    env = gym.make(env_id, **(kwargs or {}))
+def random_policy(target: Target, episodes: int = 20, seed: int = 0) -> float:
+    """The target's metric under uniformly random actions: the mean return, or the share
+    of episodes that end at their goal (``info["is_success"]`` at the last step)."""
+    env = gym.make(target.env_id, **(target.kwargs or {}))
     env.action_space.seed(seed)
-    returns = []
+    values = []
     for episode in range(episodes):
         env.reset(seed=seed + episode)
-        total, done = 0.0, False
+        total, done, info = 0.0, False, {}
         while not done:
-            _, reward, terminated, truncated, _ = env.step(env.action_space.sample())
+            _, reward, terminated, truncated, info = env.step(env.action_space.sample())
             total, done = total + float(reward), terminated or truncated
-        returns.append(total)
+        values.append(float(info.get("is_success", 0.0)) if target.metric == "eval/success" else total)
     env.close()
-    return float(np.mean(returns))
+    return float(np.mean(values))
 
 
 def run(preset: str, seed: int, run_dir: Path, extra: list[str], reuse: bool = False) -> list[dict]:
@@ -98,9 +104,9 @@ def read_rows(run_dir: Path) -> list[dict]:
         return [{k: float(v) for k, v in row.items() if v != ""} for row in csv.DictReader(f)]
 
 
-def evaluations(rows: list[dict]) -> list[tuple[float, float, float]]:
-    """(frames, eval return, wall-clock s) of every evaluation in a run."""
-    return [(r["frames"], r["eval/return"], r["time/elapsed_s"]) for r in rows if "eval/return" in r]
+def evaluations(rows: list[dict], metric: str = "eval/return") -> list[tuple[float, float, float]]:
+    """(frames, ``metric``, wall-clock s) of every evaluation in a run."""
+    return [(r["frames"], r[metric], r["time/elapsed_s"]) for r in rows if metric in r]
 
 
 def first_reaching(evals, threshold: float) -> tuple[float, float] | None:
@@ -118,11 +124,11 @@ def area(evals, budget: int) -> float:
     return float(np.trapezoid(values, frames) / max(frames[-1], 1.0))
 
 
-def mean_std(values: list[float]) -> str:
+def mean_std(values: list[float], digits: int = 1) -> str:
     if not values:
         return "-"
     std = statistics.stdev(values) if len(values) > 1 else 0.0
-    return f"{statistics.mean(values):.1f} ± {std:.1f}"
+    return f"{statistics.mean(values):.{digits}f} ± {std:.{digits}f}"
 
 
 def median_or_miss(values: list[float | None], fmt: str) -> str:
@@ -149,7 +155,7 @@ def plot(curves: dict[str, list[list[tuple[float, float, float]]]], path: Path) 
         ax.fill_between(grid, mean - std, mean + std, color="C0", alpha=0.2, label="± std")
         ax.axhline(TARGETS[preset].threshold, color="C3", ls="--", lw=0.8, label="threshold")
         ax.axvline(TARGETS[preset].within_frames, color="C3", ls=":", lw=0.8)
-        ax.set(title=preset, xlabel="frames", ylabel="evaluation return")
+        ax.set(title=preset, xlabel="frames", ylabel=TARGETS[preset].metric.replace("eval/", "evaluation "))
         ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -170,33 +176,37 @@ def main() -> None:
     report.mkdir(parents=True, exist_ok=True)
 
     lines = ["| preset | threshold | within | seeds reaching it | final >= threshold | frames to reach (median) | "
-             "wall-clock to reach (median, s) | final eval return | best eval return | area under the curve | random policy |",
+             "wall-clock to reach (median, s) | final eval | best eval | area under the curve | random policy |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     curves, details = {}, []
     for preset in args.presets:
         target = TARGETS[preset]
         print(f"{preset}: threshold {target.threshold:g} within {target.within_frames:,} frames", flush=True)
-        baseline = random_policy_return(target.env_id, target.kwargs)
-        runs = [evaluations(run(preset, seed, args.out / preset / f"seed_{seed}", args.overrides, args.reuse))
-                for seed in args.seeds]
+        baseline = random_policy(target)
+        runs = [evaluations(run(preset, seed, args.out / preset / f"seed_{seed}", args.overrides, args.reuse),
+                            target.metric) for seed in args.seeds]
         curves[preset] = runs
         reached = [first_reaching(evals, target.threshold) for evals in runs]
         in_budget = [r if r is not None and r[0] <= target.within_frames else None for r in reached]
         finals, bests = [evals[-1][1] for evals in runs], [max(v for _, v, _ in evals) for evals in runs]
-        row = (f"| {preset} | {target.threshold:g} | {target.within_frames:,} | "
+        what = "" if target.metric == "eval/return" else f"{target.metric.split('/')[1]} "
+        digits, point = (1, 0) if target.metric == "eval/return" else (2, 2)  # table, curves
+        row = (f"| {preset} | {what}{target.threshold:g} | {target.within_frames:,} | "
                f"{sum(r is not None for r in in_budget)}/{len(runs)} | "
                f"{sum(v >= target.threshold for v in finals)}/{len(runs)} | "
                f"{median_or_miss([r[0] if r else None for r in in_budget], ',.0f')} | "
                f"{median_or_miss([r[1] if r else None for r in in_budget], '.0f')} | "
-               f"{mean_std(finals)} | {mean_std(bests)} | {mean_std([area(e, target.within_frames) for e in runs])} | "
-               f"{baseline:.1f} |")
+               f"{mean_std(finals, digits)} | {mean_std(bests, digits)} | "
+               f"{mean_std([area(e, target.within_frames) for e in runs], digits)} | "
+               f"{baseline:.2f} |" if what else f"{baseline:.1f} |")
         lines.append(row)
         print(row, flush=True)
         for seed, evals, reach in zip(args.seeds, runs, in_budget):
-            curve = ", ".join(f"{f / 1000:.0f}k: {v:.0f}" for f, v, _ in evals)
+            curve = ", ".join(f"{f / 1000:.0f}k: {v:.{point}f}" for f, v, _ in evals)
             late = [v for f, v, _ in evals if target.within_frames / 2 <= f <= target.within_frames]
             summary = (f"first >= {target.threshold:g} {f'at {reach[0]:,.0f} frames' if reach else 'not within the budget'}; "
-                       f"mean eval return in the budget's second half {statistics.mean(late) if late else math.nan:.0f}")
+                       f"mean {target.metric} in the budget's second half "
+                       f"{statistics.mean(late) if late else math.nan:.{point}f}")
             details.append(f"- {preset}, seed {seed} (frames: eval return): {curve} ({summary})")
             print(f"  seed {seed}: {curve} ({summary})", flush=True)
     table = "\n".join(lines)
