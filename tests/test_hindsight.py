@@ -57,7 +57,8 @@ def stored_episodes(buffer) -> dict[int, dict[str, torch.Tensor]]:
 @pytest.mark.parametrize("sampler, strategy", [("slice", "future"), ("prioritized_slice", "future"),
                                                ("slice", "final"), ("slice", "episode"), ("episode", "future")])
 def test_relabelled_rows_carry_one_goal_their_episode_achieved_and_rewards_recomputed(sampler, strategy):
-    cfg = bit_flipping(sampler, "sampler.her_ratio=1.0", f"sampler.her_strategy={strategy}")
+    zero = [] if sampler == "episode" else ["sampler.her_state=zero"]  # whole episodes start from zero anyway
+    cfg = bit_flipping(sampler, "sampler.her_ratio=1.0", f"sampler.her_strategy={strategy}", *zero)
     with filled(cfg) as pipe:
         episodes = stored_episodes(pipe.buffer)
         batches = [pipe.sequences.sample() for _ in range(5)]
@@ -88,6 +89,39 @@ def test_relabelled_rows_carry_one_goal_their_episode_achieved_and_rewards_recom
         for key in ("recurrent_state_h", "recurrent_state_c"):  # computed under the old goal: zero
             assert batch.get(key).abs().sum() == 0
     assert checked >= 5 * 16
+
+
+def test_a_relabelled_slice_starts_from_the_state_the_network_has_over_its_episode_under_the_new_goal():
+    """her_state=recompute (the default): the online network run from a zero state over the
+    stored steps of the slice's episode before it, each showing the new goal, gives the
+    slice's initial state (checked here with one LSTM call per row over that prefix)."""
+    cfg = bit_flipping("slice", "sampler.her_ratio=1.0")
+    with filled(cfg) as pipe:
+        stored = pipe.buffer.storage[: len(pipe.buffer.storage)]
+        batch = pipe.sequences.sample()
+        net = pipe.algo.qnet
+        ids, steps = stored.get(TRAJ_KEY).reshape(-1), stored.get("step_count").reshape(-1)
+        checked = 0
+        for row in range(batch.shape[0]):
+            first = int(batch.get("step_count")[row, 0])
+            h, c = batch.get("recurrent_state_h")[row, 0], batch.get("recurrent_state_c")[row, 0]
+            if first == 0:
+                assert h.abs().sum() == 0 and c.abs().sum() == 0
+                continue
+            episode = ids == batch.get(TRAJ_KEY)[row, 0]
+            prefix = stored[episode & (steps < first)]
+            prefix = prefix[prefix.get("step_count").reshape(-1).argsort()]
+            obs = prefix.get("observation").clone()
+            obs[:, DESIRED] = batch.get(GOAL_KEY)[row, 0]
+            with torch.no_grad():
+                _, (h_ref, c_ref) = net.rnn(net.encoder(obs).unsqueeze(0))
+            torch.testing.assert_close(h, h_ref[:, 0])
+            torch.testing.assert_close(c, c_ref[:, 0])
+            index = batch.get("index")[row, 0]
+            if not torch.equal(stored.get("observation")[index][DESIRED], batch.get(GOAL_KEY)[row, 0]):
+                assert not torch.allclose(h, stored.get("recurrent_state_h")[index])  # not the one stored
+            checked += 1
+    assert checked >= 10
 
 
 def test_a_partial_ratio_relabels_that_share_and_leaves_the_rest_as_stored():

@@ -197,6 +197,13 @@ def her_strategy() -> Any:
                    choices=HER_STRATEGIES)
 
 
+def her_state() -> Any:
+    return setting("recompute", "recurrent state a relabelled slice starts from: recompute: the current network's "
+                                "over the episode's steps before the slice, the new goal shown (what a policy "
+                                "pursuing it would have had); zero: a zero state, warmed over burn_in steps",
+                   choices=("recompute", "zero"))
+
+
 @dataclass
 class SliceSamplerSettings:
     kind: str = option("slice_without_replacement")
@@ -208,6 +215,7 @@ class SliceSamplerSettings:
                            range=at_least(0))
     her_ratio: float = her_ratio()
     her_strategy: str = her_strategy()
+    her_state: str = her_state()
 
 
 @dataclass

@@ -226,6 +226,25 @@ def states_along(encoder: nn.Module, rnn: nn.Module, obs: torch.Tensor, run: tor
     return tuple(out[run, offset] for out in states)
 
 
+class PrefixStates:
+    """The recurrent state of ``net`` (its ``encoder`` and ``rnn``: the learner's online
+    network) before each of the given steps, from a zero state at each run's first step,
+    without gradients (``states_along``); hindsight recomputes a relabelled slice's
+    initial state with it."""
+
+    def __init__(self, net: nn.Module):
+        self.net = net
+
+    @torch.no_grad()
+    def __call__(self, obs: torch.Tensor, run: torch.Tensor, offset: torch.Tensor,
+                 lengths: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        rnn = self.net.rnn
+        if lengths.numel() == 0:
+            return tuple(torch.zeros(0, rnn.num_layers, rnn.hidden_size) for _ in self.net.state_keys)
+        zeros = tuple(torch.zeros(rnn.num_layers, lengths.numel(), rnn.hidden_size) for _ in self.net.state_keys)
+        return states_along(self.net.encoder, rnn, obs, run, offset, lengths, zeros)
+
+
 def state_keys(rnn: nn.Module) -> list[str]:
     """Keys under which the acting core stores the recurrent state with each step."""
     return ["recurrent_state_h", "recurrent_state_c"] if isinstance(rnn, nn.LSTM) else ["recurrent_state"]

@@ -15,7 +15,7 @@ from torchrl.collectors import BaseCollector
 from torchrl.data import TensorDictReplayBuffer
 from torchrl.envs import EnvBase
 
-from trajrl.algos.networks import PolicyVersion, states_along
+from trajrl.algos.networks import PolicyVersion, PrefixStates, states_along
 from trajrl.algos.ppo import PPO
 from trajrl.algos.r2d2 import R2D2
 from trajrl.algos.rsac import RSAC
@@ -91,9 +91,12 @@ def hindsight_goals(cfg: DictConfig, spaces, agent) -> HindsightGoals | None:
     if ratio == 0:
         return None
     env = make_gym(str(cfg.env.id), dict(cfg.env.kwargs or {}), cfg.env.get("import_module"))
-    state_keys = agent.recurrent_net.state_keys if agent.recurrent_net is not None else []
+    net = agent.recurrent_net
+    recompute = net is not None and cfg.sampler.get("her_state") == "recompute"  # slices: episodes start at zero
     return HindsightGoals(spaces.goal, ratio, str(cfg.sampler.her_strategy), env.unwrapped.compute_reward,
-                          state_keys, first_step_only=bool(getattr(env.unwrapped, "goal_first_step_only", False)))
+                          net.state_keys if net is not None else [],
+                          first_step_only=bool(getattr(env.unwrapped, "goal_first_step_only", False)),
+                          prefix_states=PrefixStates(net) if recompute else None)
 
 
 def build(cfg: DictConfig, run_dir: str | Path | None = None) -> Pipeline:

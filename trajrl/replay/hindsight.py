@@ -35,11 +35,13 @@ import torch
 from tensordict import TensorDictBase
 from torchrl.data.replay_buffers.storages import Storage
 
+from trajrl.replay.episodes import run_steps
 from trajrl.settings import HER_STRATEGIES
 from trajrl.spaces import GoalLayout
 
-#: Per sampled step: the substituted goal, and whether the step's slice is relabelled.
-GOAL_KEY, RELABELLED_KEY = ("hindsight", "goal"), ("hindsight", "relabelled")
+#: Per sampled step: the substituted goal, whether the step's slice is relabelled, and
+#: (``her_state=recompute``) the slice's initial recurrent state under that goal.
+GOAL_KEY, RELABELLED_KEY, STATE_KEY = ("hindsight", "goal"), ("hindsight", "relabelled"), ("hindsight",)
 
 
 class HindsightGoals:
@@ -47,11 +49,19 @@ class HindsightGoals:
 
     def __init__(self, layout: GoalLayout, ratio: float, strategy: str,
                  compute_reward: Callable[[np.ndarray, np.ndarray, dict], np.ndarray],
-                 state_keys: list[str] = (), first_step_only: bool = False):
+                 state_keys: list[str] = (), first_step_only: bool = False,
+                 prefix_states: Callable[..., tuple[torch.Tensor, ...]] | None = None):
+        """``prefix_states``: recomputes a relabelled slice's initial state under its new
+        goal (``trajrl.algos.networks.PrefixStates`` of the learner's online network;
+        None: a zero state)."""
         if strategy not in HER_STRATEGIES:
             raise ValueError(f"her_strategy={strategy!r}: use one of {', '.join(HER_STRATEGIES)}")
         self.layout, self.ratio, self.strategy = layout, ratio, strategy
         self.compute_reward, self.state_keys, self.first_step_only = compute_reward, list(state_keys), first_step_only
+        self.prefix_states = prefix_states
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "prefix_states": None}  # worker processes write, never sample: not the network
 
     # ------------------------------------------------------------ in the sampler, under the buffer's locks
     def draw(self, storage: Storage, run_start: torch.Tensor, run_len: torch.Tensor, first: torch.Tensor,
@@ -68,8 +78,36 @@ class HindsightGoals:
         step = low + (torch.rand(n, generator=rng) * (run_len - low)).long().clamp_max(run_len - low - 1)
         position = (run_start + step) % len(storage)
         goal = storage[position].get(("next", "observation"))[..., self.layout.achieved]
-        return {GOAL_KEY: torch.repeat_interleave(goal, length, 0),
+        info = {GOAL_KEY: torch.repeat_interleave(goal, length, 0),
                 RELABELLED_KEY: torch.repeat_interleave(relabel, length).unsqueeze(-1)}
+        if self.prefix_states is not None:
+            states = self._initial_states(storage, run_start, first, relabel, goal)
+            info.update({STATE_KEY + (key,): torch.repeat_interleave(state, length, 0)
+                         for key, state in zip(self.state_keys, states)})
+        return info
+
+    def _initial_states(self, storage: Storage, run_start: torch.Tensor, first: torch.Tensor,
+                        relabel: torch.Tensor, goal: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """Each slice's initial state under its new goal: the network run from a zero state
+        over its episode's stored steps before it, the goal shown as the slice will show
+        it (zero for a slice that starts its stored episode, or is not relabelled)."""
+        todo = (relabel & (first > 0)).nonzero().squeeze(-1)
+        todo = todo[first[todo].argsort(descending=True)]  # longest prefix first (states_along)
+        lengths = first[todo] + 1  # the prefix and the slice's first step: the state before it
+        run, offset, position = run_steps(run_start[todo], lengths, len(storage))
+        steps = storage[position]
+        obs = steps.get("observation").clone()
+        shown = (steps.get("step_count").reshape(-1) == 0) if self.first_step_only else torch.ones_like(run, dtype=torch.bool)
+        obs[..., self.layout.desired] = torch.where(shown.unsqueeze(-1), goal[todo][run].to(obs.dtype),
+                                                    obs[..., self.layout.desired])
+        before = self.prefix_states(obs, run, offset, lengths)  # each [steps, layers, H]
+        last = torch.cumsum(lengths, 0) - 1  # each run's last step: the slice's first
+        states = []
+        for state in before:
+            out = state.new_zeros(first.numel(), *state.shape[1:])
+            out[todo] = state[last]
+            states.append(out)
+        return tuple(states)
 
     # ------------------------------------------------------------ on the [N, T] batch
     def relabel(self, batch: TensorDictBase) -> TensorDictBase:
@@ -97,8 +135,9 @@ class HindsightGoals:
                                          goal[rows].reshape(-1, goal.shape[-1]).numpy(), {})
         reward[rows] = torch.as_tensor(np.asarray(recomputed), dtype=reward.dtype).reshape(reward[rows].shape)
         batch.set(("next", "reward"), reward)
-        for key in self.state_keys:  # computed under the old goal: a zero state, warmed over the burn-in
+        for key in self.state_keys:  # computed under the old goal: recomputed under the new one, or zero
             state = batch.get(key).clone()
-            state[rows] = 0
+            state[rows] = batch.get(STATE_KEY + (key,))[rows] if self.prefix_states is not None else 0
             batch.set(key, state)
         return batch
+
