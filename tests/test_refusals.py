@@ -56,6 +56,8 @@ CASES = [
      ["sampler.her_ratio=0.5", "sampler=random has no such setting", "a setting of sampler=slice"]),
     (["env=bit_flipping", "sampler=slice_without_replacement", "sampler.her_ratio=0.5"],
      ["sampler='slice_without_replacement'", "episode index", "sampler=prioritized_slice or sampler=episode"]),
+    (["env=bit_flipping", "sampler.her_ratio=0.5", "algo.initial_state=zero"],
+     ["sampler.her_state='recompute'", "algo.initial_state=zero", "sampler.her_state=zero"]),
     (["env=bit_flipping", "trajs_per_batch=null", "sampler.her_ratio=0.5"],
      ["trajs_per_batch=None", "complete stored episodes", "trajs_per_batch=4"]),
     (["env=bit_flipping", "algo=ppo", "storage=none", "sampler=episode", "sampler.her_ratio=0.5"],

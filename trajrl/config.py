@@ -349,6 +349,10 @@ def _check_hindsight(cfg: DictConfig, spaces) -> None:
     if spaces.goal_problem:
         raise ConfigError("env.id", cfg.env.id, f"{spaces.goal_problem}; {what} needs a goal environment, "
                           "e.g. env=bit_flipping, or sampler.her_ratio=0")
+    if cfg.sampler.get("her_state") == "recompute" and cfg.algo.initial_state == "zero":
+        raise ConfigError("sampler.her_state", "recompute", "recomputes the state a relabelled slice starts from, "
+                          "and algo.initial_state=zero starts every slice from a zero state: use "
+                          "sampler.her_state=zero, or algo.initial_state=stored")
 
 
 def _check_resume(resume: str) -> None:
