@@ -4,9 +4,11 @@ the bit-flipping goal environment, a real collector and TorchRL buffer.
 Each relabelled row carries one goal at every step, achieved by its own episode at or
 after the row's last step (``future``), at the episode's last step (``final``) or
 anywhere in it (``episode``); every reward is ``compute_reward`` of the stored achieved
-goal and that goal; rows stay inside one episode (the audit); the stored recurrent
-state of a relabelled row is zero (it was computed under the old goal); ``her_ratio=0``
-changes nothing, not even the sampler's random draws.
+goal and that goal; rows stay inside one episode (the audit); a relabelled row does not
+start from the recurrent state stored with it (computed under the old goal) but from the
+network's state over its episode's earlier steps with the new goal shown
+(``her_state=recompute``) or from zero (``her_state=zero``); ``her_ratio=0`` changes
+nothing, not even the sampler's random draws.
 """
 import numpy as np
 import pytest
@@ -91,11 +93,14 @@ def test_relabelled_rows_carry_one_goal_their_episode_achieved_and_rewards_recom
     assert checked >= 5 * 16
 
 
-def test_a_relabelled_slice_starts_from_the_state_the_network_has_over_its_episode_under_the_new_goal():
+@pytest.mark.parametrize("first_step_only", [False, True], ids=["goal_at_every_step", "goal_first_step_only"])
+def test_a_relabelled_slice_starts_from_the_state_the_network_has_over_its_episode_under_the_new_goal(first_step_only):
     """her_state=recompute (the default): the online network run from a zero state over the
-    stored steps of the slice's episode before it, each showing the new goal, gives the
-    slice's initial state (checked here with one LSTM call per row over that prefix)."""
-    cfg = bit_flipping("slice", "sampler.her_ratio=1.0")
+    stored steps of the slice's episode before it, each showing the new goal (the first
+    only, for an environment that shows its goal there only), gives the slice's initial
+    state (checked here with one LSTM call per row over that prefix)."""
+    memory = ["+env.kwargs.goal_first_step_only=true"] if first_step_only else []
+    cfg = bit_flipping("slice", "sampler.her_ratio=1.0", *memory)
     with filled(cfg) as pipe:
         stored = pipe.buffer.storage[: len(pipe.buffer.storage)]
         batch = pipe.sequences.sample()
@@ -112,13 +117,14 @@ def test_a_relabelled_slice_starts_from_the_state_the_network_has_over_its_episo
             prefix = stored[episode & (steps < first)]
             prefix = prefix[prefix.get("step_count").reshape(-1).argsort()]
             obs = prefix.get("observation").clone()
-            obs[:, DESIRED] = batch.get(GOAL_KEY)[row, 0]
+            shown = prefix.get("step_count").reshape(-1) == 0 if first_step_only else slice(None)
+            obs[shown, DESIRED] = batch.get(GOAL_KEY)[row, 0]
             with torch.no_grad():
                 _, (h_ref, c_ref) = net.rnn(net.encoder(obs).unsqueeze(0))
             torch.testing.assert_close(h, h_ref[:, 0])
             torch.testing.assert_close(c, c_ref[:, 0])
             index = batch.get("index")[row, 0]
-            if not torch.equal(stored.get("observation")[index][DESIRED], batch.get(GOAL_KEY)[row, 0]):
+            if not torch.equal(prefix.get("observation")[0, DESIRED], batch.get(GOAL_KEY)[row, 0]):  # a new goal
                 assert not torch.allclose(h, stored.get("recurrent_state_h")[index])  # not the one stored
             checked += 1
     assert checked >= 10

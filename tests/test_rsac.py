@@ -23,6 +23,27 @@ def test_squashed_gaussian_log_prob_is_the_change_of_variables():
     assert ((action >= head.loc - head.scale) & (action <= head.loc + head.scale)).all()
 
 
+def test_a_saturated_action_keeps_its_exact_log_prob_and_a_gradient_back_from_the_bounds():
+    """Where tanh saturates in float32 (|u| > 9), the log-probability is still the change of
+    variables (computed here in float64) and its gradient still pulls the mean back."""
+    head = SquashedGaussian(1, 2, low=torch.tensor([-2.0, -1.0]), high=torch.tensor([2.0, 1.0]))
+    with torch.no_grad():
+        head.net.weight.zero_()
+        head.net.bias.copy_(torch.tensor([12.0, -15.0, -5.0, -5.0]))  # means far past the bounds, std e^-5
+    features = torch.ones(1, 1)
+    torch.manual_seed(0)
+    action, log_prob = head.sample(features)
+    torch.manual_seed(0)
+    u = (head.net(features).chunk(2, -1)[0] + torch.randn(1, 2) * torch.tensor(-5.0).exp()).double()
+    mean, std = torch.tensor([12.0, -15.0], dtype=torch.float64), torch.tensor(-5.0, dtype=torch.float64).exp()
+    exact = Normal(mean, std).log_prob(u) - torch.log(head.scale.double() * (1 - torch.tanh(u) ** 2))
+    torch.testing.assert_close(log_prob.double(), exact.sum(-1), rtol=1e-5, atol=1e-3)
+    assert log_prob.item() > 40  # log(1e-6) would have stopped it near 2 x 13.8 + 2 x 4.1
+    log_prob.sum().backward()
+    mean_grad = head.net.bias.grad[:2]
+    assert mean_grad[0] > 1 and mean_grad[1] < -1  # lowering log_prob moves the means back inside
+
+
 @pytest.mark.parametrize("rnn", [nn.LSTM(3, 4, batch_first=True), nn.GRU(3, 4, batch_first=True)])
 def test_burn_in_steps_carry_no_gradient(rnn):
     x = torch.randn(2, 8, 3, requires_grad=True)

@@ -57,9 +57,12 @@ class SquashedGaussian(nn.Module):
         std = log_std.clamp(-5, 2).exp()
         u = mean if deterministic else mean + std * torch.randn_like(mean)
         log_prob = (-0.5 * ((u - mean) / std) ** 2 - std.log() - 0.5 * math.log(2 * math.pi)).sum(-1)
-        squashed = torch.tanh(u)
-        log_prob = log_prob - (torch.log(self.scale * (1 - squashed ** 2) + 1e-6)).sum(-1)
-        return self.loc + self.scale * squashed, log_prob
+        # log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u)), exact where tanh saturates: with
+        # log(1 - tanh(u)^2 + eps) a saturated action's log-probability stops at -log(eps) and
+        # its gradient at 0, the entropy estimate sticks low and the temperature grows unbounded
+        # (Q values diverged on point reach; docs/learning/hindsight_pilots.md).
+        log_det = self.scale.log() + 2 * (math.log(2) - u - nn.functional.softplus(-2 * u))
+        return self.loc + self.scale * torch.tanh(u), log_prob - log_det.sum(-1)
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
         deterministic = exploration_type() in (ExplorationType.DETERMINISTIC, ExplorationType.MODE,

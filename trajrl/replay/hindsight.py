@@ -19,12 +19,14 @@ Two halves, in the order data flows:
   desired-goal stretch of ``observation`` and ``("next", "observation")`` at every step
   of a relabelled row (at its episode's first step only, for an environment that shows
   its goal only there), ``("next", "reward")`` recomputed from the achieved goal after
-  each step, and the row's stored recurrent state set to zero: the state the acting
+  each step, and the row's stored recurrent state replaced: the state the acting
   policy stored was computed from observations that showed the old goal, so it is not
-  the state a policy pursuing the new goal would have had; the learner warms a zero
-  state over the slice's burn-in steps instead (``sampler.burn_in``), as R2D2 does
-  for slices without a stored state. Episodes end where they ended: relabelling
-  changes rewards, never ``done`` (goal environments end episodes by a time limit).
+  the state a policy pursuing the new goal would have had. With ``her_state=recompute``
+  the row starts from the state the learner's online network has over its episode's
+  earlier steps with the new goal shown (drawn with the sample, ``_initial_states``);
+  with ``her_state=zero`` from a zero state, warmed over the slice's burn-in steps
+  (``sampler.burn_in``). Episodes end where they ended: relabelling changes rewards,
+  never ``done`` (goal environments end episodes by a time limit).
 """
 from __future__ import annotations
 
