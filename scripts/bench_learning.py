@@ -63,6 +63,8 @@ TARGETS = {  # the issue's targets: evaluation return >= threshold within this m
     # the memory version: the goal shown at the first step only
     "r2d2_bit_flipping_memory_her": Target("trajrl/BitFlipping-v0", 0.9, 60_000,
                                            {"n": 5, "goal_first_step_only": True}, "eval/success"),
+    "r2d2_bit_flipping_memory": Target("trajrl/BitFlipping-v0", 0.9, 60_000,
+                                       {"n": 5, "goal_first_step_only": True}, "eval/success"),
     # the continuous goal task, recurrent SAC, with and without hindsight
     "rsac_point_reach_her": Target("trajrl/PointReach-v0", 0.9, 15_000, None, "eval/success"),
     "rsac_point_reach": Target("trajrl/PointReach-v0", 0.9, 15_000, None, "eval/success"),
