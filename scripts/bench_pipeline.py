@@ -340,12 +340,90 @@ def sampling_latency(kind: str, writes: bool, repeats: int) -> float:
             thread.join()
 
 
+LEARNERS = [("recurrent DQN", "r2d2_cartpole_novel"), ("recurrent SAC", "rsac_pendulum_novel"),
+            ("recurrent PPO", "rppo_cartpole_novel")]
+
+
+def plain_optimizers(algo) -> dict:
+    """torch's default Adam step on a CPU (a loop over the parameters) for each of
+    ``algo``'s fused optimisers, over the same parameters: the learner without the speed-up."""
+    plain = {}
+    for name, value in vars(algo).items():
+        if isinstance(value, torch.optim.Optimizer):
+            params = [p for group in value.param_groups for p in group["params"]]
+            kwargs = {k: v for k, v in value.param_groups[0].items() if k in ("lr", "eps", "betas")}
+            plain[name] = torch.optim.Adam(params, foreach=False, **kwargs)
+    return plain
+
+
+def learner_speed(preset: str, updates: int, repeats: int) -> dict:
+    """Gradient steps per second of ``preset``'s learner at its batch shape, alone on one
+    thread, with torch's plain Adam step and with the fused one, alternated ``repeats``
+    times (medians): batches sampled from 20,000 stored frames (PPO: its collected
+    episodes, ``epochs`` x minibatches a batch); and the share of the time in the
+    recurrent kernels, from a profile of a quarter as many steps."""
+    from torch.profiler import ProfilerActivity, profile
+
+    cfg = trajrl.compose([f"experiment={preset}", "collector=sync", "env.num_envs=8", "collector.frames_per_batch=800",
+                          "logger=none"])
+    with trajrl.build(cfg) as pipe:
+        algo = pipe.algo
+        fused = {name: v for name, v in vars(algo).items() if isinstance(v, torch.optim.Optimizer)}
+        plain = plain_optimizers(algo)
+        batches = []
+        for batch in pipe.collector:
+            if pipe.buffer is None:
+                batches.append(batch)
+                if len(batches) == 4:
+                    break
+            elif pipe.buffer.write_count >= 20_000:
+                break
+
+        def step():
+            if pipe.buffer is None:
+                return batches[algo.updates % len(batches)], 0.0
+            t0 = time.perf_counter()
+            batch = pipe.sequences.sample()
+            return batch, time.perf_counter() - t0
+
+        def run(count: int, optimizers: dict) -> dict:
+            vars(algo).update(optimizers)
+            sample_s = update_s = 0.0
+            start_updates = algo.updates
+            while algo.updates - start_updates < count:
+                batch, took = step()
+                t0 = time.perf_counter()
+                algo.update(batch)
+                if pipe.sequences is not None:
+                    pipe.sequences.update_priority(batch)
+                update_s += time.perf_counter() - t0
+                sample_s += took
+            steps = algo.updates - start_updates
+            return {"per_s": steps / (sample_s + update_s), "sample_ms": 1000 * sample_s / steps,
+                    "update_ms": 1000 * update_s / steps}
+
+        run(5, fused)  # warm-up
+        runs = {"plain": [], "fused": []}
+        for _ in range(repeats):
+            runs["plain"].append(run(updates, plain))
+            runs["fused"].append(run(updates, fused))
+        with profile(activities=[ProfilerActivity.CPU]) as prof:  # apart: the profiler slows every call
+            run(max(1, updates // 4), fused)
+        events = prof.key_averages()
+        total = sum(e.self_cpu_time_total for e in events)
+        recurrent = sum(e.self_cpu_time_total for e in events if "rnn" in e.key or "lstm" in e.key)
+        median = {kind: {k: float(np.median([r[k] for r in rs])) for k in rs[0]} for kind, rs in runs.items()}
+        return {**median, "recurrent": recurrent / max(total, 1), "shape": tuple(step()[0].shape)}
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=10.0, help="per collection measurement")
     parser.add_argument("--loop-frames", type=int, default=20_000, help="frames of each loop measurement")
-    parser.add_argument("--skip", nargs="*", default=[], choices=["collection", "fixed_frames", "loops", "sampling"])
+    parser.add_argument("--skip", nargs="*", default=[], choices=["collection", "fixed_frames", "loops", "sampling", "learners"])
     parser.add_argument("--repeats", type=int, default=30, help="samples timed per sampling measurement")
+    parser.add_argument("--updates", type=int, default=200, help="gradient steps timed per learner run")
+    parser.add_argument("--repeats-learner", type=int, default=5, help="alternated runs per learner measurement")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     logging.getLogger("torchrl").setLevel(logging.WARNING)
@@ -405,6 +483,22 @@ def main(argv: list[str] | None = None) -> None:
             async_s, sync_s, frames, updates = loops(collector, workers, args.loop_frames)
             print(f"| {label} | {frames:,} | {updates:,} | {sync_s:.1f} | {async_s:.1f} | {async_s / sync_s:.2f} |",
                   flush=True)
+        print()
+    if "learners" not in args.skip:
+        print(f"# learners alone, one thread, at each preset's batch shape: gradient steps per second "
+              f"(sampling included; PPO: its collected episodes, no sampling), the median of {args.repeats_learner} "
+              f"alternated runs of {args.updates} steps with torch's plain Adam step and with the fused one; "
+              "recurrent kernels: their share of the time in a profile")
+        print()
+        print("| algorithm (preset) | batch | plain Adam steps/s | trajrl steps/s | ms sampling | ms updating | "
+              "recurrent kernels | trajrl / plain |")
+        print("|---|---|---|---|---|---|---|---|")
+        for label, preset in LEARNERS:
+            result = learner_speed(preset, args.updates, args.repeats_learner)
+            slow, fast = result["plain"], result["fused"]
+            print(f"| {label} ({preset}) | {result['shape']} | {slow['per_s']:.0f} | {fast['per_s']:.0f} | "
+                  f"{fast['sample_ms']:.2f} | {fast['update_ms']:.2f} | {result['recurrent']:.0%} | "
+                  f"{fast['per_s'] / slow['per_s']:.2f} |", flush=True)
         print()
     if "sampling" in args.skip:
         return

@@ -25,7 +25,7 @@ from torch import nn
 from torch.distributions import Categorical, Independent, Normal
 from torchrl.modules import IndependentNormal, ProbabilisticActor
 
-from trajrl.algos.networks import Inputs, Parts, KeyedModule, acting_core, encoder, recurrent_core, track_observations
+from trajrl.algos.networks import Inputs, Parts, KeyedModule, acting_core, adam, encoder, recurrent_core, track_observations
 from trajrl.algos.sequences import observations_with_next, without_padding_columns
 from trajrl.replay.episodes import MASK_KEY
 from trajrl.settings import PPOSettings
@@ -198,7 +198,7 @@ class PPO:
         ``total_frames``: the run's, over which the learning rate anneals (``anneal_lr``)."""
         self.net = net
         self.settings, self.minibatch_episodes, self.total_frames = settings, minibatch_episodes, total_frames
-        self.optimizer = torch.optim.Adam(net.parameters(), lr=settings.lr, eps=1e-5)
+        self.optimizer = adam(net.parameters(), lr=settings.lr, eps=1e-5)
         self.generator = torch.Generator().manual_seed(seed)
         self.reward_scale = RewardScale(settings.gamma) if settings.normalize_rewards else None
         self.updates = 0

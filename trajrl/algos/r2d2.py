@@ -20,7 +20,7 @@ from tensordict.nn import TensorDictSequential
 from torch import nn
 from torchrl.modules import EGreedyModule, QValueModule
 
-from trajrl.algos.networks import (Inputs, Parts, KeyedModule, acting_core, encoder, recurrent_core, soft_update,
+from trajrl.algos.networks import (Inputs, Parts, KeyedModule, acting_core, adam, encoder, recurrent_core, soft_update,
                                    state_keys, track_observations)
 from trajrl.algos.sequences import learned_steps, observations_with_next, stored_state, without_padding_columns
 from trajrl.replay.batches import TD_KEY
@@ -109,7 +109,7 @@ class R2D2:
         self.qnet = qnet
         self.target = copy.deepcopy(qnet).requires_grad_(False)
         self.settings, self.burn_in, self.planned_updates = settings, burn_in, planned_updates
-        self.optimizer = torch.optim.Adam(qnet.parameters(), lr=settings.lr)
+        self.optimizer = adam(qnet.parameters(), lr=settings.lr)
         self.updates = 0
 
     def initial_state(self, batch: TensorDictBase) -> tuple[torch.Tensor, ...]:

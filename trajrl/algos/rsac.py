@@ -22,7 +22,7 @@ from torch import nn
 from torchrl.envs.utils import ExplorationType, exploration_type
 from torchrl.modules import MLP
 
-from trajrl.algos.networks import (Inputs, Parts, KeyedModule, acting_core, encoder, recurrent_core, soft_update,
+from trajrl.algos.networks import (Inputs, Parts, KeyedModule, acting_core, adam, encoder, recurrent_core, soft_update,
                                    state_keys, track_observations)
 from trajrl.algos.sequences import learned_steps, observations_with_next, stored_state, without_padding_columns
 from trajrl.replay.episodes import MASK_KEY
@@ -127,9 +127,9 @@ class RSAC:
         action_dim = actor.head.loc.numel()
         self.target_entropy = settings.target_entropy if settings.target_entropy is not None else -float(action_dim)
         self.log_alpha = torch.tensor(math.log(settings.init_alpha), requires_grad=True)
-        self.actor_optimizer = torch.optim.Adam(actor.parameters(), lr=settings.lr)
-        self.critic_optimizer = torch.optim.Adam(critics.parameters(), lr=settings.lr)
-        self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=settings.lr)
+        self.actor_optimizer = adam(actor.parameters(), lr=settings.lr)
+        self.critic_optimizer = adam(critics.parameters(), lr=settings.lr)
+        self.alpha_optimizer = adam([self.log_alpha], lr=settings.lr)
         self.updates = 0
 
     def actor_state(self, batch: TensorDictBase) -> tuple[torch.Tensor, ...]:
