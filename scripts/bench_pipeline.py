@@ -280,8 +280,24 @@ def bytes_per_frame(buffer) -> dict:
            ("next", "truncated"), ("next", "observation")]
     state = [k for k in keys if isinstance(k, str) and k.startswith("recurrent_state")]
     extra = [k for k in keys if k not in env and k not in state]
-    return {"stored": size(keys), "env": size(env), "learner": size(env + state), "fields": len(keys),
+    kept = getattr(buffer._writer, "states", None)  # sampler.state_every: kept apart, a slot per k positions
+    kept_bytes = kept.nbytes() / storage.max_size if kept is not None else 0.0
+    return {"stored": size(keys) + kept_bytes, "env": size(env), "learner": size(env + state), "fields": len(keys),
+            "state": size(state) + kept_bytes,
             "extra": ", ".join(f"{k if isinstance(k, str) else '.'.join(k)} {size([k]):.0f}" for k in extra)}
+
+
+def stored_bytes(state_every: int | None) -> dict:
+    """Bytes per frame of the default recurrent DQN's buffer (20,000 frames written), with
+    the recurrent state kept at every step or every ``state_every`` steps only."""
+    every = "null" if state_every is None else state_every
+    with trajrl.build(trajrl.compose([*COMMON, "collector=sync", "env.num_envs=8", "collector.frames_per_batch=400",
+                                      "storage.capacity=20000", f"sampler.state_every={every}"])) as pipe:
+        for _ in pipe.collector:
+            if pipe.buffer.write_count >= 20_000:
+                break
+        full = len(pipe.buffer) == pipe.buffer.storage.max_size
+        return {**bytes_per_frame(pipe.buffer), "violations": sum(audit_storage(pipe.buffer[:], full=full).values())}
 
 
 def synthetic_episodes(frames: int, first_id: int, rng: np.random.Generator):
@@ -420,7 +436,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=10.0, help="per collection measurement")
     parser.add_argument("--loop-frames", type=int, default=20_000, help="frames of each loop measurement")
-    parser.add_argument("--skip", nargs="*", default=[], choices=["collection", "fixed_frames", "loops", "sampling", "learners"])
+    parser.add_argument("--skip", nargs="*", default=[], choices=["collection", "memory", "fixed_frames", "loops", "sampling", "learners"])
     parser.add_argument("--repeats", type=int, default=30, help="samples timed per sampling measurement")
     parser.add_argument("--updates", type=int, default=200, help="gradient steps timed per learner run")
     parser.add_argument("--repeats-learner", type=int, default=5, help="alternated runs per learner measurement")
@@ -453,6 +469,19 @@ def main(argv: list[str] | None = None) -> None:
               f"against that plus the stored recurrent state {storage['learner']:.0f}: "
               f"{storage['stored'] / storage['learner']:.3f}x")
         print(f"the rest, bytes per frame: {storage['extra']}")
+        print()
+    if "memory" not in args.skip:
+        print("# stored bytes per frame, the default recurrent DQN (CartPole without velocities, LSTM 64), "
+              "20,000 frames written; payload: what the environment gives a step")
+        print()
+        print("| recurrent state kept | bytes/frame | of which the state | payload | stored / payload | "
+              "audit violations |")
+        print("|---|---|---|---|---|---|")
+        for every in (None, 10, 30):
+            b = stored_bytes(every)
+            label = "every step (default)" if every is None else f"every {every} steps (sampler.state_every={every})"
+            print(f"| {label} | {b['stored']:.0f} | {b['state']:.0f} | {b['env']:.0f} | {b['stored'] / b['env']:.2f}x | "
+                  f"{b['violations']} |", flush=True)
         print()
     if "fixed_frames" not in args.skip:
         print(f"# complete episodes (trajs_per_batch=4, async_batched 1; flat storage) against fixed frames "

@@ -49,6 +49,14 @@ CASES = [
     (["trajs_per_batch=null", "env.num_envs=4", "storage.capacity=100"],
      ["storage.capacity=100", "8 lanes", "storage.capacity>=400"]),
     (["collector=async_batched", "trajs_per_batch=4"], ["trajs_per_batch=4", "async_batched", "trajs_per_batch=1"]),
+    # the recurrent state kept every k steps only
+    (["sampler.state_every=0"], ["sampler.state_every=0", "must be >= 1"]),
+    (["sampler.state_every=10", "sampler.weighting=episode"], ["sampler.state_every=10", "sampler.weighting=step"]),
+    (["sampler.state_every=10", "trajs_per_batch=null"], ["sampler.state_every=10", "trajs_per_batch=4"]),
+    (["sampler.state_every=10", "algo.initial_state=zero"], ["sampler.state_every=10", "no state is read"]),
+    (["sampler.state_every=10", "algo.refresh_states_every=50"],
+     ["sampler.state_every=10", "algo.refresh_states_every", "null"]),
+    (["sampler=episode", "sampler.state_every=10"], ["sampler.state_every=10", "sampler=episode has no such setting"]),
     # hindsight relabelling
     (["sampler.her_ratio=0.5"], ["env.id='trajrl/CartPoleNoVel-v1'", "not a Dict with keys", "env=bit_flipping"]),
     (["sampler.her_ratio=1.5"], ["sampler.her_ratio=1.5", "must be between 0 and 1"]),

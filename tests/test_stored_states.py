@@ -60,3 +60,80 @@ def test_a_run_refreshes_its_stored_states_on_the_configured_cadence(tmp_path):
                           "total_frames=3000", "loop.log_every_frames=1000"])
     final = trajrl.train(cfg, run_dir=tmp_path / "run")
     assert final["buffer/state_refreshes"] == final["train/updates"] // 20 > 0
+
+
+def test_a_kept_state_is_lost_only_to_the_step_that_takes_its_slot():
+    from trajrl.replay.states import SparseStates
+    kept = SparseStates({"h": (1, 2)}, capacity=20, every=5)
+    state = lambda v: {"h": torch.full((1, 1, 2), float(v))}  # noqa: E731
+    kept.write(torch.tensor([13]), torch.tensor([10]), state(13))  # the last lap's step 10, at position 13
+    assert kept.has_state(torch.tensor([13]), torch.tensor([10])).item()
+    assert not kept.has_state(torch.tensor([13]), torch.tensor([7])).item()  # not at a multiple of 5
+    assert kept.has_state(torch.tensor([4]), torch.tensor([0])).item()  # an episode's first step: zero
+    kept.write(torch.tensor([11]), torch.tensor([5]), state(11))  # this lap's step 5 takes slot 2
+    assert not kept.has_state(torch.tensor([13]), torch.tensor([10])).item()
+    assert kept.read(torch.tensor([11, 4]), torch.tensor([5, 0]))["h"][:, 0].tolist() == [[11.0, 11.0], [0.0, 0.0]]
+
+
+@pytest.mark.parametrize("collector", ["sync", "multi_async"])
+def test_with_state_every_slices_start_only_where_the_state_is_kept_and_from_the_acting_policys_state(collector):
+    """``sampler.state_every=7``: the storage holds no state; each sampled slice starts at
+    a multiple of 7 steps into its episode, from the state the acting policy had there
+    (what its network, unchanged, reaches from the episode's first step), also after the
+    storage wrapped around and when worker processes wrote the steps."""
+    every = 7
+    cfg = trajrl.compose([f"collector={collector}", "debug=smoke", "storage.capacity=1500",
+                          "+env.kwargs.max_episode_steps=120", f"sampler.state_every={every}"])
+    with trajrl.build(cfg) as pipe:
+        pipe.collector.start()
+        wait_for_frames(pipe, 2500)  # the storage has wrapped around
+        pipe.collector.async_shutdown()
+        net = pipe.algo.qnet
+        steps = stored(pipe.buffer)
+        assert not any(key in steps.keys() for key in net.state_keys)  # kept apart, every 7 steps
+        checked = mid_episode = 0
+        for _ in range(10):
+            batch = pipe.sequences.sample()
+            first = batch[:, 0]
+            assert (first.get("step_count").reshape(-1) % every == 0).all()
+            for row in range(batch.shape[0]):
+                ids = steps.get(TRAJ_KEY).reshape(-1)
+                episode = (ids == first.get(TRAJ_KEY).reshape(-1)[row]).nonzero().squeeze(-1)
+                at = int(first.get("step_count").reshape(-1)[row])
+                if steps.get("step_count").reshape(-1)[episode].min() != 0:
+                    continue  # its first steps were overwritten: nothing to recompute from
+                order = steps.get("step_count").reshape(-1)[episode].argsort()
+                obs = steps.get("observation")[episode[order]][:at]
+                state = tuple(torch.zeros(1, 1, net.rnn.hidden_size) for _ in net.state_keys)
+                if at > 0:
+                    with torch.no_grad():
+                        _, state = net.rnn(net.encoder(obs.unsqueeze(0)), state)
+                for key, s in zip(net.state_keys, state):
+                    torch.testing.assert_close(batch.get(key)[row, 0], s[:, 0], rtol=1e-4, atol=1e-5)
+                checked += 1
+                mid_episode += at > 0
+        assert checked > 100 and mid_episode > 20, (checked, mid_episode)
+
+
+def test_the_kept_states_are_saved_with_the_buffer_and_a_buffer_that_keeps_them_otherwise_is_refused():
+    from trajrl.errors import CheckpointError
+
+    def pipeline(every):
+        return trajrl.build(trajrl.compose(["collector=sync", "debug=smoke", "storage.capacity=1500",
+                                            f"sampler.state_every={every}"]))
+
+    with pipeline(7) as pipe:
+        pipe.collector.start()
+        wait_for_frames(pipe, 1000)
+        pipe.collector.async_shutdown()
+        saved = pipe.buffer.state_dict()
+        kept = pipe.buffer._writer.states
+    assert int((kept.owner >= 0).sum()) > 10
+    with pipeline(7) as again:
+        again.buffer.load_state_dict(saved)
+        assert again.buffer._writer.states.owner.equal(kept.owner)
+        for key, table in kept.states.items():
+            assert again.buffer._writer.states.states[key].equal(table)
+    for every in ("null", 5):
+        with pipeline(every) as other, pytest.raises(CheckpointError, match="sampler.state_every=7"):
+            other.buffer.load_state_dict(saved)

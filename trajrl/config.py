@@ -260,12 +260,35 @@ def _check_off_policy(cfg: DictConfig) -> None:
             "loop.warmup_frames", cfg.loop.warmup_frames,
             f"must be below total_frames={cfg.total_frames}, or no update ever runs",
         )
+    _check_state_every(cfg)
     refresh = cfg.algo.get("refresh_states_every")
     if refresh is not None and (cfg.algo.initial_state == "zero" or sampler == "episode"):
         why = ("algo.initial_state=zero starts every slice from a zero state" if cfg.algo.initial_state == "zero"
                else "sampler=episode starts every sequence at its episode's first step, from a zero state")
         raise ConfigError("algo.refresh_states_every", refresh,
                           f"{why}: no stored state is read; leave it null or use the stored states")
+
+
+def _check_state_every(cfg: DictConfig) -> None:
+    """``sampler.state_every``: the state kept every k steps, apart from the storage,
+    for trajrl's step slice samplers over complete episodes, and a learner that reads it."""
+    every = cfg.sampler.get("state_every")
+    if every is None:
+        return
+    why = None
+    if cfg.sampler.get("weighting", "step") != "step":
+        why = "sampler.weighting=episode is TorchRL's SliceSampler, which starts slices anywhere; use sampler.weighting=step"
+    elif cfg.trajs_per_batch is None:
+        why = ("fixed-frame batches (trajs_per_batch=null) keep every step's state in their lanes; "
+               "set trajs_per_batch=4 to store complete episodes")
+    elif cfg.algo.get("initial_state") == "zero":
+        why = "algo.initial_state=zero starts every slice from a zero state, so no state is read; leave it null"
+    elif cfg.algo.get("refresh_states_every") is not None:
+        why = "algo.refresh_states_every recomputes every step's stored state; set it to null"
+    elif cfg.algo.get("recurrent", True) is False:
+        why = "the network is not recurrent: it keeps no state; leave it null"
+    if why is not None:
+        raise ConfigError("sampler.state_every", every, why)
 
 
 def storage_layout(cfg: DictConfig) -> tuple[int, str]:

@@ -218,12 +218,20 @@ class SliceSamplerSettings:
     her_state: str = her_state()
 
 
+def state_every() -> Any:
+    return setting(None, "keep the recurrent state only at every k-th step of each episode (k, 2k, ...; zero at "
+                         "its first step) and start slices only there, at the one at or before a drawn step "
+                         "(R2D2's stored sequence starts); a slice ends at its episode's end; null: every step",
+                   range=at_least(1))
+
+
 @dataclass
 class StepSliceSamplerSettings(SliceSamplerSettings):
     kind: str = option("slice")
     weighting: str = setting("step", "step: every stored step equally likely to start a slice (long episodes get "
                                       "their share); episode: every stored episode equally likely (TorchRL's "
                                       "SliceSampler)", choices=("step", "episode"))
+    state_every: Optional[int] = state_every()
 
 
 @dataclass
@@ -233,6 +241,7 @@ class PrioritizedSliceSamplerSettings(SliceSamplerSettings):
     beta: float = setting(0.4, "importance-sampling exponent", range=FRACTION)
     eta: float = setting(0.9, "priority of a sequence: eta * max |td| + (1 - eta) * mean |td| (R2D2)",
                          range=FRACTION)
+    state_every: Optional[int] = state_every()
 
 
 @dataclass

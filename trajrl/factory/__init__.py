@@ -129,7 +129,7 @@ def build(cfg: DictConfig, run_dir: str | Path | None = None) -> Pipeline:
                                  reuse_files=cfg.resume is not None, not_stored=agent.not_stored(),
                                  journal_dir=counters.dir if shared and counters is not None else None,
                                  lanes=lanes if fixed_frames else None,
-                                 hindsight=hindsight_goals(cfg, spaces, agent))
+                                 hindsight=hindsight_goals(cfg, spaces, agent), state_shapes=agent.state_shapes())
     resumed = None
     if cfg.resume is not None:  # before the collector copies the policy into its workers
         resumed = restore(load_checkpoint(cfg.resume, algo_name=cfg.algo.name), agent.algo, agent.policy_state(),

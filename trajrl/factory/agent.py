@@ -39,6 +39,12 @@ class Agent:
         after = [("next", key) for key in self.primer.primers.keys()] if self.primer is not None else []
         return ["embed", "features", "action_value", "chosen_action_value", *after]
 
+    def state_shapes(self) -> dict[str, tuple[int, ...]]:
+        """The recurrent state the policy stores with each step: each key's shape (none: not recurrent)."""
+        if self.primer is None:
+            return {}
+        return {key: tuple(spec.shape) for key, spec in self.primer.primers.items()}
+
     def policy_state(self) -> dict[str, nn.Module]:
         """The behaviour policy's own state, beside the learner's: epsilon and weight version."""
         return {name: module for name, module in (("epsilon", self.egreedy), ("version", self.version))

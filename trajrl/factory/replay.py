@@ -17,6 +17,7 @@ from trajrl.replay.lanes import LaneSliceSampler, LaneWriter, PrioritizedLaneSli
 from trajrl.replay.padded import PaddedToFlat
 from trajrl.replay.writer import EpisodeWriter
 from trajrl.replay.slices import StepSliceSampler
+from trajrl.replay.states import SparseStates
 from trajrl.settings import section_settings
 
 
@@ -77,7 +78,8 @@ def build_sampler(sampler_cfg, capacity: int) -> tuple[Sampler, int]:
 
 def build_buffer(storage_cfg, sampler_cfg, shared: bool, run_dir: Path | None = None,
                  reuse_files: bool = False, not_stored: list = (), journal_dir: str | None = None,
-                 lanes: tuple[int, int] | None = None, hindsight: HindsightGoals | None = None) -> SequenceSampler:
+                 lanes: tuple[int, int] | None = None, hindsight: HindsightGoals | None = None,
+                 state_shapes: dict[str, tuple[int, ...]] | None = None) -> SequenceSampler:
     """A TensorDictReplayBuffer (shared with worker processes when they write into it).
 
     Flat complete episodes are stored as written; padded ``[N, T]`` batches with
@@ -89,15 +91,22 @@ def build_buffer(storage_cfg, sampler_cfg, shared: bool, run_dir: Path | None = 
     journalled (``trajrl.replay.writer``; for worker processes that write).
     ``hindsight``: the sampler draws substituted goals, the batches are relabelled with
     them (``trajrl.replay.hindsight``; slice and episode samplers of complete episodes).
+    ``state_shapes``: the recurrent state's keys and shapes, kept apart every
+    ``sampler.state_every`` steps when that is set (``trajrl.replay.states.SparseStates``).
     """
     storage = build_storage(storage_cfg, run_dir, reuse_files)
     if lanes is not None:
         return _lane_buffer(storage, sampler_cfg, shared, lanes, not_stored, journal_dir)
     sampler, batch_size = build_sampler(sampler_cfg, int(storage_cfg.capacity))
+    every = sampler_cfg.get("state_every")
+    states = (SparseStates(state_shapes, int(storage_cfg.capacity), int(every), shared=shared)
+              if every is not None and state_shapes else None)
     # EpisodeWriter: TorchRL's round-robin writer (its TensorDict writer also stores each step's
     # position, "index") giving each episode a fresh id; journalled where worker processes write.
-    buffer = TensorDictReplayBuffer(storage=storage, sampler=sampler, writer=EpisodeWriter(journal_dir),
+    buffer = TensorDictReplayBuffer(storage=storage, sampler=sampler, writer=EpisodeWriter(journal_dir, states),
                                     batch_size=batch_size, shared=shared)
+    if states is not None:
+        sampler.states = states  # config.py allows state_every only with trajrl's step slice samplers
     if isinstance(sampler, StepSliceSampler):
         sampler.follow(buffer._writer)  # the writer counts every write, in whichever process
     if hindsight is not None:

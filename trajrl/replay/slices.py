@@ -21,6 +21,7 @@ from torchrl.data.replay_buffers.samplers import Sampler
 from torchrl.data.replay_buffers.storages import Storage
 
 from trajrl.replay.episodes import TRAJ_KEY, find_runs, run_steps
+from trajrl.replay.states import SparseStates
 
 
 class StepSliceSampler(Sampler):
@@ -40,8 +41,9 @@ class StepSliceSampler(Sampler):
     """
 
     def __init__(self, capacity: int, slice_len: int, alpha: float = 0.0, beta: float = 0.0,
-                 eps: float = 1e-6, traj_key: Any = TRAJ_KEY):
+                 eps: float = 1e-6, traj_key: Any = TRAJ_KEY, states: SparseStates | None = None):
         self.capacity, self.slice_len = capacity, slice_len
+        self.states = states  # the state kept every k steps only: slices start there (trajrl.replay.states)
         self.alpha, self.beta, self.eps, self.traj_key = alpha, beta, eps, traj_key
         self.priority = torch.zeros(capacity)
         self.max_priority = 1.0
@@ -107,14 +109,44 @@ class StepSliceSampler(Sampler):
         run = (torch.searchsorted(starts, picked, right=True) - 1) % starts.numel()
         offset = (picked - starts[run]) % size
         run_len = lengths[run]
-        slice_len = run_len.clamp_max(self.slice_len)
-        first = torch.minimum(offset, run_len - slice_len)
+        if self.states is None:  # the slice holds the picked step, moved back if its episode ends sooner
+            slice_len = run_len.clamp_max(self.slice_len)
+            first = torch.minimum(offset, run_len - slice_len)
+        else:  # it starts at a step with a kept state: the one at or before the picked step
+            first, keep = self._kept_start(storage, picked, offset, run_len)
+            if not bool(keep.any()):
+                raise RuntimeError("no stored step has its recurrent state kept yet (sampler.state_every): "
+                                   "sample once more episodes are stored")
+            again = torch.multinomial(keep.float(), num_slices, replacement=True, generator=self._rng)
+            pick = torch.where(keep, torch.arange(num_slices), again)  # the others: slices drawn again
+            run, first, run_len, importance = run[pick], first[pick], run_len[pick], importance[pick]
+            slice_len = (run_len - first).clamp_max(self.slice_len)
         _, steps, index = run_steps(starts[run] + first, slice_len, size)
         is_init = steps == 0
         info = {"is_init": is_init.unsqueeze(-1), "priority_weight": torch.repeat_interleave(importance, slice_len)}
+        if self.states is not None:  # each slice's first state, on all its steps (the learner reads the first)
+            begin = (starts[run] + first) % size
+            begin_count = storage._storage.get("step_count").reshape(-1)[begin]
+            for key, state in self.states.read(begin, begin_count).items():
+                info[key] = torch.repeat_interleave(state, slice_len, dim=0)
         if self.hindsight is not None:
             info.update(self.hindsight.draw(storage, starts[run], run_len, first, slice_len, self._rng))
         return index, info
+
+    def _kept_start(self, storage: Storage, picked: torch.Tensor, offset: torch.Tensor,
+                    run_len: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(first, kept)``: the offset in its run of the step with a kept state at or
+        before each picked step (or the next one, where that state is gone), and
+        whether there is one in the run."""
+        every, size = self.states.every, len(storage)
+        step_count = storage._storage.get("step_count").reshape(-1)[picked]
+        back = step_count % every
+        first, at = offset - back, step_count - back
+        kept = (first >= 0) & self.states.has_state((picked - back) % size, at)
+        ahead = first + every
+        kept_ahead = (ahead < run_len) & self.states.has_state((picked - back + every) % size, at + every)
+        first = torch.where(kept, first, ahead)
+        return first, kept | kept_ahead
 
     def update_priority(self, index: torch.Tensor, priority: torch.Tensor, *, storage=None) -> None:
         index, priority = torch.as_tensor(index).reshape(-1), torch.as_tensor(priority, dtype=torch.float).reshape(-1)

@@ -28,15 +28,18 @@ import torch
 from tensordict import TensorDictBase
 from torchrl.data import RoundRobinWriter
 
+from trajrl.errors import CheckpointError
 from trajrl.replay.episodes import TRAJ_KEY
+from trajrl.replay.states import SparseStates
 
 
 class EpisodeWriter(RoundRobinWriter):
     """``RoundRobinWriter`` that numbers episodes afresh and journals its writes (see the module)."""
 
-    def __init__(self, journal_dir: str | Path | None = None, **kwargs):
+    def __init__(self, journal_dir: str | Path | None = None, states: SparseStates | None = None, **kwargs):
         super().__init__(**kwargs)
         self.journal_dir = str(journal_dir) if journal_dir is not None else None
+        self.states = states  # the recurrent state kept every k steps only, apart from the storage
         self._next_id_value = mp.Value("q", 0, lock=False)  # only ever moved under the write lock
 
     # ------------------------------------------------------------ the shared id counter
@@ -62,10 +65,19 @@ class EpisodeWriter(RoundRobinWriter):
             self._next_id_value = mp.Value("q", next_id, lock=False)
 
     def state_dict(self) -> dict:
-        return {**super().state_dict(), "_next_id": self.next_id}
+        kept = {"_states": self.states.state_dict()} if self.states is not None else {}
+        return {**super().state_dict(), "_next_id": self.next_id, **kept}
 
     def load_state_dict(self, state_dict: dict) -> None:
+        saved_every = state_dict.get("_states", {}).get("every")
+        every = self.states.every if self.states is not None else None
+        if saved_every != every:
+            raise CheckpointError(f"the checkpoint's buffer keeps the recurrent state every {saved_every or 1} "
+                                  f"step(s) and this run's every {every or 1}: resume with "
+                                  f"sampler.state_every={saved_every if saved_every is not None else 'null'}")
         super().load_state_dict(state_dict)
+        if self.states is not None:
+            self.states.load_state_dict(state_dict["_states"])
         if "_next_id" in state_dict:
             self.next_id = int(state_dict["_next_id"])
         elif len(self._storage):  # a checkpoint from before the counter: after its largest stored id
@@ -113,7 +125,12 @@ class EpisodeWriter(RoundRobinWriter):
         return data
 
     def _write(self, data) -> torch.Tensor:
-        return RoundRobinWriter.extend(self, data)
+        if self.states is None:
+            return RoundRobinWriter.extend(self, data)
+        keys = self.states.keys
+        index = RoundRobinWriter.extend(self, data.exclude(*keys))
+        self.states.write(index.reshape(-1), data.get("step_count"), {key: data.get(key) for key in keys})
+        return index
 
     def _journal_counts(self) -> dict:
         """The counts as they are before a write: TorchRL's storage adds the write's length
