@@ -20,8 +20,13 @@ Then complete episodes against fixed-frame batches (``trajs_per_batch=null``, ke
 in lanes of a multi-dimensional storage) for five layouts: frames/s, the delay
 from a step happening to it being sampleable, bytes per frame and sampling time;
 the asynchronous training loop against a synchronous one (same frames and
-updates), the stored bytes per frame against the payload, and slice-sampling
-latency against TorchRL's ``SliceSampler``.
+updates), the stored bytes per frame against the payload (the recurrent state kept
+at every step, or every k steps with ``sampler.state_every``), slice-sampling
+latency against TorchRL's ``SliceSampler``, and each learner's gradient steps per
+second at its preset's batch shape (with torch's plain Adam step against the fused
+one, and the recurrent DQN's networks under ``torch.compile``).
+
+    python scripts/bench_pipeline.py --skip collection fixed_frames loops sampling   # memory and learners only
 """
 from __future__ import annotations
 
@@ -428,8 +433,17 @@ def learner_speed(preset: str, updates: int, repeats: int) -> dict:
         events = prof.key_averages()
         total = sum(e.self_cpu_time_total for e in events)
         recurrent = sum(e.self_cpu_time_total for e in events if "rnn" in e.key or "lstm" in e.key)
+        compile_s = None
+        if hasattr(algo, "qnet"):  # torch.compile of the recurrent DQN's networks (the LSTM stays ATen's kernel)
+            t0 = time.perf_counter()
+            for net in (algo.qnet, algo.target):
+                net.sequence_q, net.run = torch.compile(net.sequence_q), torch.compile(net.run)
+            run(2, fused)
+            compile_s = time.perf_counter() - t0
+            runs["compiled"] = [run(updates, fused) for _ in range(repeats)]
         median = {kind: {k: float(np.median([r[k] for r in rs])) for k in rs[0]} for kind, rs in runs.items()}
-        return {**median, "recurrent": recurrent / max(total, 1), "shape": tuple(step()[0].shape)}
+        return {**median, "recurrent": recurrent / max(total, 1), "shape": tuple(step()[0].shape),
+                "compile_s": compile_s}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -528,6 +542,11 @@ def main(argv: list[str] | None = None) -> None:
             print(f"| {label} ({preset}) | {result['shape']} | {slow['per_s']:.0f} | {fast['per_s']:.0f} | "
                   f"{fast['sample_ms']:.2f} | {fast['update_ms']:.2f} | {result['recurrent']:.0%} | "
                   f"{fast['per_s'] / slow['per_s']:.2f} |", flush=True)
+            if result["compile_s"] is not None:
+                compiled = result["compiled"]
+                print(f"| {label}, networks under torch.compile ({result['compile_s']:.0f} s to compile) | "
+                      f"{result['shape']} | | {compiled['per_s']:.0f} | {compiled['sample_ms']:.2f} | "
+                      f"{compiled['update_ms']:.2f} | | {compiled['per_s'] / slow['per_s']:.2f} |", flush=True)
         print()
     if "sampling" in args.skip:
         return

@@ -57,6 +57,7 @@ CASES = [
     (["sampler.state_every=10", "algo.refresh_states_every=50"],
      ["sampler.state_every=10", "algo.refresh_states_every", "null"]),
     (["sampler=episode", "sampler.state_every=10"], ["sampler.state_every=10", "sampler=episode has no such setting"]),
+    (["sampler.state_every=31"], ["sampler.state_every=31", "never be learnt from", "sampler.state_every<=30"]),
     # hindsight relabelling
     (["sampler.her_ratio=0.5"], ["env.id='trajrl/CartPoleNoVel-v1'", "not a Dict with keys", "env=bit_flipping"]),
     (["sampler.her_ratio=1.5"], ["sampler.her_ratio=1.5", "must be between 0 and 1"]),

@@ -287,6 +287,12 @@ def _check_state_every(cfg: DictConfig) -> None:
         why = "algo.refresh_states_every recomputes every step's stored state; set it to null"
     elif cfg.algo.get("recurrent", True) is False:
         why = "the network is not recurrent: it keeps no state; leave it null"
+    elif every > cfg.sampler.slice_len - cfg.sampler.burn_in:
+        most = cfg.sampler.slice_len - cfg.sampler.burn_in
+        why = (f"slices start only every {every} steps and learn from steps {cfg.sampler.burn_in} to "
+               f"{cfg.sampler.slice_len - 1} of theirs (sampler.burn_in={cfg.sampler.burn_in}, "
+               f"sampler.slice_len={cfg.sampler.slice_len}): the steps between would never be learnt from; "
+               f"use sampler.state_every<={most} (R2D2's slices overlap by their burn-in)")
     if why is not None:
         raise ConfigError("sampler.state_every", every, why)
 
