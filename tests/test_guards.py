@@ -11,6 +11,7 @@ import trajrl
 from trajrl.replay.audit import audit_storage
 from trajrl.replay.episodes import TRAJ_KEY
 from trajrl.collect.watch import CollectorWatch
+from trajrl.replay.writer import redo_unfinished_writes
 
 
 def first_error(watch: CollectorWatch, timeout: float):
@@ -50,6 +51,8 @@ def test_a_killed_worker_is_noticed_at_once():
             assert watch.error() is None
             os.kill(pipe.collector.procs[1].pid, signal.SIGKILL)
             error = first_error(watch, timeout=5)
+            # The write lock, if the kill came inside a write, freed (and that write redone), as the loop does.
+            redo_unfinished_writes(pipe.buffer)
             # The trap: TorchRL itself tells the learner nothing. Weights still "push" and
             # the other worker keeps writing, so a loop without the watch trains on.
             written = pipe.buffer.write_count
