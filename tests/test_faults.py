@@ -228,7 +228,7 @@ def test_a_learner_killed_with_sigkill_resumes_exactly_from_its_last_periodic_ch
     from trajrl.replay.audit import audit_storage
     from trajrl.training.checkpoint import load_checkpoint
 
-    run = run_in("collector=multi_async", "storage.capacity=6000", "total_frames=1000000", "audit=true")
+    run = run_in("collector=multi_async", "storage.capacity=20000", "total_frames=1000000", "audit=true")  # never wraps
     run.wait_for_checkpoint()
     time.sleep(3)
     os.killpg(run.pgid, signal.SIGKILL)
@@ -237,7 +237,7 @@ def test_a_learner_killed_with_sigkill_resumes_exactly_from_its_last_periodic_ch
     saved = load_checkpoint(run.dir)
     frames, updates = saved["frames"], saved["algo"]["updates"]
     assert frames > 0
-    cfg = trajrl.compose(["collector=multi_async", "debug=smoke", "storage.capacity=6000", f"resume={run.dir}"])
+    cfg = trajrl.compose(["collector=multi_async", "debug=smoke", "storage.capacity=20000", f"resume={run.dir}"])
     with trajrl.build(cfg) as pipe:
         assert pipe.resumed.frames == frames == pipe.buffer.write_count
         restored, wanted = tensors(pipe.algo.state_dict()), tensors(saved["algo"])
