@@ -113,31 +113,30 @@ class StepSliceSampler(Sampler):
             slice_len = run_len.clamp_max(self.slice_len)
             first = torch.minimum(offset, run_len - slice_len)
         else:  # it starts at a step with a kept state: the one at or before the picked step
-            first, keep = self._kept_start(storage, picked, offset, run_len)
+            first, first_count, keep = self._kept_start(storage, picked, offset, run_len)
             if not bool(keep.any()):
                 raise RuntimeError("no stored step has its recurrent state kept yet (sampler.state_every): "
                                    "sample once more episodes are stored")
             again = torch.multinomial(keep.float(), num_slices, replacement=True, generator=self._rng)
             pick = torch.where(keep, torch.arange(num_slices), again)  # the others: slices drawn again
             run, first, run_len, importance = run[pick], first[pick], run_len[pick], importance[pick]
+            first_count = first_count[pick]
             slice_len = (run_len - first).clamp_max(self.slice_len)
         _, steps, index = run_steps(starts[run] + first, slice_len, size)
         is_init = steps == 0
         info = {"is_init": is_init.unsqueeze(-1), "priority_weight": torch.repeat_interleave(importance, slice_len)}
         if self.states is not None:  # each slice's first state, on all its steps (the learner reads the first)
-            begin = (starts[run] + first) % size
-            begin_count = storage._storage.get("step_count").reshape(-1)[begin]
-            for key, state in self.states.read(begin, begin_count).items():
+            for key, state in self.states.read((starts[run] + first) % size, first_count).items():
                 info[key] = torch.repeat_interleave(state, slice_len, dim=0)
         if self.hindsight is not None:
             info.update(self.hindsight.draw(storage, starts[run], run_len, first, slice_len, self._rng))
         return index, info
 
     def _kept_start(self, storage: Storage, picked: torch.Tensor, offset: torch.Tensor,
-                    run_len: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(first, kept)``: the offset in its run of the step with a kept state at or
-        before each picked step (or the next one, where that state is gone), and
-        whether there is one in the run."""
+                    run_len: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(first, its step count, kept)``: the offset in its run of the step with a kept
+        state at or before each picked step (or the next one, where that state is gone),
+        that step's place in its episode, and whether there is one in the run."""
         every, size = self.states.every, len(storage)
         step_count = storage._storage.get("step_count").reshape(-1)[picked]
         back = step_count % every
@@ -145,8 +144,7 @@ class StepSliceSampler(Sampler):
         kept = (first >= 0) & self.states.has_state((picked - back) % size, at)
         ahead = first + every
         kept_ahead = (ahead < run_len) & self.states.has_state((picked - back + every) % size, at + every)
-        first = torch.where(kept, first, ahead)
-        return first, kept | kept_ahead
+        return torch.where(kept, first, ahead), torch.where(kept, at, at + every), kept | kept_ahead
 
     def update_priority(self, index: torch.Tensor, priority: torch.Tensor, *, storage=None) -> None:
         index, priority = torch.as_tensor(index).reshape(-1), torch.as_tensor(priority, dtype=torch.float).reshape(-1)
