@@ -88,6 +88,9 @@ class EnvSettings:
                             range=at_least(1))
     vectorization: str = setting("sync", "sync: the vector steps its environments in the worker's process; "
                                          "async: each in a process of its own", choices=("sync", "async"))
+    stepping: str = setting("lean", "how the collector steps its environments: lean: trajrl steps gymnasium itself "
+                                    "and keeps the episode bookkeeping in bulk (what torchrl writes, faster); "
+                                    "torchrl: TorchRL's GymWrapper and transforms", choices=("lean", "torchrl"))
 
 
 # ---------------------------------------------------------------- collect

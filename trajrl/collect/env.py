@@ -23,6 +23,7 @@ from torchrl.envs.transforms import Transform
 
 from trajrl.collect.counters import CountSteps, WorkerCounters
 from trajrl.collect.faults import FaultLog, RestartOnError, read_faults
+from trajrl.collect.lean import LeanEnv
 from trajrl.envs import make_gym, make_vector, stepping
 from trajrl.replay.lanes import WORKER_KEY
 
@@ -54,7 +55,7 @@ def make_env(env_id: str, kwargs: dict[str, Any], import_module: str | None = No
              counts: torch.Tensor | None = None, slot: int = 0, num_envs: int = 1,
              vectorization: str = "sync", gate: torch.Tensor | None = None,
              wrap: Callable[[gym.Env], gym.Env] | None = None, restarts: Restarts | None = None,
-             fixed_frames: bool = False, success: bool = False) -> EnvBase:
+             fixed_frames: bool = False, success: bool = False, lean: bool = False) -> EnvBase:
     """One environment, or a vector of ``num_envs`` (batch size ``[num_envs]``), with
     episode bookkeeping (and the recurrent-state primer, if given).
 
@@ -69,6 +70,7 @@ def make_env(env_id: str, kwargs: dict[str, Any], import_module: str | None = No
     episode a fault cut are stored, not lost (``trajrl.replay.lanes``).
     ``success``: each step carries ``is_success`` from the environment's info (goal
     environments say whether the goal is reached; 0 where one does not say).
+    ``lean``: the stack is stepped by ``LeanEnv`` (``env.stepping=lean``: the same steps, in bulk).
     """
     make = functools.partial(make_gym, env_id, dict(kwargs), import_module)
     if restarts is not None:
@@ -86,13 +88,19 @@ def make_env(env_id: str, kwargs: dict[str, Any], import_module: str | None = No
         transforms.append(primer.clone())
     if fixed_frames:
         transforms.append(StampWorker(slot))
+    count = None
     if counts is not None:  # a collector's environment: in a worker process, it ends with the learner
         exit_with_parent()
-        transforms.append(CountSteps(counts, slot, gate, faulted_stored=fixed_frames))
+        count = CountSteps(counts, slot, gate, faulted_stored=fixed_frames)
+        transforms.append(count)
     if isinstance(env, TransformedEnv):  # a vector env comes with TorchRL's autoreset transform
         env.append_transform(Compose(*transforms))
-        return env
-    return TransformedEnv(env, Compose(*transforms))
+    else:
+        env = TransformedEnv(env, Compose(*transforms))
+    if lean:
+        return LeanEnv(env, count=count, slot=slot if fixed_frames else None,
+                       primer_keys=list(primer.primers.keys()) if primer is not None else [])
+    return env
 
 
 @dataclass(frozen=True)
@@ -151,7 +159,8 @@ def env_factory(env_cfg, primer=None, counters: WorkerCounters | None = None,
     With ``counters``, call it with ``slot=<index of the collector's environment>``.
     ``restarts``: how environments that raise are rebuilt (a collector's).
     ``fixed_frames``: for a collector that hands over fixed-frame batches; ``success``: the
-    steps carry ``is_success`` (``make_env``).
+    steps carry ``is_success`` (``make_env``). A collector's environments (``counters``) are
+    stepped as ``env_cfg.stepping`` says; the others (evaluation) by TorchRL.
     """
     return functools.partial(
         make_env, str(env_cfg.id), dict(env_cfg.kwargs or {}), env_cfg.import_module, primer,
@@ -159,7 +168,7 @@ def env_factory(env_cfg, primer=None, counters: WorkerCounters | None = None,
         num_envs=int(num_envs if num_envs is not None else env_cfg.get("num_envs", 1)),
         vectorization=str(env_cfg.get("vectorization", "sync")),
         gate=counters.gate if counters is not None else None, restarts=restarts, fixed_frames=fixed_frames,
-        success=success,
+        success=success, lean=counters is not None and env_cfg.get("stepping", "lean") == "lean",
     )
 
 
