@@ -14,7 +14,9 @@ for one env, vector widths 16, 64 and 256, and 2 workers:
   environments and the same policy, iterated, each batch ``rb.extend``-ed into a
   ``LazyTensorStorage`` buffer;
 - trajrl: the pipeline ``trajrl.build`` makes from the config, started into its
-  buffer; the trajectory audit then checks the whole storage.
+  buffer, its environments stepped by TorchRL (``env.stepping=torchrl``) and by the
+  lean path (``env.stepping=lean``, the default); the trajectory audit then checks
+  the whole storage. One environment: the median of 5 alternated runs of each way.
 
 Then complete episodes against fixed-frame batches (``trajs_per_batch=null``, kept
 in lanes of a multi-dimensional storage) for five layouts: frames/s, the delay
@@ -60,6 +62,7 @@ class Setting:
     collector: str   # trajrl's collector kind (the hand-wired code uses TorchRL's class of the same name)
     workers: int
     width: int       # environments per worker (a gymnasium vector env when > 1)
+    runs: int = 1    # alternated runs of each way; the median is reported
 
     @property
     def frames_per_batch(self) -> int:  # rollouts of 200 steps of one env; 8 steps of a wide vector
@@ -69,14 +72,14 @@ class Setting:
     def trajs_per_batch(self) -> int:  # write 4 episodes at a time, or a quarter of the vector's
         return max(4, self.width // 4)
 
-    def overrides(self) -> list[str]:
+    def overrides(self, stepping: str = "lean") -> list[str]:
         return [*COMMON, f"collector={self.collector}", f"collector.num_workers={self.workers}",
                 f"env.num_envs={self.width}", f"collector.frames_per_batch={self.frames_per_batch}",
-                f"trajs_per_batch={self.trajs_per_batch}"]
+                f"trajs_per_batch={self.trajs_per_batch}", f"env.stepping={stepping}"]
 
 
 SETTINGS = [
-    Setting("1 env, collector=sync", "sync", 1, 1),
+    Setting("1 env, collector=sync", "sync", 1, 1, runs=5),
     Setting("16 envs, collector=sync", "sync", 1, 16),
     Setting("64 envs, collector=sync", "sync", 1, 64),
     Setting("256 envs, collector=sync", "sync", 1, 256),
@@ -165,10 +168,11 @@ def hand_wired(setting: Setting, seconds: float) -> float:
         collector.shutdown()
 
 
-def trajrl_pipeline(setting: Setting, seconds: float) -> tuple[float, int, dict]:
-    """trajrl's pipeline from the config, started into its buffer: frames/s, the audit's
-    violations over the whole storage afterwards, and the bytes per frame."""
-    with trajrl.build(trajrl.compose(setting.overrides())) as pipe:
+def trajrl_pipeline(setting: Setting, seconds: float, stepping: str = "lean") -> tuple[float, int, dict]:
+    """trajrl's pipeline from the config (its environments stepped as ``stepping`` says),
+    started into its buffer: frames/s, the audit's violations over the whole storage
+    afterwards, and the bytes per frame."""
+    with trajrl.build(trajrl.compose(setting.overrides(stepping))) as pipe:
         pipe.collector.start()
         try:
             fps = stored_per_second(pipe.buffer, seconds)
@@ -464,18 +468,27 @@ def main(argv: list[str] | None = None) -> None:
         print(f"# collection, {ENV}, the recurrent DQN's behaviour policy, frames stored per second "
               f"({args.seconds:.0f} s each); limit: gymnasium alone, random actions, per worker process")
         print()
-        print("| setting | limit | hand-wired TorchRL | trajrl | trajrl / limit | trajrl / hand-wired | audit violations |")
-        print("|---|---|---|---|---|---|---|")
+        print("| setting | limit | hand-wired TorchRL | trajrl, env.stepping=torchrl | trajrl (lean) | lean / limit | "
+              "lean / hand-wired | lean / torchrl stepping | runs | audit violations |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
         limits: dict[int, float] = {}
         for setting in SETTINGS:
             if setting.width not in limits:
                 limits[setting.width] = raw_limit(setting.width, args.seconds)
             limit = limits[setting.width] * setting.workers  # one core per worker
-            baseline = hand_wired(setting, args.seconds)
-            fps, violations, measured = trajrl_pipeline(setting, args.seconds)
-            storage = storage or measured
-            print(f"| {setting.label} | {limit:,.0f} | {baseline:,.0f} | {fps:,.0f} | {fps / limit:.3f} | "
-                  f"{fps / baseline:.2f} | {violations} |", flush=True)
+            rates: dict[str, list[float]] = {"hand": [], "torchrl": [], "lean": []}
+            violations = 0
+            for _ in range(setting.runs):  # alternated: a slow minute of the machine hits each way alike
+                rates["hand"].append(hand_wired(setting, args.seconds))
+                for stepping in ("torchrl", "lean"):
+                    fps, bad, measured = trajrl_pipeline(setting, args.seconds, stepping)
+                    rates[stepping].append(fps)
+                    violations += bad
+                    storage = storage or measured
+            hand, torchrl_path, lean = (float(np.median(rates[k])) for k in ("hand", "torchrl", "lean"))
+            print(f"| {setting.label} | {limit:,.0f} | {hand:,.0f} | {torchrl_path:,.0f} | {lean:,.0f} | "
+                  f"{lean / limit:.3f} | {lean / hand:.2f} | {lean / torchrl_path:.2f} | {setting.runs} | {violations} |",
+                  flush=True)
         print()
         print(f"# stored bytes per frame (trajrl's buffer, the default recurrent DQN): {storage['stored']:.0f} "
               f"in {storage['fields']} fields")

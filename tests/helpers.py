@@ -238,8 +238,11 @@ class Run:
         try:
             self.out, err = self.proc.communicate(timeout=within)
         except subprocess.TimeoutExpired:
+            os.killpg(self.pgid, signal.SIGUSR1)  # every process prints its threads' stacks
+            time.sleep(2)
             os.killpg(self.pgid, signal.SIGKILL)
-            raise AssertionError(f"the run did not end within {within} s")
+            _, err = self.proc.communicate()
+            raise AssertionError(f"the run did not end within {within} s; its stacks:\n{err[-12000:]}")
         assert time.monotonic() - start < within
         return err
 

@@ -236,3 +236,19 @@ def test_a_worker_waiting_on_a_lock_its_dead_learner_held_exits():
             os.kill(worker_pid.value, signal.SIGKILL)
             raise AssertionError("the worker outlived its learner by 10 s")
         time.sleep(0.1)
+
+
+def test_sigusr1_prints_the_stacks_of_the_run_and_its_workers_and_the_run_goes_on(run_in):
+    """``kill -USR1`` says where a run that seems stuck waits (the tests print it for a run
+    that does not end in time), without stopping it."""
+    run = run_in("collector=multi_async", "collector.num_workers=2", "total_frames=6000")
+    run.wait_for_checkpoint()
+    workers = run.workers()
+    assert len(workers) == 2
+    for pid in [run.proc.pid, *workers]:
+        os.kill(pid, signal.SIGUSR1)
+    err = run.end(within=120)
+    assert run.proc.returncode == 0, err[-3000:]
+    assert err.count("(most recent call first)") >= 3, err[-3000:]
+    assert "trajrl/training/loops.py" in err
+    run.assert_nothing_left()

@@ -20,6 +20,7 @@ from omegaconf import DictConfig
 
 from trajrl.config import CONFIG_DIR, check_launcher, check_overrides, explain, key_of, validate
 from trajrl.errors import CheckpointError, CollectorFailed, ConfigError, EnvironmentFailed, RunInterrupted
+from trajrl.training.interrupts import stacks_on_sigusr1
 
 log = logging.getLogger("trajrl")
 #: HYDRA_FULL_ERROR=1 as the user set it: errors show their traceback instead of one line.
@@ -167,6 +168,7 @@ def main() -> None:
         importlib.import_module(SUBCOMMANDS[sys.argv[1]]).main(sys.argv[2:])
         return
     quiet_torchrl()
+    stacks_on_sigusr1()
     global TYPED_ARGS
     TYPED_ARGS = sys.argv[1:]
     sys.argv[1:] = resume_arguments(sys.argv[1:])

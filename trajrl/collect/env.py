@@ -26,6 +26,7 @@ from trajrl.collect.faults import FaultLog, RestartOnError, read_faults
 from trajrl.collect.lean import LeanEnv
 from trajrl.envs import make_gym, make_vector, stepping
 from trajrl.replay.lanes import WORKER_KEY
+from trajrl.training.interrupts import stacks_on_sigusr1
 
 
 _exit_with_parent_started = False
@@ -41,6 +42,7 @@ def exit_with_parent(poll_s: float = 0.5) -> None:
     if _exit_with_parent_started or started_by is None:
         return
     _exit_with_parent_started = True
+    stacks_on_sigusr1()  # a worker says where it waits, as the learner does
     parent = started_by.pid  # not os.getppid(): the parent may have died before this worker got here
 
     def watch() -> None:

@@ -139,9 +139,9 @@ class LeanEnv(EnvBase):
         next_td.set(INIT, torch.zeros_like(self._ones))
         next_td.set(COUNT, tensordict.get(COUNT) + 1)
         next_td.set(RETURN, tensordict.get(RETURN) + next_td.get("reward"))
-        for key in self.primer_keys:
-            next_td.set(key, tensordict.get(("next", key), None) if ("next", key) in tensordict.keys(True)
-                        else tensordict.get(key))
+        for key in self.primer_keys:  # the policy's next state, as the primer carries it
+            state = tensordict.get(("next", key), None)
+            next_td.set(key, state if state is not None else tensordict.get(key))
         if self.slot is not None:
             next_td.set(WORKER_KEY, torch.full(self.batch_size, self.slot, dtype=torch.int64))
         if self.count is not None:
@@ -183,7 +183,8 @@ class LeanEnv(EnvBase):
         return final
 
     def _read_info(self, td: TensorDictBase, info: dict) -> None:
-        if self.faults:
-            td.set(FAULT_KEY, torch.as_tensor(np.asarray(info.get(FAULT_KEY, False), dtype=bool)).reshape(self.batch_size))
-        if self.success:
-            td.set(SUCCESS, torch.as_tensor(np.asarray(info.get(SUCCESS, 0.0), dtype=np.float32)).reshape(self.batch_size))
+        """The fault mark and success flag, as TorchRL's info readers give them (0 where absent)."""
+        for key, dtype, read in ((FAULT_KEY, np.bool_, self.faults), (SUCCESS, np.float32, self.success)):
+            if read:
+                value = torch.as_tensor(np.asarray(info.get(key, 0), dtype=dtype))
+                td.set(key, value.expand(self.batch_size).clone() if value.ndim == 0 else value.reshape(self.batch_size))

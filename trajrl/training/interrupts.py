@@ -16,6 +16,16 @@ from typing import Callable, Iterator
 from trajrl.errors import RunInterrupted
 
 
+def stacks_on_sigusr1() -> None:
+    """``kill -USR1 <pid>`` prints every thread's stack to stderr (the learner's and each
+    collector worker's: a run that seems stuck says where it waits) and the run goes on."""
+    import faulthandler
+    import sys
+
+    if hasattr(signal, "SIGUSR1") and threading.current_thread() is threading.main_thread():
+        faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True, chain=False)
+
+
 class _State:
     deferring = 0            # depth of critical() blocks the main thread is in
     pending: int | None = None  # a signal received meanwhile
