@@ -238,6 +238,50 @@ def delays_and_rates(collector: str, workers: int, width: int, fixed: bool, seco
                 "ndim": buffer.storage.ndim}
 
 
+def step_breakdown(width: int, steps: int) -> dict[str, float]:
+    """Where a vector step of ``width`` environments goes in trajrl's sync collector, in ms
+    (the median of 5 alternated timings of ``steps`` steps each): gymnasium alone with
+    random actions (the limit's step), the same vector as trajrl builds it (the restart
+    wrapper around each environment), the behaviour policy, the policy plus the lean
+    step, the collector's rollout, and its iteration (rollout, episode assembly, buffer write)."""
+    overrides = Setting("", "sync", 1, width).overrides()
+    with trajrl.build(trajrl.compose(overrides)) as pipe:
+        env, policy, collector = pipe.env_fn(slot=0), pipe.policy, pipe.collector
+        vector = env.base._env  # the gymnasium vector under trajrl's lean env
+        limit = gym.vector.SyncVectorEnv([lambda: gym.make(ENV)] * width,
+                                         autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+        limit.reset(seed=0)
+        root = policy(env.reset())
+        rollout_steps = collector.frames_per_batch // width
+        iterator = iter(collector)
+
+        def lean_step():
+            nonlocal root
+            _, root = env.step_and_maybe_reset(policy(root))
+
+        parts = {
+            "gymnasium step, random actions (the limit)": (lambda: limit.step(limit.action_space.sample()), 1),
+            "the same under trajrl's restart wrapper": (lambda: vector.step(vector.action_space.sample()), 1),
+            "policy": (lambda: policy(root.clone()), 1),
+            "policy + lean step": (lean_step, 1),
+            "collector rollout": (collector.rollout, rollout_steps),
+            "collector iteration (+ assembly, write)": (lambda: next(iterator), rollout_steps),
+        }
+        times: dict[str, list[float]] = {name: [] for name in parts}
+        with torch.no_grad():
+            for _ in range(5):
+                for name, (call, per_call) in parts.items():
+                    calls = max(1, steps // per_call)
+                    call()
+                    start = time.perf_counter()
+                    for _ in range(calls):
+                        call()
+                    times[name].append((time.perf_counter() - start) * 1e3 / (calls * per_call))
+        limit.close()
+        env.close()
+    return {name: float(np.median(t)) for name, t in times.items()}
+
+
 def loops(collector: str, workers: int, frames: int) -> tuple[float, float, int, int]:
     """Wall-clock of trajrl's asynchronous loop (collector running beside the learner)
     and of a synchronous loop (collect a batch, then the updates it is owed, as
@@ -496,6 +540,13 @@ def main(argv: list[str] | None = None) -> None:
               f"against that plus the stored recurrent state {storage['learner']:.0f}: "
               f"{storage['stored'] / storage['learner']:.3f}x")
         print(f"the rest, bytes per frame: {storage['extra']}")
+        print()
+        print("# one vector step of 256 environments in trajrl's sync collector, ms (median of 5 alternated timings)")
+        print()
+        print("| part | ms per vector step |")
+        print("|---|---|")
+        for name, ms in step_breakdown(256, 200).items():
+            print(f"| {name} | {ms:.2f} |", flush=True)
         print()
     if "memory" not in args.skip:
         print("# stored bytes per frame, the default recurrent DQN (CartPole without velocities, LSTM 64), "

@@ -87,12 +87,14 @@ def test_a_vector_whose_environments_all_end_in_one_step_is_reset_again_as_torch
     vector again (gymnasium's own resets of that step are discarded); so does the lean path.
     The roots handed to the policy are the same too (a partial reset zeroes what the reset
     does not give, such as the previous action)."""
-    cfg = trajrl.compose(["env=cartpole", "env.num_envs=2", "collector=sync", "+env.kwargs.max_episode_steps=12",
-                          "sampler.slice_len=8", "sampler.burn_in=0"])
+    cfg = trajrl.compose(["env=cartpole", "env.num_envs=2", "+env.kwargs.max_episode_steps=12",
+                          "sampler.slice_len=8", "sampler.burn_in=0", "trajs_per_batch=null",
+                          "collector=multi_sync", "collector.num_workers=2"])
     with trajrl.build(cfg) as pipe:
         runs = {}
         for lean in (False, True):
-            env = pipe.env_fn.func(*pipe.env_fn.args, **{**pipe.env_fn.keywords, "lean": lean}, slot=0)
+            # slot 1 (a second worker's): fixed frames stamp it on every step, resets included
+            env = pipe.env_fn.func(*pipe.env_fn.args, **{**pipe.env_fn.keywords, "lean": lean}, slot=1)
             env.set_seed(5)
             torch.manual_seed(0)
             root, steps = env.reset(), []

@@ -71,7 +71,8 @@ class LeanEnv(EnvBase):
 
     # ------------------------------------------------------------ the reference's own calls
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs) -> TensorDictBase:
-        return self.reference.reset(tensordict, **kwargs)
+        # on a copy: the reference writes into what it is given, and EnvBase wants a new tensordict back
+        return self.reference.reset(None if tensordict is None else tensordict.copy(), **kwargs)
 
     def set_seed(self, seed: int | None = None, static_seed: bool = False) -> int | None:
         return self.reference.set_seed(seed, static_seed)
@@ -162,6 +163,8 @@ class LeanEnv(EnvBase):
         values[INIT] = torch.ones(shape, dtype=torch.bool)
         values[COUNT] = torch.zeros(shape, dtype=torch.int64)
         values[RETURN] = torch.zeros(shape, dtype=torch.float32)
+        if self.slot is not None:
+            values[WORKER_KEY] = torch.full(first.batch_size, self.slot, dtype=torch.int64)
         for key in self.primer_keys:
             spec = self.full_observation_spec[key]
             values[key] = torch.zeros((*first.batch_size, *spec.shape[len(self.batch_size):]), dtype=spec.dtype)
