@@ -244,7 +244,8 @@ def step_breakdown(width: int, steps: int) -> dict[str, float]:
     random actions (the limit's step), the same vector as trajrl builds it (the restart
     wrapper around each environment), the behaviour policy, the policy plus the lean
     step, the collector's rollout, and its iteration (rollout, episode assembly, buffer write)."""
-    overrides = Setting("", "sync", 1, width).overrides()
+    setting = Setting("", "sync", 1, width)
+    overrides = setting.overrides()
     with trajrl.build(trajrl.compose(overrides)) as pipe:
         env, policy, collector = pipe.env_fn(slot=0), pipe.policy, pipe.collector
         vector = env.base._env  # the gymnasium vector under trajrl's lean env
@@ -252,7 +253,7 @@ def step_breakdown(width: int, steps: int) -> dict[str, float]:
                                          autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
         limit.reset(seed=0)
         root = policy(env.reset())
-        rollout_steps = collector.frames_per_batch // width
+        rollout_steps = setting.frames_per_batch // width
         iterator = iter(collector)
 
         def lean_step():
@@ -498,7 +499,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=10.0, help="per collection measurement")
     parser.add_argument("--loop-frames", type=int, default=20_000, help="frames of each loop measurement")
-    parser.add_argument("--skip", nargs="*", default=[], choices=["collection", "memory", "fixed_frames", "loops", "sampling", "learners"])
+    parser.add_argument("--skip", nargs="*", default=[], choices=["collection", "breakdown", "memory", "fixed_frames", "loops",
+                                                               "sampling", "learners"])
     parser.add_argument("--repeats", type=int, default=30, help="samples timed per sampling measurement")
     parser.add_argument("--updates", type=int, default=200, help="gradient steps timed per learner run")
     parser.add_argument("--repeats-learner", type=int, default=5, help="alternated runs per learner measurement")
@@ -541,6 +543,7 @@ def main(argv: list[str] | None = None) -> None:
               f"{storage['stored'] / storage['learner']:.3f}x")
         print(f"the rest, bytes per frame: {storage['extra']}")
         print()
+    if "breakdown" not in args.skip:
         print("# one vector step of 256 environments in trajrl's sync collector, ms (median of 5 alternated timings)")
         print()
         print("| part | ms per vector step |")
