@@ -2,14 +2,15 @@
 TorchRL's environment path writes: the same keys, values and episodes, byte for byte,
 for every environment trajrl ships and a generic gymnasium id, one environment or a
 vector, complete episodes or fixed frames, with environments that raise and are rebuilt."""
-import numpy as np
+import sys
+
 import pytest
 import torch
 
 import trajrl
 from trajrl.collect.lean import LeanEnv
 from trajrl.replay.audit import audit_storage
-from tests.helpers import BAD_ENVS
+from helpers import BAD_ENVS
 
 CASES = {  # name: overrides (each run collects 12 rollouts from the same seed, both ways)
     "cartpole, one env": ["env=cartpole"],
@@ -38,8 +39,6 @@ def bad_envs(tmp_path, monkeypatch):
 def collect(overrides: list[str], stepping: str, rollouts: int = 12):
     """What a sync collector writes (or yields, for PPO) in ``rollouts`` rollouts, and
     its environments' counters."""
-    import sys
-
     if "bad_envs" in sys.modules:
         sys.modules["bad_envs"]._steps = 0  # Flaky-v0 counts its process's steps: start both runs alike
     cfg = trajrl.compose([*overrides, "collector=sync", "collector.frames_per_batch=64", "loop.warmup_frames=0",
