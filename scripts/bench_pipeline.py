@@ -18,8 +18,11 @@ for one env, vector widths 16, 64 and 256, and 2 workers:
   lean path (``env.stepping=lean``, the default); the trajectory audit then checks
   the whole storage. One environment: the median of 5 alternated runs of each way.
 
-Then complete episodes against fixed-frame batches (``trajs_per_batch=null``, kept
-in lanes of a multi-dimensional storage) for five layouts: frames/s, the delay
+Then where one vector step of 256 environments goes in trajrl's sync collector
+(``breakdown``: gymnasium alone, under trajrl's restart wrapper, the policy, the lean
+step, the collector's rollout and its iteration); complete episodes against
+fixed-frame batches (``trajs_per_batch=null``, kept in lanes of a
+multi-dimensional storage) for five layouts: frames/s, the delay
 from a step happening to it being sampleable, bytes per frame and sampling time;
 the asynchronous training loop against a synchronous one (same frames and
 updates), the stored bytes per frame against the payload (the recurrent state kept
