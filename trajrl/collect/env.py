@@ -154,15 +154,16 @@ class StampWorker(Transform):
 
 def env_factory(env_cfg, primer=None, counters: WorkerCounters | None = None,
                 num_envs: int | None = None, restarts: Restarts | None = None,
-                fixed_frames: bool = False, success: bool = False) -> Callable[..., EnvBase]:
+                fixed_frames: bool = False, success: bool = False,
+                stepping: str = "torchrl") -> Callable[..., EnvBase]:
     """A picklable environment factory (it crosses into worker processes), making
     ``env_cfg.num_envs`` environments at once unless ``num_envs`` says otherwise.
 
     With ``counters``, call it with ``slot=<index of the collector's environment>``.
     ``restarts``: how environments that raise are rebuilt (a collector's).
     ``fixed_frames``: for a collector that hands over fixed-frame batches; ``success``: the
-    steps carry ``is_success`` (``make_env``). A collector's environments (``counters``) are
-    stepped as ``env_cfg.stepping`` says; the others (evaluation) by TorchRL.
+    steps carry ``is_success`` (``make_env``). ``stepping``: ``lean`` (``LeanEnv``) or ``torchrl``,
+    as ``env.stepping`` says for a collector's environments (evaluation's are TorchRL's).
     """
     return functools.partial(
         make_env, str(env_cfg.id), dict(env_cfg.kwargs or {}), env_cfg.import_module, primer,
@@ -170,7 +171,7 @@ def env_factory(env_cfg, primer=None, counters: WorkerCounters | None = None,
         num_envs=int(num_envs if num_envs is not None else env_cfg.get("num_envs", 1)),
         vectorization=str(env_cfg.get("vectorization", "sync")),
         gate=counters.gate if counters is not None else None, restarts=restarts, fixed_frames=fixed_frames,
-        success=success, lean=counters is not None and env_cfg.get("stepping", "lean") == "lean",
+        success=success, lean=stepping == "lean",
     )
 
 

@@ -119,7 +119,8 @@ def build(cfg: DictConfig, run_dir: str | Path | None = None) -> Pipeline:
     restarts = Restarts(collector_settings.max_restarts, collector_settings.restart_window_s,
                         counters.fault_log.path if counters is not None else None)
     fixed_frames = cfg.trajs_per_batch is None and cfg.storage.kind != "none"  # lanes: trajrl.replay.lanes
-    env_fn = env_factory(cfg.env, primer=agent.primer, counters=counters, restarts=restarts, fixed_frames=fixed_frames)
+    env_fn = env_factory(cfg.env, primer=agent.primer, counters=counters, restarts=restarts, fixed_frames=fixed_frames,
+                         stepping=cfg.env.stepping)
 
     sequences = None
     if cfg.storage.kind != "none":
