@@ -68,7 +68,7 @@ class LeanEnv(EnvBase):
         self.full_done_spec = reference.full_done_spec.clone()
         self.full_action_spec = reference.full_action_spec.clone()
         self.full_state_spec = reference.full_state_spec.clone()
-        self._ones = torch.ones((*self.batch_size, 1), dtype=torch.bool)
+        self._flag_shape = (*self.batch_size, 1)  # done, terminated, truncated, is_init
 
     # ------------------------------------------------------------ the reference's own calls
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs) -> TensorDictBase:
@@ -134,11 +134,11 @@ class LeanEnv(EnvBase):
                 reset_obs, reset_info = self.gym.reset()
         next_td = TensorDict(base.read_obs(final_obs), batch_size=self.batch_size)
         next_td.set("reward", base.read_reward(reward))
-        next_td.set("done", torch.as_tensor(done).reshape(self._ones.shape))
-        next_td.set("terminated", torch.as_tensor(terminated).reshape(self._ones.shape))
-        next_td.set("truncated", torch.as_tensor(truncated).reshape(self._ones.shape))
+        next_td.set("done", torch.as_tensor(done).reshape(self._flag_shape))
+        next_td.set("terminated", torch.as_tensor(terminated).reshape(self._flag_shape))
+        next_td.set("truncated", torch.as_tensor(truncated).reshape(self._flag_shape))
         self._read_info(next_td, final_info)
-        next_td.set(INIT, torch.zeros_like(self._ones))
+        next_td.set(INIT, torch.zeros(self._flag_shape, dtype=torch.bool))
         next_td.set(COUNT, tensordict.get(COUNT) + 1)
         next_td.set(RETURN, tensordict.get(RETURN) + next_td.get("reward"))
         for key in self.primer_keys:  # the policy's next state, as the primer carries it
