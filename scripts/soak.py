@@ -61,15 +61,21 @@ gym.register("SoakFlaky-v0", entry_point=Flaky, max_episode_steps=500)
 
 
 def workers_of(pid: int) -> list[int]:
-    """The collector worker processes the run started."""
-    found = []
+    """The collector worker processes the run started: spawned by it, or forked by its
+    fork server (a child of the run)."""
+    children: dict[int, list[tuple[int, bytes]]] = {}
     for proc in Path("/proc").glob("[0-9]*"):
         try:
-            if int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid and \
-                    b"spawn_main" in (proc / "cmdline").read_bytes():
-                found.append(int(proc.name))
+            parent = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            children.setdefault(parent, []).append((int(proc.name), (proc / "cmdline").read_bytes()))
         except (OSError, ValueError, IndexError):
             continue
+    found = []
+    for child, cmdline in children.get(pid, []):
+        if b"spawn_main" in cmdline:
+            found.append(child)
+        elif b"forkserver" in cmdline:
+            found.extend(worker for worker, _ in children.get(child, []))
     return found
 
 

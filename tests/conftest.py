@@ -4,6 +4,10 @@ One torch thread per test process, as every trajrl process uses (``train()`` and
 collector workers set it): two pytest-xdist workers with torch's default threads each
 would ask four busy threads of two cores.
 
+Collectors built in the test processes start their workers from a fork server, as the
+CLI's do (``trajrl.__main__.workers_from_a_fork_server``); the API's default, TorchRL's
+``spawn``, is what the README's examples run with.
+
 Every test runs under pytest-timeout (``--timeout`` in pyproject.toml, signal method):
 ``trajrl.training.interrupts.raise_after`` keeps the timer it finds running, so an
 in-process ``build()`` or ``train()`` leaves the test's timeout live.
@@ -11,6 +15,10 @@ in-process ``build()`` or ``train()`` leaves the test's timeout live.
 import os
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # before torch is imported (helpers imports it)
+
+from trajrl.__main__ import workers_from_a_fork_server  # noqa: E402
+
+workers_from_a_fork_server()  # as the CLI: before TorchRL's import sets ``spawn``
 
 import pytest  # noqa: E402
 import torch  # noqa: E402

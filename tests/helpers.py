@@ -206,11 +206,18 @@ class Run:
             time.sleep(0.2)
 
     def workers(self) -> list[int]:
-        """The run's child processes that are collector workers."""
+        """The run's child processes that are collector workers: spawned, or forked from
+        the run's fork server (not the server itself, a child of the run)."""
         found = []
         for pid in processes_in_group(self.pgid):
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-            if b"spawn_main" in cmdline and pid != self.proc.pid:
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+                parent = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError):
+                continue
+            spawned = b"spawn_main" in cmdline
+            forked = b"forkserver" in cmdline and parent != self.proc.pid
+            if (spawned or forked) and pid != self.proc.pid:
                 found.append(pid)
         return found
 

@@ -203,31 +203,34 @@ def wait_for_the_lock(lock) -> None:
     """A collector worker whose next write waits for the buffer's write lock."""
     from trajrl.collect.env import exit_with_parent
 
-    exit_with_parent(poll_s=0.1)
+    exit_with_parent()
     lock.acquire()
 
 
-def learner_holding_the_lock(lock, worker_pid) -> None:
+def learner_holding_the_lock(lock, worker_pid, start_method) -> None:
     """A learner that starts a worker and is killed while it holds the write lock."""
     lock.acquire()
-    worker = multiprocessing.get_context("spawn").Process(target=wait_for_the_lock, args=(lock,))
+    worker = multiprocessing.get_context(start_method).Process(target=wait_for_the_lock, args=(lock,))
     worker.start()
     worker_pid.value = worker.pid
     time.sleep(3600)
 
 
-def test_a_worker_waiting_on_a_lock_its_dead_learner_held_exits():
+@pytest.mark.parametrize("start_method", ["spawn", "forkserver"])
+def test_a_worker_waiting_on_a_lock_its_dead_learner_held_exits(start_method):
     """SIGKILL to the learner while it samples (holding the write lock): its workers
-    would wait on that lock forever; they exit once their parent is gone."""
+    would wait on that lock forever; they exit once their parent is gone (under
+    ``forkserver`` a worker's own parent is the fork server, which outlives the learner)."""
     context = multiprocessing.get_context("spawn")
     lock, worker_pid = context.Lock(), context.Value("i", 0)
-    learner = context.Process(target=learner_holding_the_lock, args=(lock, worker_pid))
+    learner = context.Process(target=learner_holding_the_lock, args=(lock, worker_pid, start_method))
     learner.start()
     deadline = time.monotonic() + 60
     while worker_pid.value == 0:
         assert time.monotonic() < deadline
         time.sleep(0.05)
     time.sleep(3)  # the worker has started and waits on the lock
+    assert alive(worker_pid.value), "the worker exited while its learner was alive"
     os.kill(learner.pid, signal.SIGKILL)
     learner.join()
     gone_by = time.monotonic() + 10

@@ -7,6 +7,7 @@ import multiprocessing
 import os
 import tempfile
 import time
+from typing import Callable
 
 import numpy as np
 import torch
@@ -85,6 +86,17 @@ class WorkerCounters:
         return lost
 
 
+def parent_alive() -> Callable[[], bool]:
+    """Whether the process that started this one is still there: the parent's sentinel
+    in a process multiprocessing started (under ``forkserver`` the process's own parent
+    is the fork server, not the learner), else the parent process id."""
+    started_by = multiprocessing.parent_process()
+    if started_by is not None:
+        return started_by.is_alive
+    parent = os.getppid()
+    return lambda: os.getppid() == parent
+
+
 class CountSteps(Transform):
     """Writes this collector slot's running totals into ``counts[slot]`` (see
     ``WorkerCounters``), summed over the environments of a vector: the frame count
@@ -99,18 +111,17 @@ class CountSteps(Transform):
         self.faulted_stored = faulted_stored  # fixed frames: an episode a fault cut is stored, not lost
         self.frames, self.ended, self.return_sum, self.under_way, self.not_greedy = 0, 0, 0.0, 0, 0
         self.restarts, self.frames_lost = 0, 0
-        self._parent: int | None = None
+        self._parent_alive: Callable[[], bool] | None = None
         self._row = self._gate = None
 
     def __getstate__(self) -> dict:
         """A copy pickled into a worker makes its own views of the shared files."""
-        return {**super().__getstate__(), "_row": None, "_gate": None}
+        return {**super().__getstate__(), "_row": None, "_gate": None, "_parent_alive": None}
 
     def _wait_at_gate(self) -> None:
-        if self._parent is None:  # the process that started this one (the learner), wherever it runs
-            started_by = multiprocessing.parent_process()
-            self._parent = started_by.pid if started_by is not None else os.getppid()
-        while self._gate[0] and os.getppid() == self._parent:
+        if self._parent_alive is None:  # the process that started this one (the learner), wherever it runs
+            self._parent_alive = parent_alive()
+        while self._gate[0] and self._parent_alive():
             time.sleep(0.001)
 
     def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import multiprocessing
+import multiprocessing.connection
 from dataclasses import dataclass
 import os
 import threading
@@ -32,22 +33,24 @@ from trajrl.training.interrupts import stacks_on_sigusr1
 _exit_with_parent_started = False
 
 
-def exit_with_parent(poll_s: float = 0.5) -> None:
+def exit_with_parent() -> None:
     """In a process that multiprocessing started (a collector's worker): exit once its
     parent is gone. The learner killed while it holds the shared buffer's write lock
     never releases it, and a worker waiting on it would otherwise wait forever.
-    Does nothing in a process not started by multiprocessing; starts one thread at most."""
+    Does nothing in a process not started by multiprocessing; starts one thread at most.
+
+    The parent's sentinel (a pipe the parent holds open) says when it is gone, whatever
+    the start method: under ``forkserver`` the worker's own parent is the fork server, not
+    the learner, and the parent may have died before this worker got here."""
     global _exit_with_parent_started
     started_by = multiprocessing.parent_process()
     if _exit_with_parent_started or started_by is None:
         return
     _exit_with_parent_started = True
     stacks_on_sigusr1()  # a worker says where it waits, as the learner does
-    parent = started_by.pid  # not os.getppid(): the parent may have died before this worker got here
 
     def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(poll_s)
+        multiprocessing.connection.wait([started_by.sentinel])
         os._exit(1)
 
     threading.Thread(target=watch, name="trajrl-exit-with-parent", daemon=True).start()
