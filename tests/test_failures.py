@@ -203,7 +203,7 @@ def wait_for_the_lock(lock) -> None:
     """A collector worker whose next write waits for the buffer's write lock."""
     from trajrl.collect.env import exit_with_parent
 
-    exit_with_parent()
+    exit_with_parent(poll_s=0.1)
     lock.acquire()
 
 

@@ -87,13 +87,14 @@ class WorkerCounters:
 
 
 def parent_alive() -> Callable[[], bool]:
-    """Whether the process that started this one is still there: the parent's sentinel
-    in a process multiprocessing started (under ``forkserver`` the process's own parent
-    is the fork server, not the learner), else the parent process id."""
+    """Whether the process that started this one (the learner) is still there: its
+    multiprocessing sentinel where it has one (under ``forkserver`` this process's own
+    parent is the fork server, not the learner), else whether the parent process id is
+    still the one found now (loky's processes, or a process multiprocessing did not start)."""
     started_by = multiprocessing.parent_process()
-    if started_by is not None:
+    if started_by is not None and started_by.sentinel is not None:
         return started_by.is_alive
-    parent = os.getppid()
+    parent = started_by.pid if started_by is not None else os.getppid()  # not os.getppid(): it may have died already
     return lambda: os.getppid() == parent
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import multiprocessing
-import multiprocessing.connection
 from dataclasses import dataclass
 import os
 import threading
@@ -22,7 +21,7 @@ from torchrl.envs.libs.gym import default_info_dict_reader
 from torchrl.envs.transforms import Transform
 
 
-from trajrl.collect.counters import CountSteps, WorkerCounters
+from trajrl.collect.counters import CountSteps, WorkerCounters, parent_alive
 from trajrl.collect.faults import FaultLog, RestartOnError, read_faults
 from trajrl.collect.lean import LeanEnv
 from trajrl.envs import make_gym, make_vector, stepping
@@ -33,24 +32,22 @@ from trajrl.training.interrupts import stacks_on_sigusr1
 _exit_with_parent_started = False
 
 
-def exit_with_parent() -> None:
+def exit_with_parent(poll_s: float = 0.5) -> None:
     """In a process that multiprocessing started (a collector's worker): exit once its
-    parent is gone. The learner killed while it holds the shared buffer's write lock
-    never releases it, and a worker waiting on it would otherwise wait forever.
-    Does nothing in a process not started by multiprocessing; starts one thread at most.
-
-    The parent's sentinel (a pipe the parent holds open) says when it is gone, whatever
-    the start method: under ``forkserver`` the worker's own parent is the fork server, not
-    the learner, and the parent may have died before this worker got here."""
+    parent is gone (``trajrl.collect.counters.parent_alive``). The learner killed while
+    it holds the shared buffer's write lock never releases it, and a worker waiting on
+    it would otherwise wait forever. Does nothing in a process not started by
+    multiprocessing; starts one thread at most."""
     global _exit_with_parent_started
-    started_by = multiprocessing.parent_process()
-    if _exit_with_parent_started or started_by is None:
+    if _exit_with_parent_started or multiprocessing.parent_process() is None:
         return
     _exit_with_parent_started = True
     stacks_on_sigusr1()  # a worker says where it waits, as the learner does
+    alive = parent_alive()
 
     def watch() -> None:
-        multiprocessing.connection.wait([started_by.sentinel])
+        while alive():
+            time.sleep(poll_s)
         os._exit(1)
 
     threading.Thread(target=watch, name="trajrl-exit-with-parent", daemon=True).start()
