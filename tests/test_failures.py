@@ -80,8 +80,9 @@ def test_an_environment_that_hangs_ends_the_run_after_the_stall_timeout(algo, co
     """Off-policy, the loop sees no frame stored; PPO waits for a batch of complete
     episodes, in its own process (sync) or from workers (multi_sync, -m slow: the same
     wait of the episodic loop): either way the run ends."""
-    run = run_in("env=gym", "env.id=Hanging-v0", "env.import_module=bad_envs", f"algo={algo}",
-                 f"collector={collector}", "total_frames=100000", "loop.stall_timeout_s=10")
+    run = run_in("env=gym", "env.id=Hanging-v0", "+env.kwargs.after=1000", "env.import_module=bad_envs",
+                 "algo.normalize_observations=false", f"algo={algo}", f"collector={collector}", "total_frames=100000",
+                 "loop.stall_timeout_s=10")
     err = run.end(within=90)
     assert run.proc.returncode == 1, err[-3000:]
     last = err.strip().splitlines()[-1]
