@@ -25,7 +25,8 @@ fixed-frame batches (``trajs_per_batch=null``, kept in lanes of a
 multi-dimensional storage) for five layouts: frames/s, the delay
 from a step happening to it being sampleable, bytes per frame and sampling time;
 the asynchronous training loop against a synchronous one (same frames and
-updates), the stored bytes per frame against the payload (the recurrent state kept
+updates), a run's start-up with its workers spawned or forked from a fork server
+(``startup``), the stored bytes per frame against the payload (the recurrent state kept
 at every step, or every k steps with ``sampler.state_every``), slice-sampling
 latency against TorchRL's ``SliceSampler``, and each learner's gradient steps per
 second at its preset's batch shape (with torch's plain Adam step against the fused
@@ -38,6 +39,9 @@ from __future__ import annotations
 import argparse
 import io
 import logging
+import os
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -498,12 +502,40 @@ def learner_speed(preset: str, updates: int, repeats: int) -> dict:
                 "compile_s": compile_s}
 
 
+def machine_cpu_s() -> float:
+    """CPU seconds the whole machine has spent (user + system), from /proc/stat."""
+    with open("/proc/stat") as f:
+        user, nice, system = (int(x) for x in f.readline().split()[1:4])
+    return (user + nice + system) / os.sysconf("SC_CLK_TCK")
+
+
+def startup_cost(start_method: str, overrides: list[str]) -> tuple[float, float]:
+    """``python -m trajrl`` with ``overrides``, its workers forked from its fork server
+    (``forkserver``: the CLI as it is) or spawned (``spawn``: TorchRL's default, set
+    before the CLI's ``main`` runs): (wall s, CPU s of the whole machine meanwhile: the
+    fork server and its workers are not the run's children in ``getrusage``)."""
+    spawned = ("import multiprocessing\n"
+               "if __name__ == '__main__':\n"
+               "    multiprocessing.set_start_method('spawn')\n"
+               "    from trajrl.__main__ import main\n"
+               "    main()\n")
+    command = [sys.executable, "-m", "trajrl"] if start_method == "forkserver" else [sys.executable, "-c", spawned]
+    with tempfile.TemporaryDirectory() as where:
+        cpu, t0 = machine_cpu_s(), time.monotonic()
+        proc = subprocess.run([*command, *overrides, f"hydra.run.dir={where}/run"], cwd=where,
+                              capture_output=True, text=True)
+        wall, cpu = time.monotonic() - t0, machine_cpu_s() - cpu
+    if proc.returncode != 0:
+        raise RuntimeError(proc.stderr[-2000:])
+    return wall, cpu
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=10.0, help="per collection measurement")
     parser.add_argument("--loop-frames", type=int, default=20_000, help="frames of each loop measurement")
     parser.add_argument("--skip", nargs="*", default=[], choices=["collection", "breakdown", "memory", "fixed_frames", "loops",
-                                                               "sampling", "learners"])
+                                                               "startup", "sampling", "learners"])
     parser.add_argument("--repeats", type=int, default=30, help="samples timed per sampling measurement")
     parser.add_argument("--updates", type=int, default=200, help="gradient steps timed per learner run")
     parser.add_argument("--repeats-learner", type=int, default=5, help="alternated runs per learner measurement")
@@ -596,6 +628,23 @@ def main(argv: list[str] | None = None) -> None:
             async_s, sync_s, frames, updates = loops(collector, workers, args.loop_frames)
             print(f"| {label} | {frames:,} | {updates:,} | {sync_s:.1f} | {async_s:.1f} | {async_s / sync_s:.2f} |",
                   flush=True)
+        print()
+    if "startup" not in args.skip:
+        overrides = ["debug=smoke", "collector=multi_sync"]
+        print(f"# a run's start-up and end: `python -m trajrl {' '.join(overrides)}` (2 worker processes, 2,000 frames), "
+              f"workers spawned (TorchRL's default) or forked from a fork server (the CLI's), the median of 3 "
+              "alternated runs; CPU: the whole machine's meanwhile, alone on it")
+        print()
+        print("| workers started by | wall s | CPU s | CPU / spawn |")
+        print("|---|---|---|---|")
+        costs = {"spawn": [], "forkserver": []}
+        for _ in range(3):
+            for method in costs:
+                costs[method].append(startup_cost(method, overrides))
+        spawn_cpu = float(np.median([cpu for _, cpu in costs["spawn"]]))
+        for method, runs in costs.items():
+            wall, cpu = float(np.median([w for w, _ in runs])), float(np.median([c for _, c in runs]))
+            print(f"| {method} | {wall:.1f} | {cpu:.1f} | {cpu / spawn_cpu:.2f} |", flush=True)
         print()
     if "learners" not in args.skip:
         print(f"# learners alone, one thread, at each preset's batch shape: gradient steps per second "

@@ -46,7 +46,8 @@ def workers_from_a_fork_server() -> None:
     method is already set (TorchRL's own default is ``spawn``)."""
     import multiprocessing
 
-    if multiprocessing.get_start_method(allow_none=True) is None:
+    if multiprocessing.get_start_method(allow_none=True) is None and \
+            "forkserver" in multiprocessing.get_all_start_methods():  # not on Windows
         multiprocessing.set_start_method("forkserver")
         multiprocessing.set_forkserver_preload(["trajrl.collect.forkserver"])
 
