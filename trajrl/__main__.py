@@ -42,8 +42,8 @@ def quiet_torchrl() -> None:
 def workers_from_a_fork_server() -> None:
     """Collector workers are forked from a server process that imported what they run once
     (``trajrl.collect.forkserver``) rather than spawned, each importing torch and TorchRL
-    anew: a run with two workers spends about a third less CPU starting. Unless the start
-    method is already set (TorchRL's own default is ``spawn``)."""
+    anew: a smoke run with two workers takes about a fifth less CPU (``scripts/bench_pipeline.py``,
+    part ``startup``). Unless the start method is already set (TorchRL's own default is ``spawn``)."""
     import multiprocessing
 
     if multiprocessing.get_start_method(allow_none=True) is None and \
