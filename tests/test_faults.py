@@ -103,7 +103,7 @@ def test_a_worker_killed_inside_its_write_is_replaced_and_its_write_redone_whole
     run = run_in("env=gym", "env.id=Wide-v0", "env.import_module=bad_envs", "algo.normalize_observations=false",
                  f"collector={collector.split()[0]}", *collector.split()[1:], "collector.max_restarts=3", "audit=true",
                  "audit_every=1", "loop.eval_episodes=0", "storage.capacity=1000", "total_frames=2500",
-                 "loop.updates_per_frame=0.002", "loop.max_update_lag=2")  # at least 2 updates, however fast workers start
+                 "loop.updates_per_frame=0.002", "loop.max_update_lag=2")  # collection waits for the learner: 2+ audited batches
     os.kill(run.wait_for_write(), signal.SIGKILL)  # the first write seen: well before the run's end
     err = run.end(within=150)
     assert run.proc.returncode == 0, err[-3000:]
