@@ -52,6 +52,18 @@ def a_batch(algo_name: str):
             return pipe, pipe.sequences.sample()
 
 
+def parameters(algo) -> list[nn.Parameter]:
+    return [p for m in vars(algo).values() if isinstance(m, nn.Module) for p in m.parameters()]
+
+
+def assert_same_up_to_rounding(got: torch.Tensor, want: torch.Tensor) -> None:
+    """Equal up to float32 rounding, measured on the whole tensor: the distance is at most
+    5e-4 of the expected tensor's norm. Reordered float32 sums (fused kernels, another CPU's
+    vector width) put 2-5e-6 there after three updates; a learning rate off by 1% puts 1e-2."""
+    assert got.shape == want.shape
+    assert (got - want).norm() <= 5e-4 * want.norm() + 1e-9, f"{(got - want).norm()} against {want.norm()}"
+
+
 @pytest.mark.parametrize("algo_name", ["r2d2", "rsac", "ppo"])
 def test_each_learner_updates_as_it_would_with_the_plain_optimizer(algo_name):
     pipe, batch = a_batch(algo_name)
@@ -59,17 +71,17 @@ def test_each_learner_updates_as_it_would_with_the_plain_optimizer(algo_name):
         fast = pipe.algo
         assert optimizers(fast) and all(getattr(fast, name).defaults["fused"] for name in optimizers(fast))
         slow = plain(fast)
+        before = [p.detach().clone() for p in parameters(fast)]
         results = []
         for algo in (fast, slow):
             torch.manual_seed(1)  # rsac's reparameterised actions draw from it
             stats = [algo.update(batch.clone()) for _ in range(3)]
-            nets = [m for m in vars(algo).values() if isinstance(m, nn.Module)]
-            weights = [p.detach().clone() for net in nets for p in net.parameters()]
-            grads = [p.grad.clone() for net in nets for p in net.parameters() if p.grad is not None]
-            results.append((stats, weights, grads))
-        (stats_a, weights_a, grads_a), (stats_b, weights_b, grads_b) = results
-        assert len(grads_a) == len(grads_b) > 0
+            steps = [p.detach() - p0 for p, p0 in zip(parameters(algo), before)]
+            grads = [p.grad.clone() for p in parameters(algo) if p.grad is not None]
+            results.append((stats, steps, grads))
+        (stats_a, steps_a, grads_a), (stats_b, steps_b, grads_b) = results
+        assert len(grads_a) == len(grads_b) > 0 and any(step.abs().max() > 0 for step in steps_b)
         for a, b in zip(stats_a, stats_b):
             assert a == pytest.approx(b, rel=1e-5, abs=1e-6)
-        for a, b in zip(weights_a + grads_a, weights_b + grads_b):
-            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+        for a, b in zip(steps_a + grads_a, steps_b + grads_b):
+            assert_same_up_to_rounding(a, b)
