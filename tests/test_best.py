@@ -37,7 +37,8 @@ def test_best_pt_is_the_agent_of_the_best_evaluation(algo, tmp_path):
 
         net = "qnet" if algo == "r2d2" else "net"
         checkpointer = Checkpointer(tmp_path, cfg.algo.name, pipe.algo, pipe.policy_state, pipe.buffer)
-        parts = RunParts(pipe.collector, pipe.algo, pipe.policy, log=MetricsLog(None),
+        parts = RunParts(pipe.collector, pipe.algo, pipe.policy, acting=pipe.acting, evaluated=pipe.evaluated,
+                         log=MetricsLog(None),
                          progress=Progress(cfg.total_frames, live=False), evaluate=evaluate,
                          version=pipe.version, checkpoint=checkpointer, keep_best=checkpointer.best)
         loop_settings = settings_of(cfg, "loop")

@@ -172,7 +172,8 @@ def test_a_worker_killed_while_writing_does_not_hang_the_learner(wait, tmp_path)
                                    "algo.normalize_observations=false"]))
     with trajrl.build(cfg) as pipe:
         checkpointer = Checkpointer(tmp_path, cfg.algo.name, pipe.algo, pipe.policy_state, pipe.buffer)
-        parts = RunParts(pipe.collector, pipe.algo, pipe.policy, log=MetricsLog(None),
+        parts = RunParts(pipe.collector, pipe.algo, pipe.policy, acting=pipe.acting, evaluated=pipe.evaluated,
+                         log=MetricsLog(None),
                          progress=Progress(cfg.total_frames, live=False), version=pipe.version, checkpoint=checkpointer)
         loop = OffPolicyLoop(parts, pipe.sequences, pipe.exploration, settings_of(cfg, "loop"), cfg.total_frames)
         loop.started, loop.watch = time.monotonic(), CollectorWatch(pipe.collector)

@@ -73,6 +73,7 @@ def test_off_policy_learners_standardise_with_the_statistics_of_the_slices_they_
         # The start and each batch weigh the same so far: the loc is the mean of their means.
         means = [start[0]] + [b.get("observation")[b.get(MASK_KEY)].mean(0) for b in batches]
         torch.testing.assert_close(every[0].loc, torch.stack(means).mean(0))
+        pipe.acting.pull()  # as the loop does before each push
         pushed = TensorDict.from_module(pipe.policy)  # what the loop pushes to the collectors
         locs = [v for k, v in pushed.items(True, True) if k[-2:] == ("standardize", "loc")]
         assert locs and all(torch.equal(loc, every[0].loc) for loc in locs)
@@ -114,6 +115,7 @@ def test_ppo_tracks_after_learning_so_that_acting_and_learning_use_the_same_stat
         before = norm.loc.clone()
         pipe.algo.update(batch)
         assert not torch.equal(norm.loc, before) and int(norm.tracked) == 1
+        pipe.acting.pull()  # the loop's weight push
         env = pipe.env_fn()
         with torch.no_grad():  # an episode acted with the new weights and statistics
             episode = env.rollout(500, pipe.policy).unsqueeze(0)

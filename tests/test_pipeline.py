@@ -88,6 +88,7 @@ def test_weights_and_epsilon_pushed_by_the_loop_reach_the_collector(collector):
                 pipe.algo.qnet.head.weight.zero_()
                 pipe.algo.qnet.head.bias.copy_(torch.tensor([0.0, 1.0]))
                 pipe.exploration.eps.fill_(0.0)
+            pipe.acting.pull()  # the loop's push: the learner's weights into the acting copy, then to the collector
             pipe.collector.update_policy_weights_(TensorDict.from_module(pipe.policy))
             pushed_at = pipe.buffer.write_count
             wait_for_frames(pipe, pushed_at + 1500)

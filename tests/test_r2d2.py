@@ -111,8 +111,9 @@ def test_padded_steps_change_no_update():
 
 @pytest.mark.parametrize("network", ["online", "target"])
 def test_evaluation_acts_with_the_network_it_is_asked_for(network):
-    """algo.eval_network: the greedy (evaluation) policy reads the online network's
-    weights, or the target network's, and only those."""
+    """algo.eval_network: the greedy (evaluation) policy acts on a CPU copy that ``evaluated.pull()``
+    fills with the online network's weights, or the target network's, and only those; the
+    behaviour policy acts on another copy, of the online network (``acting.pull()``)."""
     from trajrl.config import validate
     from trajrl.envs import env_spaces
     from trajrl.factory.agent import build_agent
@@ -120,11 +121,32 @@ def test_evaluation_acts_with_the_network_it_is_asked_for(network):
     cfg = trajrl.compose(["debug=smoke", f"algo.eval_network={network}"])
     agent = build_agent(validate(cfg), env_spaces(cfg.env, 'r2d2'))
     chosen, other = (agent.algo.qnet, agent.algo.target) if network == "online" else (agent.algo.target, agent.algo.qnet)
-    evaluated = {id(p) for p in agent.greedy.parameters()}
-    assert evaluated == {id(p) for p in chosen.parameters()}
-    assert not evaluated & {id(p) for p in other.parameters()}
-    # The behaviour policy always acts with the online network.
-    assert {id(p) for p in agent.algo.qnet.parameters()} <= {id(p) for p in agent.explore.parameters()}
+    learner = {id(p) for net in (chosen, other) for p in net.parameters()}
+    assert not {id(p) for p in agent.greedy.parameters()} & learner  # copies, not the learner's own
+    assert not {id(p) for p in agent.explore.parameters()} & learner
+    assert not {id(p) for p in agent.explore.parameters()} & {id(p) for p in agent.greedy.parameters()}
+
+    def values(module):
+        return [p.detach().clone() for p in module.parameters()]
+
+    def acted(policy, net):  # the policy's copy of ``net``: its parameters, in the same order
+        copies = [p for p in policy.parameters() if p.shape != torch.Size([])]
+        return copies[:len(list(net.parameters()))]
+
+    with torch.no_grad():
+        for p in chosen.parameters():
+            p.add_(1.0)
+        for p in other.parameters():
+            p.sub_(3.0)
+    greedy_before = values(agent.greedy)
+    agent.evaluated.pull()
+    assert all(torch.equal(a, b) for a, b in zip(acted(agent.greedy, chosen), chosen.parameters()))
+    assert not any(torch.equal(a, b) for a, b in zip(acted(agent.greedy, chosen), greedy_before))
+    # The behaviour policy acts with the online network, from the next push on.
+    explore_before = values(agent.explore)
+    assert all(torch.equal(a, b) for a, b in zip(acted(agent.explore, agent.algo.qnet), explore_before))
+    agent.acting.pull()
+    assert all(torch.equal(a, b) for a, b in zip(acted(agent.explore, agent.algo.qnet), agent.algo.qnet.parameters()))
 
 
 def test_lr_decays_linearly_to_lr_end_over_the_planned_updates():

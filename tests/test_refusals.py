@@ -7,6 +7,7 @@ import sys
 import time
 
 import pytest
+import torch
 
 from helpers import processes_in_group
 
@@ -88,7 +89,9 @@ CASES = [
      ["storage.ndim=2", "[W=2, B=4, T=50]", "storage.ndim=auto or 3"]),
     (["collector=sync", "collector.num_workers=2"], ["collector.num_workers=2", "multi_sync or multi_async"]),
     (["collector.num_workers=64"], ["collector.num_workers=64", "cores", "at most"]),
-    (["device=cuda"], ["device='cuda'", "use one of cpu"]),
+    (["device=tpu"], ["device='tpu'", "use one of cpu, cuda, auto"]),
+    *([(["device=cuda"], ["device='cuda'", "no CUDA device", "device=cpu, or device=auto"])]
+      if not torch.cuda.is_available() else []),  # a machine with one runs it (tests/test_device.py)
     (["loop.warmup_frames=5000", "total_frames=1000"], ["loop.warmup_frames=5000", "below total_frames=1000"]),
     (["algo=ppo", "loop.updates_per_frame=2"], ["loop.updates_per_frame='2'", "off-policy loop only", "algo.epochs"]),
     (["logger.backends=[mlflow]"], ["logger.backends='mlflow'", "use one of csv, tensorboard, wandb"]),

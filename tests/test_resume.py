@@ -50,6 +50,9 @@ def test_a_resumed_run_continues_where_its_checkpoint_stopped(tmp_path):
         steps = [s["step"] for s in pipe.algo.state_dict()["optimizer"]["state"].values()]
         assert steps and all(int(step) == updates for step in steps)
         assert_same_steps(pipe.buffer[:], before)
+        # The collector's policy acts with the restored weights from its first step (its CPU copy).
+        acting = list(pipe.policy.parameters())
+        assert acting and all(any(torch.equal(p.detach(), w) for w in wanted.values()) for p in acting)
 
     # The CLI resumes in the same directory, with the run's own overrides and a new total.
     second = cli(f"resume={run_dir}", "total_frames=3000", cwd=tmp_path)

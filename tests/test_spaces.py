@@ -81,13 +81,17 @@ def test_a_space_with_no_flat_form_and_actions_an_algorithm_cannot_take_are_refu
 
 
 def learn_once(pipe) -> dict:
-    """One update of the pipeline's learner on data its own collector gathered."""
+    """One update of the pipeline's learner on data its own collector gathered, and the
+    new weights pulled into the collector's policy (as the loop's weight push does)."""
     if pipe.buffer is None:  # PPO: a batch of complete episodes
-        return pipe.algo.update(next(iter(pipe.collector)))
-    for _ in pipe.collector:
-        if pipe.buffer.write_count >= 200:
-            break
-    return pipe.algo.update(pipe.sequences.sample())
+        stats = pipe.algo.update(next(iter(pipe.collector)))
+    else:
+        for _ in pipe.collector:
+            if pipe.buffer.write_count >= 200:
+                break
+        stats = pipe.algo.update(pipe.sequences.sample())
+    pipe.acting.pull()
+    return stats
 
 
 def algo_overrides(algo: str) -> list[str]:
@@ -141,6 +145,7 @@ def test_ppo_continuous_log_probs_are_the_gaussians_of_the_sample_and_the_env_ge
     with trajrl.build(cfg) as pipe:
         with torch.no_grad():
             pipe.algo.net.std.log_std.fill_(0.3)  # wide: some samples fall outside the bounds
+        pipe.acting.pull()
         batch = next(iter(pipe.collector))
     mask = batch.get(MASK_KEY)
     net = pipe.algo.net

@@ -60,6 +60,7 @@ def validate(cfg: DictConfig) -> DictConfig:
 
     cfg = typed(cfg)
     S.check_ranges(cfg)
+    _check_device(cfg.device)
     _check_collector(cfg)
     if cfg.algo.name in S.ON_POLICY_ALGOS:
         _check_ppo(cfg)
@@ -192,6 +193,14 @@ def _join(prefix: str, key: Any) -> str:
 
 
 # ---------------------------------------------------------------- rules that tie settings together
+def _check_device(device: str) -> None:
+    import torch
+
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("device", device, "this machine has no CUDA device that torch "
+                          f"{torch.__version__} can use; use device=cpu, or device=auto (cuda where there is one)")
+
+
 def _check_collector(cfg: DictConfig) -> None:
     kind, workers = cfg.collector.kind, cfg.collector.num_workers
     if kind in ("sync", "async") and workers != 1:

@@ -415,7 +415,9 @@ class RunSettings:
     """The top level; each group (env, collector, ...) is one of its options' dataclasses."""
 
     seed: int = setting(0, "seed of torch, the environments and evaluation", range=at_least(0))
-    device: str = setting("cpu", "where the learner and the collectors run (only cpu so far)", choices=("cpu",))
+    device: str = setting("cpu", "where the learner trains: cpu, cuda (refused without a CUDA device) or auto "
+                                 "(cuda where there is one); collectors and evaluation act on CPU copies",
+                          choices=("cpu", "cuda", "auto"))
     total_frames: int = setting(60_000, "frames stored (PPO: learnt from) before the run stops; the step axis",
                                 range=at_least(1))
     trajs_per_batch: Optional[int] = setting(4, "complete episodes a collector gathers per write (or PPO batch); "

@@ -210,7 +210,11 @@ def states_along(encoder: nn.Module, rnn: nn.Module, obs: torch.Tensor, run: tor
     """The recurrent state before each of the steps ``obs`` (``[N, obs]``): step ``i`` is step
     ``offset[i]`` of run ``run[i]``, the runs of ``lengths`` sorted longest first, each run from
     ``initial`` (each ``[layers, runs, H]``). Returns each ``[N, layers, H]``, in ``state_keys``
-    order. Only stored steps are encoded; the core steps the runs still going, side by side."""
+    order, on ``obs``'s device. Only stored steps are encoded; the core steps the runs still
+    going, side by side (on the networks' device)."""
+    home, device = obs.device, next(encoder.parameters()).device  # the buffer's (CPU), the network's
+    obs, run, offset, lengths = obs.to(device), run.to(device), offset.to(device), lengths.to(device)
+    initial = tuple(s.to(device) for s in initial)
     features = encoder(obs)
     grid = features.new_zeros(lengths.numel(), int(lengths.max()), features.shape[-1])
     grid[run, offset] = features
@@ -223,7 +227,7 @@ def states_along(encoder: nn.Module, rnn: nn.Module, obs: torch.Tensor, run: tor
         now = tuple(s[:, :active] for s in state)
         _, after = rnn(grid[:active, t:t + 1], now if isinstance(rnn, nn.LSTM) else now[0])
         state = list(after) if isinstance(rnn, nn.LSTM) else [after]
-    return tuple(out[run, offset] for out in states)
+    return tuple(out[run, offset].to(home) for out in states)
 
 
 class PrefixStates:
@@ -261,6 +265,20 @@ def adam(params, lr: float, **kwargs) -> torch.optim.Adam:
     per-parameter loop on a CPU; the same arithmetic (``tests/test_speedups.py``;
     ``scripts/bench_pipeline.py`` times both)."""
     return torch.optim.Adam(params, lr=lr, fused=True, **kwargs)
+
+
+class CpuCopies:
+    """CPU copies of learner networks that act (the collector's policy, evaluation's):
+    ``pull()`` copies the learners' current parameters and buffers into them, wherever
+    the learners train. Each pair is ``(copy, learner)``, of one architecture."""
+
+    def __init__(self, pairs: list[tuple[nn.Module, nn.Module]]):
+        self.pairs = [(TensorDict.from_module(copy), TensorDict.from_module(learner)) for copy, learner in pairs]
+
+    @torch.no_grad()
+    def pull(self) -> None:
+        for copy, learner in self.pairs:
+            copy.update_(learner)
 
 
 class PolicyVersion(nn.Module):

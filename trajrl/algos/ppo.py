@@ -204,6 +204,11 @@ class PPO:
         self.updates = 0
         self.frames_seen = 0
 
+    @property
+    def device(self) -> torch.device:
+        """Where the network is: batches are moved there."""
+        return next(self.net.parameters()).device
+
     def values(self, batch: TensorDictBase) -> tuple[torch.Tensor, torch.Tensor]:
         """V(s_t) and V(s_{t+1}) ``[N, T]``, the critic run over each episode's T + 1 observations."""
         value_all = self.net.critic.sequence(observations_with_next(batch)).squeeze(-1)
@@ -249,6 +254,7 @@ class PPO:
 
     def update(self, batch: TensorDictBase) -> dict[str, float]:
         """Learn from one batch of ``[N, T]`` complete episodes (``epochs`` x minibatches)."""
+        batch = batch.to(self.device)  # the learner's device
         s, mask = self.settings, batch.get(MASK_KEY)
         self.frames_seen += int(mask.sum())
         if s.anneal_lr:

@@ -112,6 +112,11 @@ class R2D2:
         self.optimizer = adam(qnet.parameters(), lr=settings.lr)
         self.updates = 0
 
+    @property
+    def device(self) -> torch.device:
+        """Where the networks are: batches are moved there."""
+        return next(self.qnet.parameters()).device
+
     def initial_state(self, batch: TensorDictBase) -> tuple[torch.Tensor, ...]:
         """State at each sequence's first step, as ``[layers, B, H]`` tensors."""
         return stored_state(batch, self.qnet.state_keys, zero=self.settings.initial_state == "zero")
@@ -122,10 +127,11 @@ class R2D2:
         ``step_count == 0`` at a sequence's first step means it starts its episode.
 
         Returns training statistics; writes each step's ``|TD error|`` into ``batch[TD_KEY]``
-        (NaN where it did not learn), from which a prioritised sampler takes the priorities.
+        (NaN where it did not learn; on ``batch``'s device), from which a prioritised sampler
+        takes the priorities.
         """
         s = self.settings
-        full, batch = batch, without_padding_columns(batch)
+        full, batch = batch, without_padding_columns(batch.to(self.device))  # the learner's device
         mask = batch.get(("collector", "mask"))
         n_seq, horizon = mask.shape
         lengths = mask.sum(-1)
@@ -169,7 +175,7 @@ class R2D2:
 
         td = (q_taken - target) * learn
         weight = batch.get("priority_weight", None)
-        weight = weight.reshape(n_seq, horizon)[:, 0] if weight is not None else torch.ones(n_seq)
+        weight = weight.reshape(n_seq, horizon)[:, 0] if weight is not None else torch.ones(n_seq, device=self.device)
         per_seq = (nn.functional.smooth_l1_loss(q_taken, target, reduction="none") * learn).sum(-1)
         loss = (weight * per_seq).sum() / learn.sum().clamp_min(1)
 
@@ -182,8 +188,8 @@ class R2D2:
         self.updates += 1
 
         abs_td = td.detach().abs()
-        td_error = torch.full(full.shape, float("nan"))
-        td_error[:, :horizon] = torch.where(learn, abs_td, float("nan"))
+        td_error = torch.full(full.shape, float("nan"), device=full.device)
+        td_error[:, :horizon] = torch.where(learn, abs_td, float("nan")).to(full.device)
         full.set(TD_KEY, td_error)
         return {
             "loss": loss.item(),
@@ -198,7 +204,7 @@ class R2D2:
         s = self.settings
         reward = batch.get(("next", "reward")).reshape(bootstrap.shape).float()
         terminated = batch.get(("next", "terminated")).reshape(bootstrap.shape).float()
-        steps = torch.arange(horizon).unsqueeze(0)
+        steps = torch.arange(horizon, device=reward.device).unsqueeze(0)
         left = (lengths.unsqueeze(-1) - steps).clamp_min(1)  # valid steps from t to the sequence's end
         m = left.clamp_max(s.n_step)
         padded_reward = nn.functional.pad(reward, (0, s.n_step))

@@ -126,11 +126,16 @@ class RSAC:
         self.target_critics = copy.deepcopy(critics).requires_grad_(False)
         action_dim = actor.head.loc.numel()
         self.target_entropy = settings.target_entropy if settings.target_entropy is not None else -float(action_dim)
-        self.log_alpha = torch.tensor(math.log(settings.init_alpha), requires_grad=True)
+        self.log_alpha = torch.tensor(math.log(settings.init_alpha), device=self.device, requires_grad=True)
         self.actor_optimizer = adam(actor.parameters(), lr=settings.lr)
         self.critic_optimizer = adam(critics.parameters(), lr=settings.lr)
         self.alpha_optimizer = adam([self.log_alpha], lr=settings.lr)
         self.updates = 0
+
+    @property
+    def device(self) -> torch.device:
+        """Where the networks are: batches are moved there."""
+        return next(self.actor.parameters()).device
 
     def actor_state(self, batch: TensorDictBase) -> tuple[torch.Tensor, ...]:
         return stored_state(batch, self.actor.state_keys, zero=self.settings.initial_state == "zero")
@@ -138,7 +143,7 @@ class RSAC:
     def update(self, batch: TensorDictBase) -> dict[str, float]:
         """One gradient step of critics, actor and temperature on ``[B, T]`` slices."""
         s = self.settings
-        batch = without_padding_columns(batch)
+        batch = without_padding_columns(batch.to(self.device))  # the learner's device
         mask = batch.get(MASK_KEY)
         n_seq, horizon = mask.shape
         if s.observation_stats == "running":  # standardise with the statistics of what is learnt from

@@ -11,7 +11,7 @@ def observations_with_next(batch: TensorDictBase) -> torch.Tensor:
     """``[B, T + 1, obs]``: each row's observations, then the next observation of its
     last valid step (so one recurrent pass gives values at t and t + 1)."""
     mask = batch.get(MASK_KEY)
-    rows, lengths = torch.arange(mask.shape[0]), mask.sum(-1)
+    rows, lengths = torch.arange(mask.shape[0], device=mask.device), mask.sum(-1)
     obs, next_obs = batch.get("observation"), batch.get(("next", "observation"))
     sequence = torch.cat([obs, next_obs[:, -1:]], 1)
     sequence[rows, lengths] = next_obs[rows, lengths - 1]
@@ -39,5 +39,5 @@ def learned_steps(batch: TensorDictBase, burn_in: int) -> tuple[torch.Tensor, to
     mask = batch.get(MASK_KEY)
     n_seq, horizon = mask.shape
     starts_episode = batch.get("step_count")[:, 0].reshape(n_seq) == 0
-    steps = torch.arange(horizon).expand(n_seq, horizon)
+    steps = torch.arange(horizon, device=mask.device).expand(n_seq, horizon)
     return mask & ((steps >= burn_in) | starts_episode.unsqueeze(-1)), starts_episode

@@ -15,7 +15,7 @@ from torchrl.collectors import BaseCollector
 from torchrl.data import TensorDictReplayBuffer
 from torchrl.envs import EnvBase
 
-from trajrl.algos.networks import PolicyVersion, PrefixStates, states_along
+from trajrl.algos.networks import CpuCopies, PolicyVersion, PrefixStates, states_along
 from trajrl.algos.ppo import PPO
 from trajrl.algos.r2d2 import R2D2
 from trajrl.algos.rsac import RSAC
@@ -49,11 +49,13 @@ class Pipeline:
     collector: BaseCollector
     buffer: TensorDictReplayBuffer | None     # None: on-policy, batches go straight to the learner
     sequences: SequenceSampler | None
-    policy: torch.nn.Module            # the behaviour policy the collector runs
-    greedy_policy: torch.nn.Module     # the same network, acting deterministically (evaluation)
+    policy: torch.nn.Module            # the behaviour policy the collector runs (on CPU copies of the learner's networks)
+    greedy_policy: torch.nn.Module     # the same network, acting deterministically (evaluation; its own copies)
     exploration: torch.nn.Module | None  # R2D2's EGreedyModule, whose epsilon anneals with frames
     algo: R2D2 | RSAC | PPO
     version: PolicyVersion             # the behaviour policy's weight version (staleness of samples)
+    acting: CpuCopies | None = None    # ``policy``'s networks, pulled from the learner's on each weight push
+    evaluated: CpuCopies | None = None  # ``greedy_policy``'s, pulled before each evaluation
     policy_state: dict = field(default_factory=dict)  # the behaviour policy's modules a checkpoint keeps
     loggers: list = field(default_factory=list)
     eval_max_steps: int = 1000
@@ -135,6 +137,7 @@ def build(cfg: DictConfig, run_dir: str | Path | None = None) -> Pipeline:
     if cfg.resume is not None:  # before the collector copies the policy into its workers
         resumed = restore(load_checkpoint(cfg.resume, algo_name=cfg.algo.name), agent.algo, agent.policy_state(),
                           sequences.buffer if sequences else None)
+        agent.acting.pull()
         log.info("resumed from %s at %d frames", cfg.resume, resumed.frames)
     make_collector = partial(build_collector, collector_settings, env_fn, agent.explore,
                              sequences.buffer if sequences else None, trajs_per_batch=cfg.trajs_per_batch,
@@ -152,16 +155,18 @@ def build(cfg: DictConfig, run_dir: str | Path | None = None) -> Pipeline:
     eval_env_fn = env_factory(cfg.env, primer=agent.primer, num_envs=1, success=spaces.goal is not None)
     return Pipeline(env_fn, eval_env_fn, counters, collector,
                     sequences.buffer if sequences else None, sequences, agent.explore, agent.greedy, agent.egreedy,
-                    agent.algo, agent.version, agent.policy_state(), loggers, limit, resumed, state_refresh,
+                    agent.algo, agent.version, agent.acting, agent.evaluated, agent.policy_state(), loggers, limit,
+                    resumed, state_refresh,
                     lambda restart: make_collector(seed=int(cfg.seed) + 1000 * restart),
                     RestartLimit(collector_settings.max_restarts, collector_settings.restart_window_s))
 
 
-def load_agent(run_dir: str | Path, which: str = "latest") -> Agent:
+def load_agent(run_dir: str | Path, which: str = "latest", device: str = "auto") -> Agent:
     """The agent a finished (or stopped) run left in ``run_dir``: built from its
     ``config.yaml`` and restored from its last checkpoint (``which="latest"``) or the
     one of its best evaluation (``which="best"``). ``agent.greedy`` acts
-    deterministically (for evaluation), ``agent.algo`` can keep learning."""
+    deterministically (for evaluation, on CPU), ``agent.algo`` can keep learning (on
+    ``device``, whichever the run trained on)."""
     from omegaconf import OmegaConf
 
     run_dir = Path(run_dir)
@@ -169,9 +174,13 @@ def load_agent(run_dir: str | Path, which: str = "latest") -> Agent:
         raise CheckpointError(f"which={which!r}: a run keeps the checkpoints {' and '.join(WHICH)}")
     if not (run_dir / "config.yaml").exists():
         raise CheckpointError(f"{run_dir} has no config.yaml: not a trajrl run directory")
-    cfg = validate(OmegaConf.load(run_dir / "config.yaml"))
+    cfg = OmegaConf.load(run_dir / "config.yaml")
+    cfg.device = device
+    cfg = validate(cfg)
     payload = load_checkpoint(run_dir, algo_name=cfg.algo.name, which=which)
     spaces = env_spaces(cfg.env, cfg.algo.name)
     agent = build_agent(cfg, spaces)
     restore(payload, agent.algo, agent.policy_state(), rng=False)
+    agent.acting.pull()
+    agent.evaluated.pull()
     return agent

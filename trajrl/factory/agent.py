@@ -1,8 +1,13 @@
 """Agent factory: the networks, the acting policies around them, and the learner, for
-each algorithm of ``trajrl.settings.ALGOS``."""
+each algorithm of ``trajrl.settings.ALGOS``.
+
+The learner's networks are on ``device`` (``learner_device``); the policies act on CPU
+copies of them (``CpuCopies``): the collector's, which the loop refreshes on each weight
+push, and evaluation's, refreshed before each evaluation."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+import copy
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import torch
@@ -10,7 +15,7 @@ from tensordict.nn import TensorDictSequential
 from torch import nn
 from torchrl.envs.transforms import TensorDictPrimer
 
-from trajrl.algos.networks import Inputs, KeyedModule, PolicyVersion
+from trajrl.algos.networks import CpuCopies, Inputs, KeyedModule, PolicyVersion
 from trajrl.algos.ppo import PPO, ActorCritic, make_actor
 from trajrl.algos.r2d2 import R2D2, RecurrentQNet, make_policies
 from trajrl.algos.rsac import RSAC, RecurrentActor, RecurrentCritic, make_policy
@@ -28,8 +33,10 @@ class Agent:
     explore: nn.Module                # acts during collection (stamps ``policy_version``)
     egreedy: nn.Module | None         # R2D2's EGreedyModule, annealed with frames (None: no epsilon)
     primer: TensorDictPrimer | None   # puts the recurrent state in every environment (None: not recurrent)
+    acting: CpuCopies                 # ``explore``'s networks: ``pull()`` on each weight push
+    evaluated: CpuCopies              # ``greedy``'s networks: ``pull()`` before each evaluation
     version: PolicyVersion | None = None  # the behaviour policy's weight version
-    recurrent_net: nn.Module | None = None  # whose state (``encoder``, ``rnn``) the policy stores with each step
+    recurrent_net: nn.Module | None = None  # the learner's network whose state (``encoder``, ``rnn``) the policy stores
 
     def not_stored(self) -> list:
         """What the policy writes on each step that learning never reads: its layers'
@@ -55,7 +62,19 @@ def with_version(agent: Agent) -> Agent:
     """The agent whose collection policy also stamps ``policy_version`` on each step."""
     version = PolicyVersion()
     explore = TensorDictSequential(agent.explore, KeyedModule(version, ["observation"], [VERSION_KEY]))
-    return Agent(agent.algo, agent.greedy, explore, agent.egreedy, agent.primer, version, agent.recurrent_net)
+    return replace(agent, explore=explore, version=version)
+
+
+def learner_device(device: str) -> torch.device:
+    """The device the ``device`` setting names (``auto``: cuda where there is one)."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def on_cpu(net: nn.Module) -> nn.Module:
+    """A CPU copy of ``net`` that acts (``CpuCopies`` keeps it current)."""
+    return copy.deepcopy(net).cpu()
 
 
 def action_spec(env_cfg):
@@ -65,45 +84,52 @@ def action_spec(env_cfg):
     return spec
 
 
-def build_r2d2(a: R2D2Settings, cfg, spaces: EnvSpaces, inputs: Inputs) -> Agent:
+def build_r2d2(a: R2D2Settings, cfg, spaces: EnvSpaces, inputs: Inputs, device: torch.device) -> Agent:
     """Recurrent Q-network, its policies and the R2D2 learner."""
     qnet = RecurrentQNet(spaces.parts, spaces.actions, list(a.encoder_sizes), a.hidden_size, a.rnn, inputs,
-                         dueling=a.dueling, layer_norm=a.layer_norm)
+                         dueling=a.dueling, layer_norm=a.layer_norm).to(device)
     spec = action_spec(cfg.env)
-    greedy, explore, egreedy, core = make_policies(qnet, spec, a.eps_start, a.eps_end, a.eps_decay_frames)
+    acting, evaluated = on_cpu(qnet), on_cpu(qnet)
+    _, explore, egreedy, core = make_policies(acting, spec, a.eps_start, a.eps_end, a.eps_decay_frames)
+    greedy = make_policies(evaluated, spec, a.eps_start, a.eps_end, a.eps_decay_frames)[0]
     planned = int(max(0, cfg.total_frames - cfg.loop.warmup_frames) * cfg.loop.updates_per_frame)
     algo = R2D2(qnet, a, burn_in=int(cfg.sampler.get("burn_in", 0)), planned_updates=planned)
-    if a.eval_network == "target":  # the slowly averaged network acts in evaluation
-        greedy = make_policies(algo.target, spec, a.eps_start, a.eps_end, a.eps_decay_frames)[0]
-    return Agent(algo, greedy, explore, egreedy, core.make_tensordict_primer(), recurrent_net=qnet)
+    shown = algo.target if a.eval_network == "target" else qnet  # target: the slowly averaged network is evaluated
+    return Agent(algo, greedy, explore, egreedy, core.make_tensordict_primer(), CpuCopies([(acting, qnet)]),
+                 CpuCopies([(evaluated, shown)]), recurrent_net=qnet)
 
 
-def build_ppo(a: PPOSettings, cfg, spaces: EnvSpaces, inputs: Inputs) -> Agent:
+def build_ppo(a: PPOSettings, cfg, spaces: EnvSpaces, inputs: Inputs, device: torch.device) -> Agent:
     """Actor-critic (recurrent or not), its acting policy and the PPO learner."""
     spec = action_spec(cfg.env)
     bounds = None
     if spaces.action_kind == CONTINUOUS:
         bounds = (spec.space.low.float().reshape(-1), spec.space.high.float().reshape(-1))
     net = ActorCritic(spaces.parts, spaces.actions, list(a.encoder_sizes), a.rnn if a.recurrent else None,
-                      a.hidden_size, inputs, bounds, a.layer_norm)
-    policy, core = make_actor(net, spec)
+                      a.hidden_size, inputs, bounds, a.layer_norm).to(device)
+    acting, evaluated = on_cpu(net), on_cpu(net)
+    policy, core = make_actor(acting, spec)
     algo = PPO(net, a, minibatch_episodes=int(cfg.sampler.episodes_per_batch), total_frames=int(cfg.total_frames),
                seed=int(cfg.seed))
-    return Agent(algo, policy, policy, None, core.make_tensordict_primer() if core is not None else None)
+    return Agent(algo, make_actor(evaluated, spec)[0], policy, None,
+                 core.make_tensordict_primer() if core is not None else None,
+                 CpuCopies([(acting, net)]), CpuCopies([(evaluated, net)]))
 
 
-def build_rsac(a: RSACSettings, cfg, spaces: EnvSpaces, inputs: Inputs) -> Agent:
+def build_rsac(a: RSACSettings, cfg, spaces: EnvSpaces, inputs: Inputs, device: torch.device) -> Agent:
     """Recurrent actor, twin recurrent critics, the acting policy and the SAC learner."""
     spec = action_spec(cfg.env)
     low, high = spec.space.low.float().reshape(-1), spec.space.high.float().reshape(-1)
     sizes = list(a.encoder_sizes)
     parts, action_dim = spaces.parts, spaces.actions
-    actor = RecurrentActor(parts, action_dim, sizes, a.hidden_size, a.rnn, low, high, inputs, a.layer_norm)
+    actor = RecurrentActor(parts, action_dim, sizes, a.hidden_size, a.rnn, low, high, inputs, a.layer_norm).to(device)
     critics = nn.ModuleList(RecurrentCritic(parts, action_dim, sizes, a.hidden_size, a.rnn, inputs, a.layer_norm)
-                            for _ in range(2))
-    policy, core = make_policy(actor)
+                            for _ in range(2)).to(device)
+    acting, evaluated = on_cpu(actor), on_cpu(actor)
+    policy, core = make_policy(acting)
     algo = RSAC(actor, critics, a, burn_in=int(cfg.sampler.get("burn_in", 0)))
-    return Agent(algo, policy, policy, None, core.make_tensordict_primer(), recurrent_net=actor)
+    return Agent(algo, make_policy(evaluated)[0], policy, None, core.make_tensordict_primer(),
+                 CpuCopies([(acting, actor)]), CpuCopies([(evaluated, actor)]), recurrent_net=actor)
 
 
 #: How each algorithm of the registry is built.
@@ -116,4 +142,4 @@ def build_agent(cfg, spaces: EnvSpaces) -> Agent:
     stats = (observation_stats(cfg.env, 2_000, int(cfg.seed), step_timeout_s=float(cfg.loop.stall_timeout_s))
              if settings.normalize_observations else (None, None))
     inputs = Inputs(*stats, squash=settings.squash_observations)
-    return with_version(BUILDERS[settings.name](settings, cfg, spaces, inputs))
+    return with_version(BUILDERS[settings.name](settings, cfg, spaces, inputs, learner_device(cfg.device)))

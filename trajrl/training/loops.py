@@ -22,7 +22,7 @@ from typing import Callable
 import torch
 from tensordict import TensorDict, TensorDictBase
 
-from trajrl.algos.networks import PolicyVersion
+from trajrl.algos.networks import CpuCopies, PolicyVersion
 from trajrl.collect.counters import WorkerCounters
 from trajrl.collect.faults import RestartLimit, without_faulted
 from trajrl.collect.watch import CollectorWatch, close_collector, collection_failed, end_workers, stalled
@@ -57,6 +57,8 @@ class RunParts:
     restart_limit: RestartLimit | None = None               # how often a worker may be replaced
     checkpoint: Callable[[LoopState], object] | None = None  # saves the run (``Checkpointer``)
     keep_best: Callable[[LoopState], object] | None = None   # saves the agent at a new best evaluation
+    acting: CpuCopies | None = None          # its networks: the learner's weights are pulled into them to push
+    evaluated: CpuCopies | None = None       # ``evaluate``'s networks: pulled before each evaluation
 
 
 def next_multiple(frames: int, every: int) -> int | None:
@@ -243,6 +245,8 @@ class Loop:
         """Deterministic evaluation; collection is paused meanwhile, so that it does not
         compete for the cores (it stalled learning in hand-wired TorchRL loops)."""
         t0 = time.monotonic()
+        if self.parts.evaluated is not None:
+            self.parts.evaluated.pull()                          # the learner's weights as they are now
         with self.paused() if collecting else contextlib.nullcontext():
             stats = {f"eval/{k}": v for k, v in self.parts.evaluate().items()}
         self.timings["eval"] += time.monotonic() - t0
@@ -255,6 +259,8 @@ class Loop:
 
     def push_weights(self) -> None:
         """The learner's weights (and a new version stamp) to the collector's policy."""
+        if self.parts.acting is not None:
+            self.parts.acting.pull()
         if self.parts.version is not None:
             self.parts.version.bump()
         self.collector.update_policy_weights_(self.weights)

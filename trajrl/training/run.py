@@ -60,7 +60,7 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None, progress: Progress
                                   step_timeout_s=loop_settings.stall_timeout_s)
         checkpointer = Checkpointer(run_dir, cfg.algo.name, pipe.algo, pipe.policy_state, pipe.buffer)
         parts = RunParts(
-            pipe.collector, pipe.algo, pipe.policy,
+            pipe.collector, pipe.algo, pipe.policy, acting=pipe.acting, evaluated=pipe.evaluated,
             log=MetricsLog(run_dir, pipe.loggers, resume_at=pipe.resumed.frames if pipe.resumed else None),
             progress=progress or Progress(int(cfg.total_frames)), evaluate=evaluator,
             audit=LiveAudit(int(cfg.audit_every)) if cfg.audit else None, counters=pipe.counters,

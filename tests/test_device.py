@@ -1,0 +1,74 @@
+"""``device``: the learner trains there; the collectors and evaluation act on CPU copies of
+its networks, which the loop refreshes on each weight push (and before each evaluation).
+``device=cuda`` on a machine without CUDA is refused (tests/test_refusals.py); the tests
+marked ``cuda`` run only where torch sees a CUDA device."""
+import pytest
+import torch
+from torch import nn
+
+import trajrl
+from helpers import run_cli
+
+CUDA = torch.cuda.is_available()
+cuda = pytest.mark.skipif(not CUDA, reason="torch sees no CUDA device on this machine")
+
+PRESETS = {"r2d2": ["experiment=r2d2_cartpole_novel"], "rsac": ["experiment=rsac_pendulum_novel"],
+           "ppo": ["experiment=rppo_cartpole_novel", "trajs_per_batch=8"]}
+
+
+def learner_nets(algo) -> list[nn.Module]:
+    return [m for m in vars(algo).values() if isinstance(m, nn.Module)]
+
+
+def test_auto_trains_where_there_is_cuda_and_acts_on_cpu():
+    cfg = trajrl.compose(["debug=smoke", "collector=sync", "device=auto"])
+    with trajrl.build(cfg) as pipe:
+        assert pipe.algo.device.type == ("cuda" if CUDA else "cpu")
+        assert all(p.device.type == "cpu" for p in pipe.policy.parameters())
+        assert all(p.device.type == "cpu" for p in pipe.greedy_policy.parameters())
+
+
+def batch_of(pipe, algo_name: str):
+    for batch in pipe.collector:
+        if pipe.buffer is None:
+            return batch
+        if pipe.buffer.write_count >= 600:
+            return pipe.sequences.sample()
+
+
+@cuda
+@pytest.mark.parametrize("algo_name", ["r2d2", "rsac", "ppo"])
+def test_an_update_on_cuda_is_the_update_on_cpu_and_its_weights_reach_the_cpu_policy(algo_name):
+    results = []
+    for device in ("cpu", "cuda"):
+        cfg = trajrl.compose([*PRESETS[algo_name], "debug=smoke", "collector=sync", "env.num_envs=4",
+                              "collector.frames_per_batch=400", f"device={device}"])
+        with trajrl.build(cfg) as pipe:
+            batch = batch_of(pipe, algo_name) if not results else results[0][0]
+            torch.manual_seed(1)
+            stats = pipe.algo.update(batch.clone())
+            assert all(p.device.type == device for net in learner_nets(pipe.algo) for p in net.parameters())
+            pipe.acting.pull()
+            learner = [p.detach().cpu() for net in learner_nets(pipe.algo) for p in net.parameters()]
+            acting = list(pipe.policy.parameters())
+            assert all(p.device.type == "cpu" for p in acting)
+            assert all(any(torch.equal(p.detach(), w) for w in learner) for p in acting)
+            results.append((batch, stats, learner))
+    (_, cpu_stats, cpu_weights), (_, cuda_stats, cuda_weights) = results
+    for key in cpu_stats:
+        assert cuda_stats[key] == pytest.approx(cpu_stats[key], rel=1e-3, abs=1e-4), key
+    for a, b in zip(cuda_weights, cpu_weights):
+        assert (a - b).norm() <= 1e-3 * b.norm() + 1e-6
+
+
+@cuda
+@pytest.mark.parametrize("overrides", [
+    ["algo=r2d2", "collector=multi_async", "algo.refresh_states_every=20"],
+    ["experiment=rsac_pendulum_novel"],
+    ["algo=ppo", "algo.recurrent=true", "collector=multi_sync"],
+    ["env=bit_flipping", "sampler.her_ratio=0.5", "sampler.her_state=recompute"],
+])
+def test_a_run_on_cuda_trains_and_evaluates_end_to_end(overrides, tmp_path):
+    result = run_cli(tmp_path, *overrides, "debug=smoke", "device=cuda", "audit=true")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "0 violations" in result.stdout
