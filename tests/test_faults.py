@@ -255,3 +255,55 @@ def test_a_learner_killed_with_sigkill_resumes_exactly_from_its_last_periodic_ch
     assert not any(audit_storage(stored(final["buffer"]), full=False).values())
     rows = rows_of(run.dir)
     assert all(r["frames"] > frames for r in rows if r["train/updates"] > updates)
+
+
+def hold_the_locks_and_wait(buffer, held) -> None:
+    """A worker stopped in the middle of a write: the buffer's write lock and the locks of
+    TorchRL's storage counters taken (as moving them takes them), never released."""
+    from multiprocessing.sharedctypes import SynchronizedBase
+
+    buffer._write_lock.acquire()
+    for owner in (buffer._writer, buffer._storage):
+        for value in vars(owner).values():
+            if isinstance(value, SynchronizedBase):
+                value.get_lock().acquire()
+    held.set()
+    time.sleep(3600)
+
+
+def test_a_worker_killed_holding_the_counters_locks_blocks_neither_the_learner_nor_the_redo(tmp_path):
+    """TorchRL's shared counters each have a lock of their own, which a worker SIGKILLed while
+    moving one never releases: the cursor, write count and length have none in trajrl's
+    buffers (they move under the write lock only), and ``redo_unfinished_writes`` replaces
+    the others' (the storage's revision and last cursor) when their lock is held by no one alive."""
+    import multiprocessing
+    import threading
+
+    from torchrl.data import LazyTensorStorage, TensorDictReplayBuffer
+
+    from trajrl.replay.writer import EpisodeWriter, counters_without_locks, redo_unfinished_writes
+
+    buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(10_000), writer=EpisodeWriter(tmp_path),
+                                    batch_size=4, shared=True)
+    counters_without_locks(buffer)
+    buffer.extend(episodes([50] * 4, first_id=0))
+    context = multiprocessing.get_context("spawn")
+    held = context.Event()
+    worker = context.Process(target=hold_the_locks_and_wait, args=(buffer, held))
+    worker.start()
+    assert held.wait(60)
+    os.kill(worker.pid, signal.SIGKILL)
+    worker.join()
+    def redo_then_write_and_sample():
+        counted.append((buffer.write_count, len(buffer)))  # what the learner reads each loop turn
+        redo_unfinished_writes(buffer)
+        buffer.extend(episodes([50] * 2, first_id=0))  # moves the storage's revision and last cursor
+        sampled.append(buffer.sample())
+
+    counted, sampled = [], []
+    thread = threading.Thread(target=redo_then_write_and_sample, daemon=True)  # a hang fails the test
+    thread.start()
+    thread.join(30)
+    assert counted == [(200, 200)], "a lock the dead worker held blocked reading the counts"
+    assert sampled, "a lock the dead worker held blocked the redo, the next write or a sample"
+    assert buffer.write_count == len(buffer) == 300 and sampled[0].shape == (4,)

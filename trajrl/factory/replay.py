@@ -15,7 +15,7 @@ from trajrl.replay.episodes import TRAJ_KEY, EpisodeSampler
 from trajrl.replay.hindsight import HindsightGoals
 from trajrl.replay.lanes import LaneSliceSampler, LaneWriter, PrioritizedLaneSliceSampler
 from trajrl.replay.padded import PaddedToFlat
-from trajrl.replay.writer import EpisodeWriter
+from trajrl.replay.writer import EpisodeWriter, counters_without_locks
 from trajrl.replay.slices import StepSliceSampler
 from trajrl.replay.states import SparseStates
 from trajrl.settings import section_settings
@@ -105,6 +105,8 @@ def build_buffer(storage_cfg, sampler_cfg, shared: bool, run_dir: Path | None = 
     # position, "index") giving each episode a fresh id; journalled where worker processes write.
     buffer = TensorDictReplayBuffer(storage=storage, sampler=sampler, writer=EpisodeWriter(journal_dir, states),
                                     batch_size=batch_size, shared=shared)
+    if shared:
+        counters_without_locks(buffer)  # a worker killed while moving one cannot block the learner
     if states is not None:
         sampler.states = states  # config.py allows state_every only with trajrl's step slice samplers
     if isinstance(sampler, StepSliceSampler):
@@ -133,6 +135,8 @@ def _lane_buffer(storage, sampler_cfg, shared: bool, lanes: tuple[int, int], not
     # dim_extend=0: a worker's [B, T] batch reaches the writer as it is (TorchRL would put time first)
     buffer = TensorDictReplayBuffer(storage=storage, sampler=sampler, writer=LaneWriter(*lanes, journal_dir),
                                     batch_size=batch_size, shared=shared, dim_extend=0)
+    if shared:
+        counters_without_locks(buffer)
     sampler.follow(buffer._writer)
     buffer.append_transform(ExcludeTransform(*DERIVED, *not_stored), invert=True)
     return SequenceSampler(buffer, transitions=transitions, horizon=slice_len,

@@ -22,6 +22,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 from multiprocessing.context import get_spawning_popen
+from multiprocessing.sharedctypes import SynchronizedBase
 from pathlib import Path
 
 import torch
@@ -158,14 +159,51 @@ class EpisodeWriter(RoundRobinWriter):
         return data
 
 
+#: TorchRL's shared counters that move only under the buffer's write lock and that it never
+#: locks by themselves: the writer's cursor and write count, the storage's length.
+WRITE_LOCKED_COUNTERS = (("_writer", "_cursor_value"), ("_writer", "_write_count_value"), ("_storage", "_len_value"))
+
+
+def counters_without_locks(buffer) -> None:
+    """Give ``buffer``'s ``WRITE_LOCKED_COUNTERS`` no lock of their own (TorchRL makes each
+    an ``mp.Value`` with one). A worker SIGKILLed while it moved one would leave that lock
+    held, and every later read (the learner's ``write_count`` and ``len``, each loop turn)
+    would wait on it for ever; the buffer's write lock already orders their writes."""
+    for part, name in WRITE_LOCKED_COUNTERS:
+        owner = getattr(buffer, part)
+        value = getattr(owner, name, None)
+        if isinstance(value, SynchronizedBase):
+            shared = value.get_obj()
+            setattr(owner, name, mp.Value(type(shared), shared.value, lock=False))
+
+
+def free_stuck_counters(*owners) -> int:
+    """Replace each of ``owners``' shared counters whose lock nobody releases (its holder
+    was killed) by a new one with the same value. Call it once every process that moves
+    them has stopped; the next workers get the new ones. Returns how many were replaced."""
+    replaced = 0
+    for owner in owners:
+        for name, value in list(vars(owner).items()):
+            if not isinstance(value, SynchronizedBase):
+                continue
+            lock = value.get_lock()
+            if lock.acquire(timeout=0.1):
+                lock.release()
+                continue
+            shared = value.get_obj()
+            setattr(owner, name, mp.Value(type(shared), shared.value))
+            replaced += 1
+    return replaced
+
+
 def journal_path(journal_dir: str, pid: int) -> str:
     return os.path.join(journal_dir, f"write-{pid}.pt")
 
 
 def redo_unfinished_writes(buffer) -> int:
-    """Once every process that writes into ``buffer`` has stopped: free its write lock
-    (a process killed while writing never released it) and redo each write a process
-    died in (its journal). Returns how many writes were redone."""
+    """Once every process that writes into ``buffer`` has stopped: free its write lock and
+    its counters' (a process killed while writing never released them) and redo each
+    write a process died in (its journal). Returns how many writes were redone."""
     lock = buffer._write_lock
     if not hasattr(lock, "acquire"):  # not shared with other processes: nothing to free, nothing journalled
         return 0
@@ -173,6 +211,7 @@ def redo_unfinished_writes(buffer) -> int:
         lock.release()
     else:  # held by a process that is gone
         lock.release()
+    free_stuck_counters(buffer._writer, buffer._storage)
     writer = buffer._writer
     journal_dir = getattr(writer, "journal_dir", None)
     if journal_dir is None or not os.path.isdir(journal_dir):
