@@ -433,16 +433,18 @@ def plain_optimizers(algo) -> dict:
     return plain
 
 
-def learner_speed(preset: str, updates: int, repeats: int) -> dict:
+def learner_speed(preset: str, updates: int, repeats: int, device: str = "cpu") -> dict:
     """Gradient steps per second of ``preset``'s learner at its batch shape, alone on one
     thread, with torch's plain Adam step and with the fused one, alternated ``repeats``
     times (medians): batches sampled from 20,000 stored frames (PPO: its collected
     episodes, ``epochs`` x minibatches a batch); and the share of the time in the
-    recurrent kernels, from a profile of a quarter as many steps."""
+    recurrent kernels, from a profile of a quarter as many steps. ``device``: where the
+    learner trains (the run's ``device`` setting; on cuda each step is timed to its end)."""
     from torch.profiler import ProfilerActivity, profile
 
     cfg = trajrl.compose([f"experiment={preset}", "collector=sync", "env.num_envs=8", "collector.frames_per_batch=800",
-                          "logger=none"])
+                          "logger=none", f"device={device}"])
+    synchronize = torch.cuda.synchronize if torch.cuda.is_available() and device != "cpu" else (lambda: None)
     with trajrl.build(cfg) as pipe:
         algo = pipe.algo
         fused = {name: v for name, v in vars(algo).items() if isinstance(v, torch.optim.Optimizer)}
@@ -473,6 +475,7 @@ def learner_speed(preset: str, updates: int, repeats: int) -> dict:
                 algo.update(batch)
                 if pipe.sequences is not None:
                     pipe.sequences.update_priority(batch)
+                synchronize()
                 update_s += time.perf_counter() - t0
                 sample_s += took
             steps = algo.updates - start_updates
@@ -538,6 +541,8 @@ def main(argv: list[str] | None = None) -> None:
                                                                "startup", "sampling", "learners"])
     parser.add_argument("--repeats", type=int, default=30, help="samples timed per sampling measurement")
     parser.add_argument("--updates", type=int, default=200, help="gradient steps timed per learner run")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda", "auto"],
+                        help="where the learners part trains (the device setting)")
     parser.add_argument("--repeats-learner", type=int, default=5, help="alternated runs per learner measurement")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
@@ -650,13 +655,13 @@ def main(argv: list[str] | None = None) -> None:
         print(f"# learners alone, one thread, at each preset's batch shape: gradient steps per second "
               f"(sampling included; PPO: its collected episodes, no sampling), the median of {args.repeats_learner} "
               f"alternated runs of {args.updates} steps with torch's plain Adam step and with the fused one; "
-              "recurrent kernels: their share of the time in a profile")
+              f"recurrent kernels: their share of the CPU time in a profile; device={args.device}")
         print()
         print("| algorithm (preset) | batch | plain Adam steps/s | trajrl steps/s | ms sampling | ms updating | "
               "recurrent kernels | trajrl / plain |")
         print("|---|---|---|---|---|---|---|---|")
         for label, preset in LEARNERS:
-            result = learner_speed(preset, args.updates, args.repeats_learner)
+            result = learner_speed(preset, args.updates, args.repeats_learner, args.device)
             slow, fast = result["plain"], result["fused"]
             print(f"| {label} ({preset}) | {result['shape']} | {slow['per_s']:.0f} | {fast['per_s']:.0f} | "
                   f"{fast['sample_ms']:.2f} | {fast['update_ms']:.2f} | {result['recurrent']:.0%} | "
