@@ -94,7 +94,10 @@ def test_a_killed_worker_is_replaced_and_the_run_reaches_total_frames(collector,
     run.assert_checkpoint_loads()
 
 
-@pytest.mark.parametrize("collector", ["multi_async", "multi_sync", "async", "multi_async trajs_per_batch=null"])
+# multi_sync and async: the same writer and redo as multi_async (test_a_write_a_killed_worker_left_half_done_is_redone_whole
+# covers the redo itself), run with -m slow; fixed frames: the lane writer's
+@pytest.mark.parametrize("collector", ["multi_async", pytest.param("multi_sync", marks=pytest.mark.slow),
+                                       pytest.param("async", marks=pytest.mark.slow), "multi_async trajs_per_batch=null"])
 def test_a_worker_killed_inside_its_write_is_replaced_and_its_write_redone_whole(collector, run_in):
     """SIGKILL to a worker while it writes into the shared buffer (its journal in place,
     the write lock held): the lock is freed, its write redone whole, and the run goes on

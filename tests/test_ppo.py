@@ -132,7 +132,7 @@ def test_reward_scale_divides_by_the_running_std_of_the_discounted_return():
         torch.testing.assert_close(scaled, reward / expected_std, rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("collector", ["multi_sync", "sync"])
+@pytest.mark.parametrize("collector", ["multi_sync", pytest.param("sync", marks=pytest.mark.slow)])  # one path
 def test_strict_on_policy_learns_only_from_episodes_of_the_current_weights(collector, tmp_path):
     """Weights are pushed after every batch while episodes run: without strict mode some
     learnt step was taken by older weights (batch/staleness_max > 0); with it none, on
