@@ -64,13 +64,13 @@ def test_an_environment_that_hangs_in_the_learners_process_ends_the_run(case, ru
         overrides = ["env.id=FailsInTheLearner-v0", "+env.kwargs.hang=true", "collector=multi_async",
                      "algo.normalize_observations=false", "loop.eval_every_frames=1000"]
         doing = "trajrl evaluated the policy"
-    run = run_in("env=gym", "env.import_module=bad_envs", *overrides, "loop.stall_timeout_s=10")
+    run = run_in("env=gym", "env.import_module=bad_envs", *overrides, "loop.stall_timeout_s=5")
     err = run.end(within=60)
     assert run.proc.returncode == 1, err[-3000:]
     assert "Traceback" not in err, err[-3000:]
     last = err.strip().splitlines()[-1]
-    assert last.startswith("trajrl: run failed: the environment env.id=") and "did not answer for 10 s while " + doing in last
-    assert "(loop.stall_timeout_s=10)" in last, last
+    assert last.startswith("trajrl: run failed: the environment env.id=") and "did not answer for 5 s while " + doing in last
+    assert "(loop.stall_timeout_s=5)" in last, last
     run.assert_nothing_left()
 
 

@@ -194,9 +194,11 @@ def _join(prefix: str, key: Any) -> str:
 
 # ---------------------------------------------------------------- rules that tie settings together
 def _check_device(device: str) -> None:
-    import torch
+    if device != "cuda":
+        return
+    import torch  # only here: a refused setting is reported without importing torch (~1.5 s)
 
-    if device == "cuda" and not torch.cuda.is_available():
+    if not torch.cuda.is_available():
         raise ConfigError("device", device, "this machine has no CUDA device that torch "
                           f"{torch.__version__} can use; use device=cpu, or device=auto (cuda where there is one)")
 
