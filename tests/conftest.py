@@ -85,5 +85,5 @@ def sweep(tmp_path_factory, worker_id):
     """One ``--multirun`` over seeds x algorithms, run once for the tests that read it
     (the run directories, plots and summaries): its sweep directory."""
     _, where = run_once(tmp_path_factory, worker_id, "multirun", "--multirun", "seed=0,1", "algo=r2d2,ppo",
-                        "debug=smoke", "loop.eval_every_frames=500", "hydra.sweep.dir=sweep", timeout=400)
+                        "debug=smoke", "logger.plots=true", "loop.eval_every_frames=500", "hydra.sweep.dir=sweep", timeout=400)
     return where / "sweep"

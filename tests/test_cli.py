@@ -38,6 +38,7 @@ def test_smoke_run_of_every_collector_and_sampler_writes_metrics(collector, samp
                            for r in sampled)
     assert (run_dir / "config.yaml").exists() and (run_dir / "command.txt").exists()
     assert "== trajrl run finished ==" in proc.stdout
+    assert not (run_dir / "plots").exists() and "plots " not in proc.stdout  # debug=smoke: logger.plots=false
 
 
 @pytest.mark.parametrize("collector, traj_format", [

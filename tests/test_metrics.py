@@ -125,7 +125,7 @@ def test_a_multirun_is_plotted_and_summarised_across_seeds(sweep, tmp_path):
     assert table[0].startswith("| configuration | seeds | final eval return")
     assert len(table) == 4
     for jobs, algo in (("02", "r2d2"), ("13", "ppo")):
-        (line,) = [row for row in table[2:] if row.startswith(f"| algo={algo} debug=smoke loop.eval_every_frames=500 | 0, 1 | ")]
+        (line,) = [row for row in table[2:] if row.startswith(f"| algo={algo} debug=smoke logger.plots=True loop.eval_every_frames=500 | 0, 1 | ")]
         finals = [rows_of(sweep / job)[-1]["eval/return"] for job in jobs]
         mean, std = sum(finals) / 2, abs(finals[0] - finals[1]) / 2
         assert line.split(" | ")[2] == f"{mean:.1f} ± {std:.1f}"

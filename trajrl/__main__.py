@@ -90,7 +90,8 @@ def run(cfg: DictConfig) -> float:
               f"logged up to {last_logged_frames(Path(run_dir))} frames", file=sys.stderr)
         sys.exit(128 + stop.signum)
     print(summary(final), flush=True)
-    write_plots(Path(run_dir))
+    if cfg.logger.plots:
+        write_plots(Path(run_dir))
     return final.get("eval/return", float("nan"))
 
 

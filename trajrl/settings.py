@@ -380,6 +380,8 @@ class LoggerSettings:
                                   choices=("csv", "tensorboard", "wandb"))
     wandb_mode: str = setting("offline", "wandb without an account or network unless online",
                               choices=("offline", "online"))
+    plots: bool = setting(True, "the CLI draws the run's metrics into <run dir>/plots at its end "
+                                "(trajrl plot <run dir> draws them any time)")
 
 
 # ---------------------------------------------------------------- the loop and the run
