@@ -177,11 +177,10 @@ def counters_without_locks(buffer) -> None:
             setattr(owner, name, mp.Value(type(shared), shared.value, lock=False))
 
 
-def free_stuck_counters(*owners) -> int:
+def free_stuck_counters(*owners) -> None:
     """Replace each of ``owners``' shared counters whose lock nobody releases (its holder
     was killed) by a new one with the same value. Call it once every process that moves
-    them has stopped; the next workers get the new ones. Returns how many were replaced."""
-    replaced = 0
+    them has stopped; the next workers get the new ones."""
     for owner in owners:
         for name, value in list(vars(owner).items()):
             if not isinstance(value, SynchronizedBase):
@@ -192,8 +191,6 @@ def free_stuck_counters(*owners) -> int:
                 continue
             shared = value.get_obj()
             setattr(owner, name, mp.Value(type(shared), shared.value))
-            replaced += 1
-    return replaced
 
 
 def journal_path(journal_dir: str, pid: int) -> str:
