@@ -20,6 +20,7 @@ from omegaconf import DictConfig
 
 from trajrl.config import CONFIG_DIR, check_launcher, check_overrides, explain, key_of, validate
 from trajrl.errors import CheckpointError, CollectorFailed, ConfigError, EnvironmentFailed, RunInterrupted
+from trajrl.settings import PROCESS_COLLECTORS
 from trajrl.training.interrupts import stacks_on_sigusr1
 
 log = logging.getLogger("trajrl")
@@ -52,6 +53,16 @@ def workers_from_a_fork_server() -> None:
         multiprocessing.set_forkserver_preload(["trajrl.collect.forkserver"])
 
 
+def start_fork_server() -> None:
+    """Start the fork server now, where workers come from one: it imports what they run
+    while this process imports the learner (on two cores, about 2 s off a run's start)."""
+    import multiprocessing
+    from multiprocessing import forkserver
+
+    if multiprocessing.get_start_method(allow_none=True) == "forkserver":
+        forkserver.ensure_running()
+
+
 @hydra.main(config_path=str(CONFIG_DIR), config_name="config", version_base="1.3")
 def run(cfg: DictConfig) -> float:
     """Train with the composed config; return the final evaluation return (for sweepers)."""
@@ -71,6 +82,8 @@ def run(cfg: DictConfig) -> float:
         print(f"trajrl: configuration error: {err}", file=sys.stderr)
         sys.exit(2)
 
+    if cfg.collector.kind in PROCESS_COLLECTORS or cfg.collector.get("env_backend") == "multiprocessing":
+        start_fork_server()  # its imports run beside the learner's own (below)
     from trajrl.training.run import summary, train
 
     record_command(run_dir, list(hydra_cfg.overrides.task))

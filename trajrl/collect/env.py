@@ -155,7 +155,7 @@ class StampWorker(Transform):
 def env_factory(env_cfg, primer=None, counters: WorkerCounters | None = None,
                 num_envs: int | None = None, restarts: Restarts | None = None,
                 fixed_frames: bool = False, success: bool = False,
-                stepping: str = "torchrl") -> Callable[..., EnvBase]:
+                stepping: str = "torchrl", vectorization: str | None = None) -> Callable[..., EnvBase]:
     """A picklable environment factory (it crosses into worker processes), making
     ``env_cfg.num_envs`` environments at once unless ``num_envs`` says otherwise.
 
@@ -163,13 +163,14 @@ def env_factory(env_cfg, primer=None, counters: WorkerCounters | None = None,
     ``restarts``: how environments that raise are rebuilt (a collector's).
     ``fixed_frames``: for a collector that hands over fixed-frame batches; ``success``: the
     steps carry ``is_success`` (``make_env``). ``stepping``: ``lean`` (``LeanEnv``) or ``torchrl``,
-    as ``env.stepping`` says for a collector's environments (evaluation's are TorchRL's).
+    as ``env.stepping`` says for a collector's environments (evaluation's are lean, in one
+    process: ``vectorization="sync"``); ``vectorization``: ``env_cfg.vectorization`` unless given.
     """
     return functools.partial(
         make_env, str(env_cfg.id), dict(env_cfg.kwargs or {}), env_cfg.import_module, primer,
         counters.counts if counters is not None else None,
         num_envs=int(num_envs if num_envs is not None else env_cfg.get("num_envs", 1)),
-        vectorization=str(env_cfg.get("vectorization", "sync")),
+        vectorization=vectorization or str(env_cfg.get("vectorization", "sync")),
         gate=counters.gate if counters is not None else None, restarts=restarts, fixed_frames=fixed_frames,
         success=success, lean=stepping == "lean",
     )

@@ -44,7 +44,7 @@ class Pipeline:
     """The objects of one run, built but not started. ``close()`` releases them."""
 
     env_fn: Callable[..., EnvBase]     # the collector's environments (``slot=i`` counts their frames)
-    eval_env_fn: Callable[[], EnvBase]  # the same environment, uncounted, for evaluation
+    eval_env_fn: Callable[..., EnvBase]  # the same environment, uncounted, for evaluation (num_envs=n: a vector)
     counters: WorkerCounters | None    # what the collector's environments did (None: on a Ray cluster)
     collector: BaseCollector
     buffer: TensorDictReplayBuffer | None     # None: on-policy, batches go straight to the learner
@@ -152,7 +152,8 @@ def build(cfg: DictConfig, run_dir: str | Path | None = None) -> Pipeline:
         net = agent.recurrent_net
         state_refresh = StateRefresh(sequences.buffer, net.state_keys, partial(states_along, net.encoder, net.rnn),
                                      int(cfg.algo.refresh_states_every))
-    eval_env_fn = env_factory(cfg.env, primer=agent.primer, num_envs=1, success=spaces.goal is not None)
+    eval_env_fn = env_factory(cfg.env, primer=agent.primer, num_envs=1, success=spaces.goal is not None,
+                              stepping="lean", vectorization="sync")
     return Pipeline(env_fn, eval_env_fn, counters, collector,
                     sequences.buffer if sequences else None, sequences, agent.explore, agent.greedy, agent.egreedy,
                     agent.algo, agent.version, agent.acting, agent.evaluated, agent.policy_state(), loggers, limit,

@@ -31,7 +31,8 @@ def evaluate_run(cfg, agent, episodes: int = 10, seed: int = 0) -> dict[str, flo
     from trajrl.training.evaluate import Evaluator
 
     spaces = env_spaces(cfg.env, cfg.algo.name)
-    env_fn = env_factory(cfg.env, primer=agent.primer, num_envs=1, success=spaces.goal is not None)
+    env_fn = env_factory(cfg.env, primer=agent.primer, success=spaces.goal is not None, stepping="lean",
+                         vectorization="sync")
     evaluator = Evaluator(env_fn, agent.greedy, episodes, seed=seed, max_steps=spaces.step_limit, env_id=cfg.env.id)
     try:
         return evaluator()

@@ -1,10 +1,10 @@
-"""Deterministic evaluation over a batch of environments (one policy call per step for all)."""
+"""Deterministic evaluation over a vector of environments (one policy call per step for all)."""
 from __future__ import annotations
 
 from typing import Callable
 
 import torch
-from torchrl.envs import EnvBase, SerialEnv
+from torchrl.envs import EnvBase
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 from trajrl.envs import stepping
@@ -12,13 +12,17 @@ from trajrl.envs import stepping
 
 class Evaluator:
     """Runs ``episodes`` environments side by side with the greedy policy; returns mean return
-    (and, where the environment reports ``is_success``, the share that ended at their goal)."""
+    (and, where the environment reports ``is_success``, the share that ended at their goal).
 
-    def __init__(self, env_fn: Callable[[], EnvBase], policy, episodes: int, seed: int, max_steps: int,
+    ``make_env(num_envs=n)``: the environment as a vector of ``n`` (``env_factory(...,
+    stepping="lean")``: one gymnasium step and one policy call a step for all of them).
+    Environment ``i`` is seeded ``seed * episodes + i``: another seed, other episodes."""
+
+    def __init__(self, make_env: Callable[..., EnvBase], policy, episodes: int, seed: int, max_steps: int,
                  env_id: str, step_timeout_s: float | None = None):
-        self.env = SerialEnv(episodes, env_fn)
+        self.env = make_env(num_envs=episodes)
         self.env_id, self.step_timeout_s = env_id, step_timeout_s
-        self.env.set_seed(seed)
+        self.env.set_seed(seed * episodes)  # a vector seeds its environments seed, seed + 1, ...
         self.policy = policy
         self.episodes = episodes
         self.max_steps = max_steps
