@@ -88,3 +88,39 @@ def test_evaluate_refuses_a_video_of_an_environment_that_renders_no_frames(tmp_p
     assert proc.returncode == 2
     assert "return" in proc.stdout
     assert "--video" in proc.stderr and "rgb_array" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_evaluation_plays_its_episodes_side_by_side_as_gymnasium_plays_each_from_its_own_seed(seed):
+    """The evaluator steps ``episodes`` environments as one vector (``env.stepping=lean``);
+    environment ``i`` is seeded ``seed * episodes + i``, so each episode is the one
+    gymnasium plays alone from that seed (reset twice: once by the seeding, once to start),
+    and another evaluation seed plays other episodes."""
+    import gymnasium as gym
+    from tensordict.nn import TensorDictModule
+
+    from trajrl.collect.env import env_factory
+    from trajrl.training.evaluate import Evaluator
+
+    cfg = trajrl.compose(["env=cartpole_novel"])
+    lean_right = lambda obs: (obs[..., 1] > 0).long()  # noqa: E731  (push towards where the pole leans)
+    episodes, limit = 6, 500
+    evaluator = Evaluator(env_factory(cfg.env, stepping="lean"), TensorDictModule(lean_right, ["observation"], ["action"]),
+                          episodes=episodes, seed=seed, max_steps=limit, env_id=cfg.env.id)
+    try:
+        stats = evaluator()
+    finally:
+        evaluator.close()
+    returns = []
+    for i in range(episodes):
+        env = gym.make(cfg.env.id)
+        env.reset(seed=seed * episodes + i)
+        obs, _ = env.reset()
+        total, done = 0.0, False
+        while not done:
+            obs, reward, terminated, truncated, _ = env.step(int(obs[1] > 0))
+            total, done = total + reward, terminated or truncated
+        returns.append(total)
+    assert len(set(returns)) > 1  # the episodes differ: the comparison below can tell them apart
+    assert stats["return"] == pytest.approx(sum(returns) / episodes) and stats["unfinished"] == 0
+    assert stats["length"] == pytest.approx(sum(returns) / episodes)
