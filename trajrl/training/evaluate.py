@@ -16,17 +16,25 @@ class Evaluator:
 
     ``make_env(num_envs=n)``: the environment as a vector of ``n`` (``env_factory(...,
     stepping="lean")``: one gymnasium step and one policy call a step for all of them).
-    Environment ``i`` is seeded ``seed * episodes + i``: another seed, other episodes."""
+    Environment ``i`` is seeded ``seed * episodes + i``: another seed, other episodes. The
+    vector is built at the first evaluation, where its environments' failures are reported
+    as evaluation's (TorchRL steps a vector once as it wraps it)."""
 
     def __init__(self, make_env: Callable[..., EnvBase], policy, episodes: int, seed: int, max_steps: int,
                  env_id: str, step_timeout_s: float | None = None):
-        self.env = make_env(num_envs=episodes)
+        self.make_env, self.seed = make_env, seed
+        self.env: EnvBase | None = None
         self.env_id, self.step_timeout_s = env_id, step_timeout_s
-        self.env.set_seed(seed * episodes)  # a vector seeds its environments seed, seed + 1, ...
         self.policy = policy
         self.episodes = episodes
         self.max_steps = max_steps
-        self.reads_success = "is_success" in self.env.full_observation_spec.keys(True, True)
+
+    def built(self) -> EnvBase:
+        """The vector of environments, seeded (built by the first call)."""
+        if self.env is None:
+            self.env = self.make_env(num_envs=self.episodes)
+            self.env.set_seed(self.seed * self.episodes)  # a vector seeds its environments seed, seed + 1, ...
+        return self.env
 
     @torch.no_grad()
     def __call__(self) -> dict[str, float]:
@@ -36,11 +44,12 @@ class Evaluator:
         finished = torch.zeros(self.episodes, dtype=torch.bool)
         with set_exploration_type(ExplorationType.DETERMINISTIC):
             with stepping(self.env_id, "trajrl evaluated the policy", self.step_timeout_s):
-                td = self.env.reset()
+                env = self.built()
+                td = env.reset()
             for _ in range(self.max_steps):
                 td = self.policy(td)
                 with stepping(self.env_id, "trajrl evaluated the policy", self.step_timeout_s):  # not the policy's errors
-                    td, next_td = self.env.step_and_maybe_reset(td)
+                    td, next_td = env.step_and_maybe_reset(td)
                 running = ~finished
                 returns += td.get(("next", "reward")).reshape(-1) * running
                 lengths += running.long()
@@ -56,9 +65,10 @@ class Evaluator:
             "return_std": returns.std().item() if self.episodes > 1 else 0.0,
             "length": lengths.float().mean().item(),
             "unfinished": int((~finished).sum()),
-            **({"success": success.mean().item()} if self.reads_success else {}),
+            **({"success": success.mean().item()} if "is_success" in env.full_observation_spec.keys(True, True)
+               else {}),
         }
 
     def close(self) -> None:
-        if not self.env.is_closed:
+        if self.env is not None and not self.env.is_closed:
             self.env.close()
