@@ -99,13 +99,13 @@ def test_evaluation_plays_its_episodes_side_by_side_as_gymnasium_plays_each_from
     import gymnasium as gym
     from tensordict.nn import TensorDictModule
 
-    from trajrl.collect.env import env_factory
+    from trajrl.collect.env import eval_env_factory
     from trajrl.training.evaluate import Evaluator
 
     cfg = trajrl.compose(["env=cartpole_novel"])
     lean_right = lambda obs: (obs[..., 1] > 0).long()  # noqa: E731  (push towards where the pole leans)
     episodes, limit = 6, 500
-    evaluator = Evaluator(env_factory(cfg.env, stepping="lean"), TensorDictModule(lean_right, ["observation"], ["action"]),
+    evaluator = Evaluator(eval_env_factory(cfg.env), TensorDictModule(lean_right, ["observation"], ["action"]),
                           episodes=episodes, seed=seed, max_steps=limit, env_id=cfg.env.id)
     try:
         stats = evaluator()

@@ -24,7 +24,7 @@ from trajrl.envs import BitFlipping
 from trajrl.errors import ConfigError
 from trajrl.replay.audit import audit_batch
 from trajrl.replay.episodes import MASK_KEY, TRAJ_KEY
-from trajrl.collect.env import env_factory
+from trajrl.collect.env import eval_env_factory
 from trajrl.replay.hindsight import GOAL_KEY, RELABELLED_KEY, HindsightGoals
 from trajrl.training.evaluate import Evaluator
 
@@ -197,7 +197,7 @@ def test_evaluation_reports_the_share_of_episodes_that_end_at_their_goal(reach, 
     differs = lambda obs: obs[..., 1] != obs[..., 2]  # noqa: E731  (observation, achieved_goal, desired_goal)
     act = (lambda obs: torch.where(differs(obs), 0, 1)) if reach else (lambda obs: torch.where(differs(obs), 1, 0))
     policy = TensorDictModule(act, in_keys=["observation"], out_keys=["action"])
-    evaluator = Evaluator(env_factory(cfg.env, success=True, stepping="lean"), policy, episodes=8, seed=0,
+    evaluator = Evaluator(eval_env_factory(cfg.env, success=True), policy, episodes=8, seed=0,
                           max_steps=5, env_id=cfg.env.id)
     try:
         stats = evaluator()

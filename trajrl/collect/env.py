@@ -176,6 +176,12 @@ def env_factory(env_cfg, primer=None, counters: WorkerCounters | None = None,
     )
 
 
+def eval_env_factory(env_cfg, primer=None, success: bool = False) -> Callable[..., EnvBase]:
+    """The environment evaluation plays (``Evaluator``): uncounted, stepped by the lean path in
+    this process (a ``sync`` vector), ``num_envs=n`` environments side by side (1 unless given)."""
+    return env_factory(env_cfg, primer=primer, num_envs=1, success=success, stepping="lean", vectorization="sync")
+
+
 def observation_stats(env_cfg, steps: int, seed: int,
                       step_timeout_s: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Mean and std of observations under a uniformly random policy (fixed for the run);

@@ -20,7 +20,7 @@ from trajrl.algos.ppo import PPO
 from trajrl.algos.r2d2 import R2D2
 from trajrl.algos.rsac import RSAC
 from trajrl.collect.counters import WorkerCounters
-from trajrl.collect.env import Restarts, env_factory
+from trajrl.collect.env import Restarts, env_factory, eval_env_factory
 from trajrl.collect.faults import RestartLimit
 from trajrl.collect.watch import close_collector
 from trajrl.config import validate
@@ -152,8 +152,7 @@ def build(cfg: DictConfig, run_dir: str | Path | None = None) -> Pipeline:
         net = agent.recurrent_net
         state_refresh = StateRefresh(sequences.buffer, net.state_keys, partial(states_along, net.encoder, net.rnn),
                                      int(cfg.algo.refresh_states_every))
-    eval_env_fn = env_factory(cfg.env, primer=agent.primer, num_envs=1, success=spaces.goal is not None,
-                              stepping="lean", vectorization="sync")
+    eval_env_fn = eval_env_factory(cfg.env, primer=agent.primer, success=spaces.goal is not None)
     return Pipeline(env_fn, eval_env_fn, counters, collector,
                     sequences.buffer if sequences else None, sequences, agent.explore, agent.greedy, agent.egreedy,
                     agent.algo, agent.version, agent.acting, agent.evaluated, agent.policy_state(), loggers, limit,

@@ -26,13 +26,12 @@ def load_run(run_dir: str | Path, which: str = "best"):
 
 def evaluate_run(cfg, agent, episodes: int = 10, seed: int = 0) -> dict[str, float]:
     """Mean and std of the return of ``agent`` (of a run of ``cfg``) over ``episodes`` deterministic episodes."""
-    from trajrl.collect.env import env_factory
+    from trajrl.collect.env import eval_env_factory
     from trajrl.envs import env_spaces
     from trajrl.training.evaluate import Evaluator
 
     spaces = env_spaces(cfg.env, cfg.algo.name)
-    env_fn = env_factory(cfg.env, primer=agent.primer, success=spaces.goal is not None, stepping="lean",
-                         vectorization="sync")
+    env_fn = eval_env_factory(cfg.env, primer=agent.primer, success=spaces.goal is not None)
     evaluator = Evaluator(env_fn, agent.greedy, episodes, seed=seed, max_steps=spaces.step_limit, env_id=cfg.env.id)
     try:
         return evaluator()
