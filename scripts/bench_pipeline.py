@@ -20,7 +20,8 @@ for one env, vector widths 16, 64 and 256, and 2 workers:
 
 Then where one vector step of 256 environments goes in trajrl's sync collector
 (``breakdown``: gymnasium alone, under trajrl's restart wrapper, the policy, the lean
-step, the collector's rollout and its iteration); complete episodes against
+step, the collector's rollout and its iteration); complete-episode assembly against
+TorchRL's as episodes lengthen (``assembly``); complete episodes against
 fixed-frame batches (``trajs_per_batch=null``, kept in lanes of a
 multi-dimensional storage) for five layouts: frames/s, the delay
 from a step happening to it being sampleable, bytes per frame and sampling time;
@@ -290,6 +291,56 @@ def step_breakdown(width: int, steps: int) -> dict[str, float]:
     return {name: float(np.median(t)) for name, t in times.items()}
 
 
+def assembly_cost(lengths: tuple[int, ...], width: int = 256, steps: int = 8) -> list[dict]:
+    """Complete-episode assembly of rollouts of ``width`` environments x ``steps`` steps
+    whose episodes last ``length`` steps each (staggered), ms per rollout (the median over
+    the rollouts after the first ``length`` steps): TorchRL's (``_traj_ingest``, then a
+    ``cat`` per episode written: the hand-wired collector's) against trajrl's
+    ``EpisodesUnderWay``. The rollouts are copies of one real rollout of trajrl's sync
+    collector (every field the default recurrent DQN's rollout has), their ids and ends rewritten."""
+    from torchrl.collectors.utils import _traj_ingest
+
+    from trajrl.collect.assembly import EpisodesUnderWay
+
+    with trajrl.build(trajrl.compose([*COMMON, "collector=sync", f"env.num_envs={width}",
+                                      f"collector.frames_per_batch={width * steps}"])) as pipe:
+        pipe.collector._ignore_rb = True  # the rollout as EpisodeCollector gets it, not written
+        template = next(pipe.collector.iterator()).clone()
+    rows = []
+    for length in lengths:
+        rollouts, age, ids, next_id = [], torch.arange(width) * length // width, torch.arange(width), width
+        for _ in range(max(40, 3 * length // steps)):
+            traj_ids, done = torch.empty(width, steps, dtype=torch.int64), torch.zeros(width, steps, 1, dtype=torch.bool)
+            for k in range(steps):
+                traj_ids[:, k], age = ids, age + 1
+                ended = age >= length
+                done[:, k, 0], age[ended] = ended, 0
+                ids[ended] = torch.arange(next_id, next_id + int(ended.sum()))
+                next_id += int(ended.sum())
+            rollout = template.clone()
+            rollout.set(TRAJ_KEY, traj_ids)
+            rollout.set(("next", "done"), done)
+            rollout.set(("next", "terminated"), done.clone())
+            rollout.set(("next", "truncated"), torch.zeros_like(done))
+            rollouts.append(rollout)
+        theirs, ours = [], []
+        partial, complete, under_way = {}, [], EpisodesUnderWay()
+        for rollout in rollouts:
+            start = time.perf_counter()
+            _traj_ingest(rollout, partial, complete)
+            written = [torch.cat(complete)] if complete else []
+            complete.clear()
+            middle = time.perf_counter()
+            episodes = under_way.add(rollout.reshape(-1))
+            theirs.append(middle - start)
+            ours.append(time.perf_counter() - middle)
+            assert sum(w.shape[0] for w in written) == episodes.shape[0]
+        settled = min(length // steps, len(rollouts) - 20)  # once every environment has ended an episode
+        rows.append({"length": length, "under way": len(under_way),
+                     "torchrl": float(np.median(theirs[settled:])) * 1e3, "trajrl": float(np.median(ours[settled:])) * 1e3})
+    return rows
+
+
 def loops(collector: str, workers: int, frames: int) -> tuple[float, float, int, int]:
     """Wall-clock of trajrl's asynchronous loop (collector running beside the learner)
     and of a synchronous loop (collect a batch, then the updates it is owed, as
@@ -537,7 +588,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=10.0, help="per collection measurement")
     parser.add_argument("--loop-frames", type=int, default=20_000, help="frames of each loop measurement")
-    parser.add_argument("--skip", nargs="*", default=[], choices=["collection", "breakdown", "memory", "fixed_frames", "loops",
+    parser.add_argument("--skip", nargs="*", default=[], choices=["collection", "breakdown", "assembly", "memory", "fixed_frames", "loops",
                                                                "startup", "sampling", "learners"])
     parser.add_argument("--repeats", type=int, default=30, help="samples timed per sampling measurement")
     parser.add_argument("--updates", type=int, default=200, help="gradient steps timed per learner run")
@@ -590,6 +641,16 @@ def main(argv: list[str] | None = None) -> None:
         print("|---|---|")
         for name, ms in step_breakdown(256, 200).items():
             print(f"| {name} | {ms:.2f} |", flush=True)
+        print()
+    if "assembly" not in args.skip:
+        print("# complete-episode assembly, rollouts of 256 environments x 8 steps whose episodes last the given "
+              "steps (staggered), ms per rollout (median): TorchRL's, as its collectors assemble them, against trajrl's")
+        print()
+        print("| episode length | steps under way | TorchRL | trajrl | trajrl / TorchRL |")
+        print("|---|---|---|---|---|")
+        for row in assembly_cost((16, 64, 256, 512)):
+            print(f"| {row['length']} | {row['under way']:,} | {row['torchrl']:.2f} | {row['trajrl']:.2f} | "
+                  f"{row['trajrl'] / row['torchrl']:.2f} |", flush=True)
         print()
     if "memory" not in args.skip:
         print("# stored bytes per frame, the default recurrent DQN (CartPole without velocities, LSTM 64), "

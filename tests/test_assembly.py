@@ -2,13 +2,14 @@
 in the same order and the same writes, from the same rollouts."""
 import pytest
 import torch
+from tensordict import TensorDict
 from torchrl.collectors import Collector
 from torchrl.data import LazyTensorStorage, TensorDictReplayBuffer
 
 import trajrl
 from trajrl.replay.audit import audit_storage
 from trajrl.replay.episodes import TRAJ_KEY
-from trajrl.collect.assembly import EpisodeCollector, complete_episodes
+from trajrl.collect.assembly import EpisodeCollector, EpisodesUnderWay
 from trajrl.collect.env import env_factory
 
 
@@ -49,16 +50,53 @@ def test_episode_collector_writes_what_torchrl_writes(num_envs):
     assert ends.any() and (stored_ours["next", "terminated"] & stored_ours["next", "done"]).any()
 
 
-def test_complete_episodes_keeps_unfinished_steps_for_the_next_rollout():
-    from tensordict import TensorDict
+def steps_of(ids, done, t) -> TensorDict:
+    return TensorDict({TRAJ_KEY: torch.as_tensor(ids), ("next", "done"): torch.as_tensor(done).unsqueeze(-1),
+                       "t": torch.as_tensor(t)}, [len(ids)])
 
+
+def test_episodes_under_way_keeps_unfinished_steps_for_the_next_rollout():
+    under_way = EpisodesUnderWay()
+    # env 1's episode 8 has one step waiting from an earlier rollout
+    assert under_way.add(steps_of([8], [False], [-1])).shape == (0,)
     # two environments, 3 steps each: env 0 finishes episode 7 at its second step and
-    # starts 9; env 1 continues episode 8 (begun earlier: one step waiting) without an end
-    ids = torch.tensor([7, 7, 9, 8, 8, 8])
-    done = torch.tensor([False, True, False, False, False, False])
-    steps = TensorDict({TRAJ_KEY: ids, ("next", "done"): done.unsqueeze(-1), "t": torch.arange(6)}, [6])
-    waiting = TensorDict({TRAJ_KEY: torch.tensor([8]), ("next", "done"): torch.tensor([[False]]),
-                          "t": torch.tensor([-1])}, [1])
-    episodes, unfinished = complete_episodes(torch.cat([waiting, steps]))
+    # starts 9; env 1 continues episode 8 without an end
+    episodes = under_way.add(steps_of([7, 7, 9, 8, 8, 8], [False, True, False, False, False, False], range(6)))
     assert episodes["t"].tolist() == [0, 1]
-    assert unfinished[TRAJ_KEY].tolist() == [8, 8, 8, 8, 9] and unfinished["t"].tolist() == [-1, 3, 4, 5, 2]
+    assert len(under_way) == 5
+    under_way.drop(torch.tensor([9]))  # a partial reset abandons episode 9
+    episodes = under_way.add(steps_of([8, 10], [True, True], [6, 7]))
+    assert episodes[TRAJ_KEY].tolist() == [8, 8, 8, 8, 8, 10] and episodes["t"].tolist() == [-1, 3, 4, 5, 6, 7]
+    assert len(under_way) == 0
+
+
+def test_episodes_under_way_gives_each_episode_whole_through_growth_and_wrap_around():
+    """Rollouts of 6 environments whose episodes last 1 to 150 steps, against each
+    trajectory's steps gathered one by one: the ring grows and wraps many times."""
+    gen = torch.Generator().manual_seed(0)
+    width, steps, rollouts = 6, 7, 400
+    ids = torch.arange(width)
+    left = torch.randint(1, 150, (width,), generator=gen)
+    next_id, t = width, 0
+    under_way, reference, written, expected = EpisodesUnderWay(min_capacity=16), {}, [], []
+    capacities = set()
+    for _ in range(rollouts):
+        rows = []
+        for env in range(width):  # an environment's steps are consecutive within a rollout
+            for _ in range(steps):
+                left[env] -= 1
+                done = bool(left[env] == 0)
+                rows.append((int(ids[env]), done, t))
+                reference.setdefault(int(ids[env]), []).append(t)
+                t += 1
+                if done:
+                    ids[env], next_id = next_id, next_id + 1
+                    left[env] = int(torch.randint(1, 150, (), generator=gen))
+        ended = sorted({i for i, d, _ in rows if d})
+        expected += [s for i in ended for s in reference.pop(i)]
+        episodes = under_way.add(steps_of(*zip(*rows)))
+        written += episodes["t"].tolist()
+        capacities.add(under_way.capacity)
+    assert written == expected and len(written) > 10_000
+    assert len(under_way) == sum(len(v) for v in reference.values())
+    assert len(capacities) >= 2 and under_way.count > 2 * max(capacities)  # it grew, and it wrapped

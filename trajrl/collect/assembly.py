@@ -5,7 +5,7 @@ TorchRL's collectors with ``trajs_per_batch`` group each rollout's steps by
 trajectory id one id at a time (a tensordict slice per environment and a ``cat``
 per finished episode): over a vector of 256 environments that costs more than
 stepping them. ``EpisodeCollector`` is TorchRL's ``Collector`` with that one step
-replaced when it writes into a replay buffer: it writes the same episodes, in the
+replaced (by ``EpisodesUnderWay``) when it writes into a replay buffer: it writes the same episodes, in the
 same order, in the same writes (tests/test_assembly.py compares the two buffers).
 """
 from __future__ import annotations
@@ -20,27 +20,85 @@ from torchrl.collectors import Collector
 from trajrl.replay.episodes import TRAJ_KEY
 
 
-def complete_episodes(pending: TensorDictBase) -> tuple[TensorDictBase, TensorDictBase]:
-    """Split flat steps into ``(episodes, unfinished)``.
+class EpisodesUnderWay:
+    """The steps of the episodes under way, between rollouts.
 
-    ``pending`` holds steps of several trajectories, each trajectory's steps in
-    time order (earlier rollouts' unfinished steps first). ``episodes``: the
-    trajectories whose last step is done, each contiguous, by ascending id (the
-    order TorchRL writes them in); ``unfinished``: the other steps, grouped the same way.
+    ``add(steps)`` takes a rollout's flat steps and returns the episodes they complete.
+    Each step is copied once into a staging tensordict (a ring that doubles when the
+    episodes under way outgrow it) and once out of it, with its episode; only the steps'
+    trajectory ids and rows are re-sorted. Re-concatenating every step under way with
+    each rollout instead cost in proportion to their number: at 256 environments, a
+    copy of every running episode's steps per rollout.
     """
-    ids = pending.get(TRAJ_KEY).reshape(-1)
-    order = torch.sort(ids, stable=True).indices
-    done = pending.get(("next", "done")).reshape(ids.numel(), -1).any(-1)
-    finished = torch.isin(ids[order], ids[done])
-    return pending[order[finished]], pending[order[~finished]]
+
+    def __init__(self, min_capacity: int = 1024) -> None:
+        self.min_capacity = min_capacity              # rows of the ring when it is first made
+        self.stage: TensorDictBase | None = None
+        self.ids = torch.empty(0, dtype=torch.int64)   # each step under way: its trajectory id, in arrival order
+        self.rows = torch.empty(0, dtype=torch.int64)  # and its place: a running count, its row modulo the capacity
+        self.count = 0                                  # steps copied in so far
+
+    def add(self, steps: TensorDictBase) -> TensorDictBase:
+        """The episodes ``steps`` complete, with their earlier steps: each contiguous
+        in time order, by ascending id (the order TorchRL writes them in). ``steps``
+        is flat, each trajectory's steps in time order."""
+        n = steps.shape[0]
+        step_ids = steps.get(TRAJ_KEY).reshape(-1)
+        self._make_room(steps, n)
+        self._put(self.count, steps)
+        ids = torch.cat([self.ids, step_ids])
+        rows = torch.cat([self.rows, torch.arange(self.count, self.count + n)])
+        self.count += n
+        done = steps.get(("next", "done")).reshape(n, -1).any(-1)
+        ended = torch.isin(ids, step_ids[done])
+        order = torch.sort(ids[ended], stable=True).indices
+        episodes = self.stage[rows[ended][order] % self.capacity]
+        self.ids, self.rows = ids[~ended], rows[~ended]
+        return episodes
+
+    def drop(self, traj_ids: torch.Tensor) -> None:
+        """Forget the steps of these trajectories (their episodes were abandoned)."""
+        keep = ~torch.isin(self.ids, traj_ids.to(self.ids.dtype))
+        self.ids, self.rows = self.ids[keep], self.rows[keep]
+
+    def clear(self) -> None:
+        """Forget every episode under way."""
+        self.ids, self.rows = self.ids[:0], self.rows[:0]
+
+    def __len__(self) -> int:
+        return self.ids.numel()
+
+    @property
+    def capacity(self) -> int:
+        return self.stage.shape[0] if self.stage is not None else 0
+
+    def _make_room(self, steps: TensorDictBase, n: int) -> None:
+        """Grow the ring (twice over, at least) when ``n`` more steps would overwrite one under way."""
+        oldest = int(self.rows.min()) if self.rows.numel() else self.count
+        needed = self.count + n - oldest
+        if needed <= self.capacity:
+            return
+        capacity = max(2 * self.capacity, 2 * needed, self.min_capacity)
+        stage = steps.apply(lambda t: t.new_empty((capacity, *t.shape[1:])), batch_size=[capacity])
+        if self.rows.numel():
+            stage[: self.rows.numel()] = self.stage[self.rows % self.capacity]
+        self.stage, self.rows, self.count = stage, torch.arange(self.rows.numel()), self.rows.numel()
+
+    def _put(self, start: int, steps: TensorDictBase) -> None:
+        """Copy ``steps`` into the ring from running count ``start`` (in two pieces where it wraps)."""
+        begin, n = start % self.capacity, steps.shape[0]
+        first = min(n, self.capacity - begin)
+        self.stage[begin:begin + first] = steps[:first]
+        if first < n:
+            self.stage[: n - first] = steps[first:]
 
 
 class EpisodeCollector(Collector):
     """TorchRL's single-process ``Collector`` whose complete-episode writes into a
-    replay buffer are assembled by ``complete_episodes``. Without a replay buffer
+    replay buffer are assembled by ``EpisodesUnderWay``. Without a replay buffer
     (batches yielded to the caller) it is TorchRL's own assembly."""
 
-    _unfinished: TensorDictBase | None = None  # steps of the episodes under way
+    _under_way: EpisodesUnderWay | None = None
 
     def _iter_by_trajectories(self) -> Iterator[TensorDictBase | None]:
         rb = getattr(self, "replay_buffer", None)
@@ -48,16 +106,14 @@ class EpisodeCollector(Collector):
             yield from super()._iter_by_trajectories()
             return
         self._ignore_rb = True  # iterator() must not write the raw rollouts
-        self._unfinished = None
+        self._under_way = EpisodesUnderWay()
         try:
             for batch in self.iterator():
                 if batch is None:
                     continue
-                flat = batch.reshape(-1)
-                pending = flat if self._unfinished is None else torch.cat([self._unfinished, flat])
-                episodes, self._unfinished = complete_episodes(pending)
+                episodes = self._under_way.add(batch.reshape(-1))
                 if self._discards_in_flight_trajectories():
-                    self._unfinished = None
+                    self._under_way.clear()
                 if episodes.shape[0]:
                     rb.extend(episodes)
                 yield
@@ -66,14 +122,14 @@ class EpisodeCollector(Collector):
 
     def _drop_partial_trajectories(self, traj_ids: list[int]) -> None:
         """A partial reset abandons these episodes under way."""
-        if self._unfinished is not None:
-            ids = self._unfinished.get(TRAJ_KEY).reshape(-1)
-            self._unfinished = self._unfinished[~torch.isin(ids, torch.as_tensor(traj_ids, dtype=ids.dtype))]
+        if self._under_way is not None:
+            self._under_way.drop(torch.as_tensor(traj_ids))
         super()._drop_partial_trajectories(traj_ids)
 
     def _flush_trajectory_assembly(self) -> None:
         """A reset abandons the episodes under way (TorchRL's contract)."""
-        self._unfinished = None
+        if self._under_way is not None:
+            self._under_way.clear()
         super()._flush_trajectory_assembly()
 
 
