@@ -5,8 +5,9 @@ TorchRL's collectors with ``trajs_per_batch`` group each rollout's steps by
 trajectory id one id at a time (a tensordict slice per environment and a ``cat``
 per finished episode): over a vector of 256 environments that costs more than
 stepping them. ``EpisodeCollector`` is TorchRL's ``Collector`` with that one step
-replaced (by ``EpisodesUnderWay``) when it writes into a replay buffer: it writes the same episodes, in the
-same order, in the same writes (tests/test_assembly.py compares the two buffers).
+replaced by ``EpisodesUnderWay`` when it writes into a replay buffer: it writes the
+same episodes, in the same order, in the same writes (tests/test_assembly.py
+compares the two buffers).
 """
 from __future__ import annotations
 
