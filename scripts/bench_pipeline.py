@@ -598,6 +598,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     logging.getLogger("torchrl").setLevel(logging.WARNING)
+    os.environ.setdefault("RL_LOGGING_LEVEL", "WARNING")  # the worker processes' TorchRL too (as the CLI does)
     warnings.filterwarnings("ignore")  # TorchRL's notes on nested transforms and batch rounding
 
     storage = None
