@@ -91,6 +91,30 @@ def test_an_environment_that_hangs_ends_the_run_after_the_stall_timeout(algo, co
     run.assert_checkpoint_loads()
 
 
+def stuck_worker() -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # as a worker stuck in its environment can be
+    time.sleep(600)
+
+
+def test_workers_that_do_not_stop_are_killed_after_one_wait_for_them_all():
+    """``end_workers``: the workers still running ``wait_s`` after the call are killed;
+    the wait is shared (with one each, 4 stuck workers would hold the run 4 times longer)."""
+    from types import SimpleNamespace
+
+    from trajrl.collect.watch import end_workers
+
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=stuck_worker, daemon=True) for _ in range(4)]
+    for proc in procs:
+        proc.start()
+    time.sleep(1.0)  # each has set its signal handler
+    start = time.monotonic()
+    end_workers(SimpleNamespace(procs=procs), wait_s=2.0)
+    took = time.monotonic() - start
+    assert all(not proc.is_alive() and proc.exitcode == -signal.SIGKILL for proc in procs)
+    assert took < 6.0, f"{took:.1f} s: a wait for each worker (8 s), not one for them all (2 s)"
+
+
 @pytest.mark.parametrize("collector", ["multi_async", "multi_sync"])
 def test_a_killed_worker_ends_the_run_and_names_it(collector, run_in):
     overrides = ["algo=ppo", "debug=smoke"] if collector == "multi_sync" else []

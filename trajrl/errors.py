@@ -27,6 +27,10 @@ class CollectorFailed(RuntimeError):
     """The collector's background work died, or wrote nothing for too long."""
 
 
+class CollectorStalled(CollectorFailed):
+    """The collector gave nothing for ``loop.stall_timeout_s``: its workers are stuck."""
+
+
 class EnvironmentFailed(RuntimeError):
     """The environment raised (or hung) while trajrl stepped it in the learner's process."""
 

@@ -1,24 +1,35 @@
 """Supervision of a started collector: noticing that it failed, and why, and shutting it down."""
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
+import time
 
-from torchrl.collectors import BaseCollector
+from torchrl.collectors import BaseCollector, MultiCollector
 
 from trajrl.collect.faults import FaultLog
-from trajrl.errors import CollectorFailed
+from trajrl.errors import CollectorFailed, CollectorStalled
+
+STUCK_SHUTDOWN_S = 2.0  # a stalled collector's workers: TorchRL's shutdown timeout (10 s otherwise)
 
 
-def close_collector(collector: BaseCollector) -> None:
-    """Shut a collector down, its weight-sync schemes included.
+def shutdown_args(collector: BaseCollector, stuck: bool) -> dict:
+    """TorchRL's shutdown arguments: a collector whose workers are stuck (it stalled)
+    gives them ``STUCK_SHUTDOWN_S`` instead of 8 s to stop by themselves before they are
+    terminated; it gives the others TorchRL's default."""
+    return {"timeout": STUCK_SHUTDOWN_S} if stuck and isinstance(collector, MultiCollector) else {}
+
+
+def close_collector(collector: BaseCollector, stuck: bool = False) -> None:
+    """Shut a collector down, its weight-sync schemes included (``stuck``: it stalled).
 
     TorchRL leaves multi-process collectors' ``SharedMemWeightSyncScheme`` to its
     ``__del__``, which puts to a multiprocessing queue; run at interpreter exit,
     that put can wait forever on its feeder thread (a process that never exits).
     """
     try:
-        collector.shutdown()
+        collector.shutdown(**shutdown_args(collector, stuck))
     except Exception as err:  # already shut down, or a worker died: nothing left to release
         logging.getLogger("trajrl").debug("collector shutdown: %s", err)
     for scheme in (getattr(collector, "_weight_sync_schemes", None) or {}).values():
@@ -29,15 +40,18 @@ def close_collector(collector: BaseCollector) -> None:
 def end_workers(collector: BaseCollector, wait_s: float = 5.0) -> None:
     """Make sure that a shut-down collector's worker processes have ended: TorchRL asks
     them to stop, and a worker in the middle of a rollout (or waiting on the buffer's
-    lock) may not have yet; those still running after ``wait_s`` are killed."""
-    for proc in getattr(collector, "procs", None) or []:
-        try:
-            proc.join(wait_s)
+    lock, or stuck in its environment) may not have yet; those still running ``wait_s``
+    after this call (one wait for them all, not one each) are killed."""
+    procs = list(getattr(collector, "procs", None) or [])
+    deadline = time.monotonic() + wait_s
+    for proc in procs:
+        with contextlib.suppress(ValueError):  # closed: it has ended
+            proc.join(max(0.0, deadline - time.monotonic()))
+    for proc in procs:
+        with contextlib.suppress(ValueError):
             if proc.is_alive():
                 proc.kill()
                 proc.join(wait_s)
-        except ValueError:  # closed: it has ended
-            pass
 
 
 class CollectorWatch:
@@ -127,7 +141,7 @@ def stalled(watch: CollectorWatch, timeout: float, what: str) -> CollectorFailed
     """The error of a collector that gave nothing for ``timeout`` seconds, or, if a
     worker has died (e.g. holding the buffer's write lock), of that death. Made when
     the time is up, before anything is shut down (shutting down ends workers too)."""
-    stall = CollectorFailed(f"{what} for {timeout:g} s (loop.stall_timeout_s={timeout:g}): an environment is stuck, "
-                            "or slower than that; raise loop.stall_timeout_s if it is only slow")
+    stall = CollectorStalled(f"{what} for {timeout:g} s (loop.stall_timeout_s={timeout:g}): an environment is stuck, "
+                             "or slower than that; raise loop.stall_timeout_s if it is only slow")
     died = watch.error()
     return collection_failed(died, stall) if died is not None else stall

@@ -25,8 +25,8 @@ from tensordict import TensorDict, TensorDictBase
 from trajrl.algos.networks import CpuCopies, PolicyVersion
 from trajrl.collect.counters import WorkerCounters
 from trajrl.collect.faults import RestartLimit, without_faulted
-from trajrl.collect.watch import CollectorWatch, close_collector, collection_failed, end_workers, stalled
-from trajrl.errors import CollectorFailed, RunInterrupted
+from trajrl.collect.watch import CollectorWatch, close_collector, collection_failed, end_workers, shutdown_args, stalled
+from trajrl.errors import CollectorFailed, CollectorStalled, RunInterrupted
 from trajrl.replay.audit import LiveAudit
 from trajrl.replay.episodes import MASK_KEY, TRAJ_KEY, as_sequences, buffer_locked, without_stale
 from trajrl.replay.states import StateRefresh
@@ -140,7 +140,7 @@ class Loop:
             # Shut down, but let the error that stopped the run be the one reported: a
             # worker's death, rather than what it broke on the way (e.g. a pause).
             failed = None if isinstance(stop, (CollectorFailed, RunInterrupted)) else self.watch.error()
-            self.shut_down()
+            self.shut_down(stuck=isinstance(stop, CollectorStalled))
             if isinstance(stop, RunInterrupted):  # signals wait for updates: the learner is whole
                 self.save_checkpoint()
             if failed is not None:
@@ -162,9 +162,10 @@ class Loop:
     def collect_and_learn(self) -> None:  # each loop's own steps
         raise NotImplementedError
 
-    def shut_down(self) -> None:
+    def shut_down(self, stuck: bool = False) -> None:
+        """Stop the collector (``stuck``: it stalled, its workers are not waited for long)."""
         with contextlib.suppress(Exception):
-            self.collector.async_shutdown()
+            self.collector.async_shutdown(**shutdown_args(self.collector, stuck))
 
     def audit_buffer(self, audit: LiveAudit) -> None:
         """At the end, with the audit on: the whole buffer (a loop without one has nothing to check)."""
@@ -375,11 +376,11 @@ class OffPolicyLoop(Loop):
         self.collector.start()
         self.last_write = time.monotonic()
 
-    def shut_down(self) -> None:
+    def shut_down(self, stuck: bool = False) -> None:
         """Stop the collector, and make sure that none of its workers writes after this:
         the closing row counts what the buffer holds (a worker TorchRL had not stopped
         yet is ended, and a write it was in the middle of is redone whole)."""
-        super().shut_down()
+        super().shut_down(stuck)
         end_workers(self.collector)
         redo_unfinished_writes(self.buffer)
 
@@ -573,8 +574,8 @@ class EpisodicLoop(Loop):
         batch, self.pending, self.pending_episodes = torch.cat(self.pending), [], 0
         return batch
 
-    def shut_down(self) -> None:
-        close_collector(self.collector)
+    def shut_down(self, stuck: bool = False) -> None:
+        close_collector(self.collector, stuck)
 
     def write_row(self, values: dict[str, float], closing: bool = False) -> dict[str, float]:
         row = super().write_row({**self.episode_stats, **values}, closing)
