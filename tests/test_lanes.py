@@ -237,7 +237,9 @@ def test_every_collector_and_layout_is_refused_or_builds_writes_and_samples(coll
     assert no_violations(audit_batch(batch)) == {}
 
 
-@pytest.mark.parametrize("sampler", ["random", "slice", "prioritized_slice"])
+# random: the lane sampler of slice (slices of 1) and the transitions of the flat random
+# sampler (test_cli's smoke runs), run with -m slow
+@pytest.mark.parametrize("sampler", [pytest.param("random", marks=pytest.mark.slow), "slice", "prioritized_slice"])
 def test_the_cli_trains_on_fixed_frames_to_the_end_and_resumes(sampler, tmp_path):
     """The issue's commands (a vector env of 4, fixed frames, storage.ndim=2), audited,
     to the end; then resumed from the checkpoint: the lanes, their write heads, the
