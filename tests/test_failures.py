@@ -82,11 +82,11 @@ def test_an_environment_that_hangs_ends_the_run_after_the_stall_timeout(algo, co
     wait of the episodic loop): either way the run ends."""
     run = run_in("env=gym", "env.id=Hanging-v0", "+env.kwargs.after=1000", "env.import_module=bad_envs",
                  "algo.normalize_observations=false", f"algo={algo}", f"collector={collector}", "total_frames=100000",
-                 "loop.stall_timeout_s=10")
+                 "loop.stall_timeout_s=5")
     err = run.end(within=90)
     assert run.proc.returncode == 1, err[-3000:]
     last = err.strip().splitlines()[-1]
-    assert last.startswith("trajrl: run failed: no ") and "for 10 s (loop.stall_timeout_s=10)" in last, last
+    assert last.startswith("trajrl: run failed: no ") and "for 5 s (loop.stall_timeout_s=5)" in last, last
     run.assert_nothing_left()
     run.assert_checkpoint_loads()
 
