@@ -20,7 +20,7 @@ from omegaconf import DictConfig
 
 from trajrl.config import CONFIG_DIR, check_launcher, check_overrides, explain, key_of, validate
 from trajrl.errors import CheckpointError, CollectorFailed, ConfigError, EnvironmentFailed, RunInterrupted
-from trajrl.settings import PROCESS_COLLECTORS
+from trajrl.settings import starts_processes
 from trajrl.training.interrupts import stacks_on_sigusr1
 
 log = logging.getLogger("trajrl")
@@ -82,7 +82,7 @@ def run(cfg: DictConfig) -> float:
         print(f"trajrl: configuration error: {err}", file=sys.stderr)
         sys.exit(2)
 
-    if cfg.collector.kind in PROCESS_COLLECTORS or cfg.collector.get("env_backend") == "multiprocessing":
+    if starts_processes(cfg.collector.kind, cfg.collector.get("env_backend")):
         start_fork_server()  # its imports run beside the learner's own (below)
     from trajrl.training.run import summary, train
 

@@ -425,9 +425,7 @@ def check_overrides(overrides: list[str], algo: str) -> None:
 
 def check_launcher(launcher: str, collector: str, env_backend: str = "threading") -> None:
     """Refuse a Hydra launcher that cannot run this collector (``launcher``: its ``_target_``)."""
-    in_processes = collector in S.PROCESS_COLLECTORS or (
-        collector == "async_batched" and env_backend == "multiprocessing")
-    if "joblib" in launcher.lower() and in_processes:
+    if "joblib" in launcher.lower() and S.starts_processes(collector, env_backend):
         raise ConfigError(
             "hydra/launcher", "joblib",
             f"cannot start collector={collector}'s worker processes inside its jobs (they cannot pickle its "

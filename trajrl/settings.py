@@ -126,6 +126,14 @@ COLLECTORS: dict[str, type] = {
 LOCAL_COLLECTORS = tuple(kind for kind in COLLECTORS if kind != "ray")
 #: Collectors whose workers are separate processes writing into a shared buffer.
 PROCESS_COLLECTORS = ("async", "multi_sync", "multi_async")
+
+
+def starts_processes(collector: str, env_backend: str | None = None) -> bool:
+    """Whether ``collector`` runs in worker processes of its own: its workers (``PROCESS_COLLECTORS``)
+    or, for ``async_batched``, its environments (``collector.env_backend=multiprocessing``)."""
+    return collector in PROCESS_COLLECTORS or (collector == "async_batched" and env_backend == "multiprocessing")
+
+
 #: Collectors that hand PPO episodes of the policy it is learning (the others run ahead with older weights).
 ON_POLICY_COLLECTORS = ("sync", "multi_sync")
 
