@@ -66,6 +66,7 @@ def validate(cfg: DictConfig) -> DictConfig:
         _check_ppo(cfg)
     else:
         _check_off_policy(cfg)
+    _check_algo(cfg)
     spaces = env_spaces(cfg.env, cfg.algo.name)
     _check_against_env(cfg, spaces)
     _check_hindsight(cfg, spaces)
@@ -350,6 +351,20 @@ def _check_fixed_frames(cfg: DictConfig) -> None:
                           "(trajs_per_batch=null) leave it null, or set trajs_per_batch=4")
 
 
+def _check_algo(cfg: DictConfig) -> None:
+    """Settings of the algorithm that need another one."""
+    if cfg.algo.get("rnn_lr") is not None and cfg.algo.name == "ppo" and not cfg.algo.recurrent:
+        raise ConfigError("algo.rnn_lr", cfg.algo.rnn_lr, "is the learning rate of the recurrent core, and "
+                          "algo.recurrent=false has none: set algo.recurrent=true, or algo.rnn_lr=null")
+    for tau in ("target_tau", "tau"):
+        every = cfg.algo.get("target_sync_every", 1)
+        if tau in cfg.algo and every > 1 and cfg.algo[tau] < 1:
+            raise ConfigError("algo.target_sync_every", every, f"syncs the target every {every} updates and "
+                              f"algo.{tau}={cfg.algo[tau]:g} would move it only part of the way there: set "
+                              f"algo.{tau}=1 (a hard copy, as DQN's), or algo.target_sync_every=1 (a soft update "
+                              "every step)")
+
+
 def _check_against_env(cfg: DictConfig, spaces) -> None:
     """Settings that only make sense for episodes of at most ``spaces.step_limit`` steps."""
     limit = spaces.step_limit
@@ -389,6 +404,10 @@ def _check_hindsight(cfg: DictConfig, spaces) -> None:
     if spaces.goal_problem:
         raise ConfigError("env.id", cfg.env.id, f"{spaces.goal_problem}; {what} needs a goal environment, "
                           "e.g. env=bit_flipping, or sampler.her_ratio=0")
+    if cfg.env.previous_reward:
+        raise ConfigError("env.previous_reward", True, f"{what} recomputes rewards for new goals, and a reward "
+                          "observed at the next step would still be the old goal's: use env.previous_reward=false "
+                          "(env.previous_action=true is fine), or sampler.her_ratio=0")
     if cfg.sampler.get("her_state") == "recompute" and cfg.algo.initial_state == "zero":
         raise ConfigError("sampler.her_state", "recompute", "recomputes the state a relabelled slice starts from, "
                           "and algo.initial_state=zero starts every slice from a zero state: use "

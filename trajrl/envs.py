@@ -6,6 +6,7 @@ import contextlib
 import difflib
 import functools
 import importlib
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
@@ -181,6 +182,52 @@ class PointReach(gym.Env):
         return self._observation(), reward, False, self.t >= self.length, {"is_success": np.float32(reward == 0.0)}
 
 
+class PreviousActionReward(gym.Wrapper):
+    """Observes the action taken at the step before (``previous_action``: gymnasium's flat form
+    of it, one-hot for discrete actions) and its reward (``previous_reward``), both zero at an
+    episode's first step, beside the observation: a ``Dict`` with them added (the observation's
+    own keys kept), as POPGym's wrapper and Ni et al.'s recurrent agents take them."""
+
+    def __init__(self, env: gym.Env, action: bool = True, reward: bool = False):
+        super().__init__(env)
+        self.action, self.reward = action, reward
+        space = env.observation_space
+        # In the observation's own key order, the added keys last: its parts keep their place in the flat form.
+        parts = OrderedDict(space.spaces if isinstance(space, gym.spaces.Dict) else {"observation": space})
+        taken = gym.spaces.flatten_space(env.action_space)
+        if action:
+            parts["previous_action"] = gym.spaces.Box(taken.low.astype(np.float32), taken.high.astype(np.float32),
+                                                      dtype=np.float32)
+        if reward:
+            parts["previous_reward"] = gym.spaces.Box(-np.inf, np.inf, (1,), dtype=np.float32)
+        self.observation_space = gym.spaces.Dict(parts)
+        self.wraps_dict = isinstance(space, gym.spaces.Dict)
+
+    def _observe(self, obs: Any, action: Any, reward: float) -> dict:
+        out = OrderedDict(obs) if self.wraps_dict else OrderedDict(observation=obs)
+        if self.action:
+            box = self.observation_space["previous_action"]
+            out["previous_action"] = (np.zeros(box.shape, np.float32) if action is None else np.clip(
+                gym.spaces.flatten(self.env.action_space, action).astype(np.float32), box.low, box.high))
+        if self.reward:
+            out["previous_reward"] = np.array([reward], np.float32)
+        return out
+
+    def reset(self, **kwargs):
+        obs, info = self.env.reset(**kwargs)
+        return self._observe(obs, None, 0.0), info
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        return self._observe(obs, action, float(reward)), reward, terminated, truncated, info
+
+
+def with_previous(env: gym.Env, action: bool = False, reward: bool = False) -> gym.Env:
+    """``env`` observing its previous action and reward where asked (``env.previous_action``,
+    ``env.previous_reward``), as it is otherwise."""
+    return PreviousActionReward(env, action, reward) if action or reward else env
+
+
 def register() -> None:
     """Register trajrl's environment ids (idempotent)."""
     for env_id, entry_point in (
@@ -241,12 +288,20 @@ def stepping(env_id: str, doing: str, timeout_s: float | None = None) -> Iterato
 VECTORIZATION = ("sync", "async")
 
 
-def make_gym(env_id: str, kwargs: dict[str, Any], import_module: str | None = None) -> gym.Env:
-    """One gymnasium environment observing one flat vector (``trajrl.spaces``); picklable
-    by reference: async vector envs make theirs in subprocesses, where trajrl's ids and
-    the user's module must be registered."""
+def make_gym(env_id: str, kwargs: dict[str, Any], import_module: str | None = None,
+             previous_action: bool = False, previous_reward: bool = False) -> gym.Env:
+    """One gymnasium environment observing one flat vector (``trajrl.spaces``), with its
+    previous action and reward where asked (``with_previous``); picklable by reference:
+    async vector envs make theirs in subprocesses, where trajrl's ids and the user's
+    module must be registered."""
     import_env_module(import_module)
-    return flat_observations(gym.make(env_id, **kwargs))
+    return flat_observations(with_previous(gym.make(env_id, **kwargs), previous_action, previous_reward))
+
+
+def previous_of(env_cfg: Any) -> dict[str, bool]:
+    """``env.previous_action`` and ``env.previous_reward`` as ``make_gym``'s keyword arguments."""
+    return {"previous_action": bool(env_cfg.get("previous_action", False)),
+            "previous_reward": bool(env_cfg.get("previous_reward", False))}
 
 
 def make_vector(make: Callable[[], gym.Env], num_envs: int, vectorization: str = "sync") -> gym.vector.VectorEnv:
@@ -279,11 +334,13 @@ def env_spaces(env_cfg: Any, algo: str | None = None) -> EnvSpaces:
     import json
 
     kwargs = json.dumps(dict(env_cfg.kwargs or {}), sort_keys=True, default=str)
-    return _env_spaces(str(env_cfg.id), kwargs, env_cfg.get("import_module"), algo)
+    previous = previous_of(env_cfg)
+    return _env_spaces(str(env_cfg.id), kwargs, env_cfg.get("import_module"), algo, *previous.values())
 
 
 @functools.lru_cache(maxsize=32)
-def _env_spaces(env_id: str, kwargs_json: str, import_module: str | None, algo: str | None) -> EnvSpaces:
+def _env_spaces(env_id: str, kwargs_json: str, import_module: str | None, algo: str | None,
+                previous_action: bool = False, previous_reward: bool = False) -> EnvSpaces:
     import json
 
     kwargs = json.loads(kwargs_json)
@@ -295,6 +352,9 @@ def _env_spaces(env_id: str, kwargs_json: str, import_module: str | None, algo: 
     try:
         obs_space, act_space = env.observation_space, env.action_space
         kind = action_kind(act_space)
+        if kind is not None:  # the previous action's flat form needs a space gymnasium flattens
+            env = with_previous(env, previous_action, previous_reward)
+            obs_space = env.observation_space
         takes = ACTIONS.get(algo, (DISCRETE, CONTINUOUS))
         if kind not in takes:
             others = " or ".join(f"algo={name}" for name, kinds in ACTIONS.items() if kind in kinds)

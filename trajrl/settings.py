@@ -91,6 +91,11 @@ class EnvSettings:
     stepping: str = setting("lean", "how the collector steps its environments: lean: trajrl steps gymnasium itself "
                                     "and keeps the episode bookkeeping in bulk (what torchrl writes, faster); "
                                     "torchrl: TorchRL's GymWrapper and transforms", choices=("lean", "torchrl"))
+    previous_action: bool = setting(False, "observe the action taken at the step before as well (one-hot for "
+                                           "discrete actions; zeros at an episode's first step), as POPGym and "
+                                           "Ni et al. (2022) feed recurrent agents")
+    previous_reward: bool = setting(False, "observe the reward of the step before as well (0 at an episode's first "
+                                           "step)")
 
 
 # ---------------------------------------------------------------- collect
@@ -297,6 +302,8 @@ class NetworkSettings:
                                                "outside a random policy's statistics stay within a few units")
     gamma: float = setting(0.99, "discount", range=FRACTION)
     lr: float = setting(1e-3, "learning rate (Adam)", range=above(0))
+    rnn_lr: Optional[float] = setting(None, "learning rate of the recurrent core (LSTM/GRU), which RESeL (Lou et al., "
+                                            "2024) trains far slower than the rest; null: lr", range=above(0))
     max_grad_norm: float = setting(10.0, "gradient norm clipping", range=above(0))
     layer_norm: bool = setting(False, "layer-normalise each encoder's output, and the recurrent features of "
                                       "the Q-network and the critics")
@@ -317,8 +324,11 @@ class R2D2Settings(NetworkSettings):
     value_rescaling: bool = setting(False, "h(x) = sign(x)(sqrt(|x|+1)-1) + 1e-3 x on targets")
     lr_end: Optional[float] = setting(None, "decay lr linearly to this over the run's planned updates "
                                             "(null: constant)", range=at_least(0))
-    target_tau: float = setting(0.002, "soft update of the target network per gradient step",
-                                range=between(0, 1, low_open=True))
+    target_tau: float = setting(0.002, "share of the way the target network moves toward the online one at each "
+                                       "sync (1: a copy)", range=between(0, 1, low_open=True))
+    target_sync_every: int = setting(1, "updates between two target syncs (1: a soft update every step; with "
+                                        "target_tau=1, a hard copy every this many updates, as DQN's target network)",
+                                     range=at_least(1))
     eps_start: float = setting(1.0, "epsilon-greedy exploration at the start", range=FRACTION)
     eps_end: float = setting(0.05, "epsilon after eps_decay_frames", range=FRACTION)
     eps_decay_frames: int = setting(20_000, "frames over which epsilon anneals", range=at_least(0))
@@ -341,8 +351,10 @@ class RSACSettings(NetworkSettings):
     refresh_states_every: Optional[int] = setting(
         None, "recompute the actor's recurrent state stored with every step with the current actor every this "
               "many updates (null: never)", range=at_least(1))
-    tau: float = setting(0.005, "soft update of the target critics per gradient step",
-                         range=between(0, 1, low_open=True))
+    tau: float = setting(0.005, "share of the way the target critics move toward the critics at each sync (1: a "
+                                "copy)", range=between(0, 1, low_open=True))
+    target_sync_every: int = setting(1, "updates between two target syncs (1: a soft update every step; with tau=1, "
+                                        "a hard copy every this many updates)", range=at_least(1))
     init_alpha: float = setting(1.0, "initial entropy temperature (learnt)", range=above(0))
     target_entropy: Optional[float] = setting(None, "entropy the temperature aims at (null: -action size)",
                                               range=ANY_NUMBER)

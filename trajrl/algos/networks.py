@@ -256,15 +256,58 @@ def state_keys(rnn: nn.Module) -> list[str]:
 
 @torch.no_grad()
 def soft_update(target: nn.Module, source: nn.Module, tau: float) -> None:
-    """Polyak averaging: ``target += tau * (source - target)``, every parameter in one call."""
-    torch._foreach_lerp_(list(target.parameters()), list(source.parameters()), tau)
+    """Polyak averaging: ``target += tau * (source - target)``, every parameter in one call;
+    ``tau=1`` copies them exactly."""
+    if tau == 1:
+        torch._foreach_copy_(list(target.parameters()), list(source.parameters()))
+    else:
+        torch._foreach_lerp_(list(target.parameters()), list(source.parameters()), tau)
 
 
-def adam(params, lr: float, **kwargs) -> torch.optim.Adam:
+class TargetSync:
+    """When a target network follows its online one: every ``every`` updates it moves ``tau``
+    of the way (``soft_update``): a soft update each step (``every=1``), or DQN's hard copy
+    every ``every`` updates (``tau=1``)."""
+
+    def __init__(self, tau: float, every: int = 1):
+        self.tau, self.every = tau, every
+
+    def after(self, updates: int, target: nn.Module, source: nn.Module) -> bool:
+        """After the ``updates``-th update (counted from 1): sync if it is due; whether it was."""
+        if updates % self.every:
+            return False
+        soft_update(target, source, self.tau)
+        return True
+
+
+def recurrent_parameters(module: nn.Module) -> set[int]:
+    """The ids of ``module``'s parameters that belong to its recurrent cores (LSTM/GRU)."""
+    return {id(p) for m in module.modules() if isinstance(m, (nn.LSTM, nn.GRU)) for p in m.parameters()}
+
+
+def adam(params, lr: float, rnn_lr: float | None = None, **kwargs) -> torch.optim.Adam:
     """Adam with its fused step: one kernel over every parameter, where torch picks its
     per-parameter loop on a CPU; the same arithmetic (``tests/test_speedups.py``;
-    ``scripts/bench_pipeline.py`` times both)."""
-    return torch.optim.Adam(params, lr=lr, fused=True, **kwargs)
+    ``scripts/bench_pipeline.py`` times both). Given a module and ``rnn_lr``, its recurrent
+    cores learn at ``rnn_lr`` and the rest at ``lr`` (two parameter groups). Each group keeps
+    its rate in ``base_lr``, which schedules scale (``scale_lr``)."""
+    if isinstance(params, nn.Module):
+        module, params = params, list(params.parameters())
+        if rnn_lr is not None:
+            core = recurrent_parameters(module)
+            params = [{"params": [p for p in params if id(p) not in core], "lr": lr},
+                      {"params": [p for p in params if id(p) in core], "lr": rnn_lr}]
+            params = [group for group in params if group["params"]]
+    optimizer = torch.optim.Adam(params, lr=lr, fused=True, **kwargs)
+    for group in optimizer.param_groups:
+        group["base_lr"] = group["lr"]
+    return optimizer
+
+
+def scale_lr(optimizer: torch.optim.Optimizer, factor: float) -> None:
+    """Each parameter group's learning rate at ``factor`` times its own (``base_lr``)."""
+    for group in optimizer.param_groups:
+        group["lr"] = group.setdefault("base_lr", group["lr"]) * factor
 
 
 class CpuCopies:

@@ -25,7 +25,8 @@ from torch import nn
 from torch.distributions import Categorical, Independent, Normal
 from torchrl.modules import IndependentNormal, ProbabilisticActor
 
-from trajrl.algos.networks import Inputs, Parts, KeyedModule, acting_core, adam, encoder, recurrent_core, track_observations
+from trajrl.algos.networks import (Inputs, Parts, KeyedModule, acting_core, adam, encoder, recurrent_core, scale_lr,
+                                   track_observations)
 from trajrl.algos.sequences import observations_with_next, without_padding_columns
 from trajrl.replay.episodes import MASK_KEY
 from trajrl.settings import PPOSettings
@@ -198,7 +199,7 @@ class PPO:
         ``total_frames``: the run's, over which the learning rate anneals (``anneal_lr``)."""
         self.net = net
         self.settings, self.minibatch_episodes, self.total_frames = settings, minibatch_episodes, total_frames
-        self.optimizer = adam(net.parameters(), lr=settings.lr, eps=1e-5)
+        self.optimizer = adam(net, lr=settings.lr, rnn_lr=settings.rnn_lr, eps=1e-5)
         self.generator = torch.Generator().manual_seed(seed)
         self.reward_scale = RewardScale(settings.gamma) if settings.normalize_rewards else None
         self.updates = 0
@@ -258,8 +259,7 @@ class PPO:
         s, mask = self.settings, batch.get(MASK_KEY)
         self.frames_seen += int(mask.sum())
         if s.anneal_lr:
-            for group in self.optimizer.param_groups:
-                group["lr"] = s.lr * max(0.0, 1.0 - self.frames_seen / self.total_frames)
+            scale_lr(self.optimizer, max(0.0, 1.0 - self.frames_seen / self.total_frames))
         advantage, returns = self.advantages(batch)
         totals: dict[str, float] = {}
         steps = 0

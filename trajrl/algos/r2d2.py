@@ -20,8 +20,8 @@ from tensordict.nn import TensorDictSequential
 from torch import nn
 from torchrl.modules import EGreedyModule, QValueModule
 
-from trajrl.algos.networks import (Inputs, Parts, KeyedModule, acting_core, adam, encoder, recurrent_core, soft_update,
-                                   state_keys, track_observations)
+from trajrl.algos.networks import (Inputs, Parts, KeyedModule, TargetSync, acting_core, adam, encoder, recurrent_core,
+                                   scale_lr, state_keys, track_observations)
 from trajrl.algos.sequences import learned_steps, observations_with_next, stored_state, without_padding_columns
 from trajrl.replay.batches import TD_KEY
 from trajrl.settings import R2D2Settings
@@ -109,7 +109,8 @@ class R2D2:
         self.qnet = qnet
         self.target = copy.deepcopy(qnet).requires_grad_(False)
         self.settings, self.burn_in, self.planned_updates = settings, burn_in, planned_updates
-        self.optimizer = adam(qnet.parameters(), lr=settings.lr)
+        self.optimizer = adam(qnet, lr=settings.lr, rnn_lr=settings.rnn_lr)
+        self.target_sync = TargetSync(settings.target_tau, settings.target_sync_every)
         self.updates = 0
 
     @property
@@ -184,8 +185,8 @@ class R2D2:
         self.set_lr()
         grad_norm = nn.utils.clip_grad_norm_(self.qnet.parameters(), s.max_grad_norm)
         self.optimizer.step()
-        self.soft_update_target()
         self.updates += 1
+        self.target_sync.after(self.updates, self.target, self.qnet)
 
         abs_td = td.detach().abs()
         td_error = torch.full(full.shape, float("nan"), device=full.device)
@@ -216,15 +217,12 @@ class R2D2:
         return ret + (s.gamma ** m) * alive * bootstrap.gather(-1, last)
 
     def set_lr(self) -> None:
-        """The learning rate of this update: ``lr`` decayed linearly to ``lr_end``."""
+        """The learning rates of this update: ``lr`` decayed linearly to ``lr_end``, and the
+        recurrent core's (``rnn_lr``) in the same proportion."""
         s = self.settings
         if s.lr_end is not None and self.planned_updates > 0:
             progress = min(1.0, self.updates / self.planned_updates)
-            for group in self.optimizer.param_groups:
-                group["lr"] = s.lr + (s.lr_end - s.lr) * progress
-
-    def soft_update_target(self) -> None:
-        soft_update(self.target, self.qnet, self.settings.target_tau)
+            scale_lr(self.optimizer, (s.lr + (s.lr_end - s.lr) * progress) / s.lr)
 
     def state_dict(self) -> dict:
         return {"qnet": self.qnet.state_dict(), "target": self.target.state_dict(),

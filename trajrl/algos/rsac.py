@@ -22,7 +22,7 @@ from torch import nn
 from torchrl.envs.utils import ExplorationType, exploration_type
 from torchrl.modules import MLP
 
-from trajrl.algos.networks import (Inputs, Parts, KeyedModule, acting_core, adam, encoder, recurrent_core, soft_update,
+from trajrl.algos.networks import (Inputs, Parts, KeyedModule, TargetSync, acting_core, adam, encoder, recurrent_core,
                                    state_keys, track_observations)
 from trajrl.algos.sequences import learned_steps, observations_with_next, stored_state, without_padding_columns
 from trajrl.replay.episodes import MASK_KEY
@@ -127,8 +127,9 @@ class RSAC:
         action_dim = actor.head.loc.numel()
         self.target_entropy = settings.target_entropy if settings.target_entropy is not None else -float(action_dim)
         self.log_alpha = torch.tensor(math.log(settings.init_alpha), device=self.device, requires_grad=True)
-        self.actor_optimizer = adam(actor.parameters(), lr=settings.lr)
-        self.critic_optimizer = adam(critics.parameters(), lr=settings.lr)
+        self.actor_optimizer = adam(actor, lr=settings.lr, rnn_lr=settings.rnn_lr)
+        self.critic_optimizer = adam(critics, lr=settings.lr, rnn_lr=settings.rnn_lr)
+        self.target_sync = TargetSync(settings.tau, settings.target_sync_every)
         self.alpha_optimizer = adam([self.log_alpha], lr=settings.lr)
         self.updates = 0
 
@@ -194,16 +195,13 @@ class RSAC:
         alpha_loss.backward()
         self.alpha_optimizer.step()
 
-        self.soft_update_targets()
         self.updates += 1
+        self.target_sync.after(self.updates, self.target_critics, self.critics)
         return {
             "critic_loss": critic_loss.item(), "actor_loss": actor_loss.item(), "alpha": alpha.item(),
             "entropy": entropy.item(), "q_mean": (q_taken[0].detach() * learn).sum().item() / n_learn.item(),
             "critic_grad_norm": float(critic_grad), "learn_frac": learn.float().mean().item(),
         }
-
-    def soft_update_targets(self) -> None:
-        soft_update(self.target_critics, self.critics, self.settings.tau)
 
     def state_dict(self) -> dict:
         return {"actor": self.actor.state_dict(), "critics": self.critics.state_dict(),

@@ -24,7 +24,7 @@ from torchrl.envs.transforms import Transform
 from trajrl.collect.counters import CountSteps, WorkerCounters, parent_alive
 from trajrl.collect.faults import FaultLog, RestartOnError, read_faults
 from trajrl.collect.lean import LeanEnv
-from trajrl.envs import make_gym, make_vector, stepping
+from trajrl.envs import make_gym, make_vector, previous_of, stepping
 from trajrl.replay.lanes import WORKER_KEY
 from trajrl.training.interrupts import stacks_on_sigusr1
 
@@ -57,7 +57,8 @@ def make_env(env_id: str, kwargs: dict[str, Any], import_module: str | None = No
              counts: torch.Tensor | None = None, slot: int = 0, num_envs: int = 1,
              vectorization: str = "sync", gate: torch.Tensor | None = None,
              wrap: Callable[[gym.Env], gym.Env] | None = None, restarts: Restarts | None = None,
-             fixed_frames: bool = False, success: bool = False, lean: bool = False) -> EnvBase:
+             fixed_frames: bool = False, success: bool = False, lean: bool = False,
+             previous_action: bool = False, previous_reward: bool = False) -> EnvBase:
     """One environment, or a vector of ``num_envs`` (batch size ``[num_envs]``), with
     episode bookkeeping (and the recurrent-state primer, if given).
 
@@ -73,8 +74,9 @@ def make_env(env_id: str, kwargs: dict[str, Any], import_module: str | None = No
     ``success``: each step carries ``is_success`` from the environment's info (goal
     environments say whether the goal is reached; 0 where one does not say).
     ``lean``: the stack is stepped by ``LeanEnv`` (``env.stepping=lean``: the same steps, in bulk).
+    ``previous_action``, ``previous_reward``: observed as well (``env.previous_action``: ``make_gym``).
     """
-    make = functools.partial(make_gym, env_id, dict(kwargs), import_module)
+    make = functools.partial(make_gym, env_id, dict(kwargs), import_module, previous_action, previous_reward)
     if restarts is not None:
         make = functools.partial(restarts.wrap, make, slot)
     if num_envs > 1:
@@ -172,7 +174,7 @@ def env_factory(env_cfg, primer=None, counters: WorkerCounters | None = None,
         num_envs=int(num_envs if num_envs is not None else env_cfg.get("num_envs", 1)),
         vectorization=vectorization or str(env_cfg.get("vectorization", "sync")),
         gate=counters.gate if counters is not None else None, restarts=restarts, fixed_frames=fixed_frames,
-        success=success, lean=stepping == "lean",
+        success=success, lean=stepping == "lean", **previous_of(env_cfg),
     )
 
 
@@ -186,7 +188,7 @@ def observation_stats(env_cfg, steps: int, seed: int,
                       step_timeout_s: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Mean and std of observations under a uniformly random policy (fixed for the run);
     an environment call that takes longer than ``step_timeout_s`` fails."""
-    env = make_gym(env_cfg.id, dict(env_cfg.kwargs or {}), env_cfg.get("import_module"))
+    env = make_gym(env_cfg.id, dict(env_cfg.kwargs or {}), env_cfg.get("import_module"), **previous_of(env_cfg))
     env.action_space.seed(seed)
     doing = f"trajrl measured its observations ({steps:,} random steps for algo.normalize_observations=true)"
     try:

@@ -47,7 +47,7 @@ def record_video(cfg, agent, folder: str | Path, which: str = "best", seed: int 
     from torchrl.envs.utils import ExplorationType, set_exploration_type
 
     from trajrl.collect.env import make_env
-    from trajrl.envs import env_spaces
+    from trajrl.envs import env_spaces, previous_of
 
     folder = Path(folder)
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # pygame draws off-screen: no display needed
@@ -60,7 +60,8 @@ def record_video(cfg, agent, folder: str | Path, which: str = "best", seed: int 
     kwargs = {**dict(cfg.env.kwargs or {}), "render_mode": "rgb_array"}
     record = lambda env: gym.wrappers.RecordVideo(env, str(folder), name_prefix=which,  # noqa: E731
                                                   episode_trigger=lambda episode: episode == 0)
-    env = make_env(cfg.env.id, kwargs, cfg.env.import_module, primer=agent.primer, wrap=record)
+    env = make_env(cfg.env.id, kwargs, cfg.env.import_module, primer=agent.primer, wrap=record,
+                   **previous_of(cfg.env))
     env.set_seed(seed)
     try:
         with set_exploration_type(ExplorationType.DETERMINISTIC), torch.no_grad():

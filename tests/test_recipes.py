@@ -1,0 +1,224 @@
+"""What the learning recipes need: the previous action and reward as inputs, a hard target
+sync every N updates, a slower recurrent core, and time limits that bootstrap where
+terminations do not, for each algorithm."""
+import copy
+
+import pytest
+import torch
+from tensordict import TensorDict
+
+import trajrl
+from trajrl.algos.networks import recurrent_parameters
+from trajrl.algos.ppo import PPO, ActorCritic
+from trajrl.algos.r2d2 import R2D2, RecurrentQNet
+from trajrl.algos.rsac import RSAC, RecurrentActor, RecurrentCritic
+from trajrl.replay.episodes import MASK_KEY
+from trajrl.settings import PPOSettings, R2D2Settings, RSACSettings
+from helpers import acting_rollout, slices, wait_for_frames
+
+PREVIOUS = ["env.previous_action=true", "env.previous_reward=true"]
+
+
+def check_previous_inputs(steps, observed: int, actions: int) -> int:
+    """Within each episode of ``steps`` (``[T]``, consecutive), the observation's previous
+    action (one-hot) and reward are the step before's, and zero at its first step; the
+    number of steps checked after a first one."""
+    obs = steps["observation"]
+    previous_action, previous_reward = obs[:, observed:observed + actions], obs[:, observed + actions]
+    first = steps["is_init"].reshape(-1)
+    assert (previous_action[first] == 0).all() and (previous_reward[first] == 0).all()
+    later = (~first[1:]).nonzero().reshape(-1) + 1
+    taken = torch.nn.functional.one_hot(steps["action"][later - 1].reshape(-1).long(), actions).float()
+    torch.testing.assert_close(previous_action[later], taken, rtol=0, atol=0)
+    torch.testing.assert_close(previous_reward[later], steps["next", "reward"][later - 1].reshape(-1), rtol=0, atol=0)
+    return len(later)
+
+
+def test_the_previous_action_and_reward_are_the_step_befores_in_acting_and_in_the_stored_slices():
+    cfg = trajrl.compose(["collector=sync", "debug=smoke", "algo.eps_start=0.5", "storage.capacity=2000",
+                          "+env.kwargs.max_episode_steps=40", *PREVIOUS])
+    with trajrl.build(cfg) as pipe:
+        # Acting: the observation the policy acts on carries them (CartPole: 2 observed numbers, 2 actions).
+        steps = acting_rollout(pipe, 300)
+        assert steps["observation"].shape[-1] == 2 + 2 + 1
+        assert check_previous_inputs(steps, 2, 2) > 200
+        assert steps["is_init"].sum() >= 3
+        # The network reads them from the observation it stores: the learner's pass gives the acted Q-values.
+        state = tuple(steps[k][:1].transpose(0, 1) for k in ("recurrent_state_h", "recurrent_state_c"))
+        end = int(steps["next", "done"].reshape(-1).nonzero()[0]) + 1
+        with torch.no_grad():
+            q = pipe.algo.qnet.sequence_q(steps["observation"][:end].unsqueeze(0), state)[0]
+        torch.testing.assert_close(q, steps["action_value"][:end], rtol=1e-5, atol=1e-5)
+        # Stored slices: the same relation inside each sampled slice, zero where a slice starts its episode.
+        pipe.collector.start()
+        try:
+            wait_for_frames(pipe, 600)
+        finally:
+            pipe.collector.async_shutdown()
+        checked = 0
+        for _ in range(5):
+            batch = pipe.sequences.sample()
+            for row in range(batch.shape[0]):
+                valid = batch[row][batch[row].get(MASK_KEY)]
+                checked += check_previous_inputs(valid, 2, 2)
+        assert checked > 500
+
+
+def test_a_goal_environment_keeps_its_goals_beside_the_previous_action():
+    """The previous action joins a Dict observation as a key of its own: the goals' place in the
+    flat observation still names the goals (hindsight relabels them)."""
+    from trajrl.config import validate
+    from trajrl.envs import env_spaces
+
+    plain = validate(trajrl.compose(["experiment=r2d2_bit_flipping_her", "debug=smoke"]))
+    cfg = validate(trajrl.compose(["experiment=r2d2_bit_flipping_her", "debug=smoke",
+                                          "env.previous_action=true"]))
+    before, after = env_spaces(plain.env, "r2d2"), env_spaces(cfg.env, "r2d2")
+    n = plain.env.kwargs.n
+    assert after.observations == before.observations + n + 1  # one-hot of n + 1 actions
+    assert after.goal == before.goal  # achieved_goal, desired_goal come first in the Dict's key order
+    assert after.goal_problem == ""
+
+
+def test_the_hard_target_sync_copies_exactly_every_n_updates():
+    torch.manual_seed(0)
+    algo = R2D2(RecurrentQNet(2, 2, [8], 8), R2D2Settings(target_tau=1.0, target_sync_every=3, lr=1e-2))
+    batch = slices([12, 5, 1, 9], horizon=12)
+    batch["action"] = torch.randint(2, (4, 12, 1))
+    equal = lambda: all(torch.equal(a, b) for a, b in zip(algo.target.parameters(), algo.qnet.parameters()))  # noqa: E731
+    last_sync = copy.deepcopy(algo.target.state_dict())
+    for update in range(1, 10):
+        algo.update(batch.clone())
+        if update % 3 == 0:
+            assert equal(), f"update {update}: the target is not a copy"
+            last_sync = copy.deepcopy(algo.target.state_dict())
+        else:
+            assert not equal()
+            assert all(torch.equal(v, last_sync[k]) for k, v in algo.target.state_dict().items())
+
+
+def test_a_soft_target_moves_tau_of_the_way_at_every_update():
+    torch.manual_seed(0)
+    algo = R2D2(RecurrentQNet(2, 2, [8], 8), R2D2Settings(target_tau=0.25, lr=1e-2))
+    batch = slices([12, 5, 1, 9], horizon=12)
+    batch["action"] = torch.randint(2, (4, 12, 1))
+    before = [p.clone() for p in algo.target.parameters()]
+    algo.update(batch)
+    for old, new, online in zip(before, algo.target.parameters(), algo.qnet.parameters()):
+        torch.testing.assert_close(new, old + 0.25 * (online - old))
+
+
+@pytest.mark.parametrize("algo_name", ["r2d2", "rsac", "ppo"])
+def test_the_recurrent_core_learns_at_its_own_rate(algo_name):
+    """Adam's first step moves each parameter by about its group's learning rate: the LSTM's by
+    at most ``rnn_lr``, the rest by up to ``lr``."""
+    torch.manual_seed(0)
+    lr, rnn_lr = 1e-2, 1e-5
+    if algo_name == "r2d2":
+        algo = R2D2(RecurrentQNet(2, 2, [8], 8), R2D2Settings(lr=lr, rnn_lr=rnn_lr))
+        nets, batch = [algo.qnet], slices([12, 5, 1, 9], horizon=12)
+        batch["action"] = torch.randint(2, (4, 12, 1))
+    elif algo_name == "rsac":
+        low, high = -2 * torch.ones(1), 2 * torch.ones(1)
+        actor = RecurrentActor(2, 1, [8], 8, "lstm", low, high)
+        critics = torch.nn.ModuleList(RecurrentCritic(2, 1, [8], 8, "lstm") for _ in range(2))
+        algo = RSAC(actor, critics, RSACSettings(lr=lr, rnn_lr=rnn_lr))
+        nets, batch = [actor, critics], slices([12, 5, 1, 9], horizon=12)
+    else:
+        net = ActorCritic(2, 2, [8], "lstm", 8)
+        algo = PPO(net, PPOSettings(lr=lr, rnn_lr=rnn_lr, recurrent=True, epochs=1, anneal_lr=False),
+                   minibatch_episodes=4)
+        nets, batch = [net], ppo_episodes([12, 5, 1, 9], terminated=True)
+    before = [copy.deepcopy(net) for net in nets]
+    algo.update(batch)
+    for net, old in zip(nets, before):
+        core = recurrent_parameters(net)
+        assert core
+        for (name, new), old_p in zip(net.named_parameters(), old.parameters()):
+            moved = (new - old_p).abs().max().item()
+            if id(new) in core:
+                assert moved <= rnn_lr * 1.01, name
+            elif moved > 0:
+                assert moved <= lr * 1.01, name
+        heads = [(new - old_p).abs().max().item() for new, old_p in zip(net.parameters(), old.parameters())
+                 if id(new) not in core]
+        assert max(heads) > 0.5 * lr
+
+
+# ---------------------------------------------------------------- time limits
+def ppo_episodes(lengths, terminated: bool, seed: int = 0):
+    gen = torch.Generator().manual_seed(seed)
+    n, horizon = len(lengths), max(lengths)
+    mask = torch.arange(horizon) < torch.tensor(lengths).unsqueeze(-1)
+    last = torch.zeros(n, horizon, 1, dtype=torch.bool)
+    last[torch.arange(n), torch.tensor(lengths) - 1] = True
+    return TensorDict({
+        "observation": torch.randn(n, horizon, 2, generator=gen),
+        "action": torch.randint(2, (n, horizon), generator=gen),
+        "action_log_prob": -torch.rand(n, horizon, generator=gen),
+        "is_init": (torch.arange(horizon) == 0).expand(n, horizon).unsqueeze(-1),
+        MASK_KEY: mask,
+        ("next", "observation"): torch.randn(n, horizon, 2, generator=gen),
+        ("next", "reward"): torch.ones(n, horizon, 1),
+        ("next", "terminated"): last & terminated,
+        ("next", "truncated"): last & (not terminated),
+        ("next", "done"): last.clone(),
+    }, [n, horizon])
+
+
+def ending_batch(terminated: bool):
+    """Slices ending their episodes at their last valid step: terminated there, or cut by the time limit."""
+    batch = slices([12, 5, 1, 9], horizon=12)
+    lengths = batch.get(MASK_KEY).sum(-1)
+    last = torch.zeros(4, 12, 1, dtype=torch.bool)
+    last[torch.arange(4), lengths - 1] = True
+    batch["action"] = torch.randint(2, (4, 12, 1), generator=torch.Generator().manual_seed(1))
+    batch["next", "terminated"] = last & terminated
+    batch["next", "truncated"] = last & (not terminated)
+    batch["next", "done"] = last.clone()
+    return batch, lengths
+
+
+def with_other_last_observation(batch, lengths):
+    """The same batch with another observation after each slice's last valid step."""
+    other = batch.clone()
+    other["next", "observation"][torch.arange(4), lengths - 1] += 3.0
+    return other
+
+
+def r2d2_loss(batch) -> float:
+    torch.manual_seed(0)
+    algo = R2D2(RecurrentQNet(2, 2, [8], 8), R2D2Settings(n_step=1, gamma=0.9))
+    return algo.update(batch)["loss"]
+
+
+def rsac_critic_loss(batch) -> float:
+    torch.manual_seed(0)
+    low, high = -2 * torch.ones(1), 2 * torch.ones(1)
+    actor = RecurrentActor(2, 1, [8], 8, "lstm", low, high)
+    critics = torch.nn.ModuleList(RecurrentCritic(2, 1, [8], 8, "lstm") for _ in range(2))
+    algo = RSAC(actor, critics, RSACSettings(gamma=0.9))
+    torch.manual_seed(1)  # the actor's sampled actions: the same in both passes
+    return algo.update(batch)["critic_loss"]
+
+
+def ppo_advantages(batch) -> torch.Tensor:
+    torch.manual_seed(0)
+    algo = PPO(ActorCritic(2, 2, [8], "lstm", 8), PPOSettings(recurrent=True, gamma=0.9))
+    return algo.advantages(batch)[0]
+
+
+@pytest.mark.parametrize("algo_name", ["r2d2", "rsac", "ppo"])
+def test_a_time_limit_bootstraps_from_the_next_observation_and_a_termination_does_not(algo_name):
+    """What the learner learns at an episode's last step depends on the observation after it when
+    the episode was cut by its time limit (the value there is bootstrapped), and not when it ended."""
+    learn = {"r2d2": r2d2_loss, "rsac": rsac_critic_loss}.get(algo_name)
+    for terminated in (True, False):
+        if algo_name == "ppo":
+            lengths = torch.tensor([12, 5, 1, 9])
+            batch = ppo_episodes(lengths.tolist(), terminated)
+            moved = not torch.equal(ppo_advantages(batch), ppo_advantages(with_other_last_observation(batch, lengths)))
+        else:
+            batch, lengths = ending_batch(terminated)
+            moved = learn(batch.clone()) != learn(with_other_last_observation(batch, lengths))
+        assert moved is (not terminated), f"terminated={terminated}: the next observation {'mattered' if moved else 'did not matter'}"
