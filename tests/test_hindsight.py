@@ -100,7 +100,7 @@ def test_a_relabelled_slice_starts_from_the_state_the_network_has_over_its_episo
     only, for an environment that shows its goal there only), gives the slice's initial
     state (checked here with one LSTM call per row over that prefix)."""
     memory = ["+env.kwargs.goal_first_step_only=true"] if first_step_only else []
-    cfg = bit_flipping("slice", "sampler.her_ratio=1.0", *memory)
+    cfg = bit_flipping("slice", "sampler.her_ratio=1.0", "sampler.state_every=null", *memory)  # every step's state
     with filled(cfg) as pipe:
         stored = pipe.buffer.storage[: len(pipe.buffer.storage)]
         batch = pipe.sequences.sample()
@@ -131,7 +131,7 @@ def test_a_relabelled_slice_starts_from_the_state_the_network_has_over_its_episo
 
 
 def test_a_partial_ratio_relabels_that_share_and_leaves_the_rest_as_stored():
-    cfg = bit_flipping("slice", "sampler.her_ratio=0.5")
+    cfg = bit_flipping("slice", "sampler.her_ratio=0.5", "sampler.state_every=null")  # every step's state stored
     with filled(cfg) as pipe:
         stored = pipe.buffer.storage[: len(pipe.buffer.storage)]
         batches = [pipe.sequences.sample() for _ in range(10)]

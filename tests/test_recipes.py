@@ -222,3 +222,29 @@ def test_a_time_limit_bootstraps_from_the_next_observation_and_a_termination_doe
             batch, lengths = ending_batch(terminated)
             moved = learn(batch.clone()) != learn(with_other_last_observation(batch, lengths))
         assert moved is (not terminated), f"terminated={terminated}: the next observation {'mattered' if moved else 'did not matter'}"
+
+
+# ---------------------------------------------------------------- sampler.state_every=auto
+@pytest.mark.parametrize("overrides, expected", [
+    ([], 30),                                                  # slice_len 40 - burn_in 10
+    (["sampler.slice_len=20", "sampler.burn_in=5"], 15),
+    (["sampler.weighting=episode"], None),                     # TorchRL's slices start anywhere
+    (["algo.initial_state=zero"], None),                       # no stored state is read
+    (["algo.refresh_states_every=100"], None),                 # every step's state is recomputed
+    (["trajs_per_batch=null"], None),                          # fixed-frame lanes keep every step's state
+    (["sampler=prioritized_slice"], 30),
+])
+def test_state_every_auto_keeps_a_state_where_slices_can_start_and_every_step_elsewhere(overrides, expected):
+    from trajrl.config import validate
+
+    cfg = validate(trajrl.compose(["sampler.state_every=auto", *overrides]))
+    assert cfg.sampler.state_every == expected
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "often"])
+def test_state_every_out_of_its_range_is_refused_naming_what_works(value):
+    from trajrl.config import validate
+    from trajrl.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"sampler.state_every=.*must be >= 1, null or auto"):
+        validate(trajrl.compose([f"sampler.state_every={value}"]))

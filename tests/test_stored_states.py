@@ -20,7 +20,8 @@ def stored(buffer):
 @pytest.mark.parametrize("algo, env, rnn", [("r2d2", "cartpole_novel", "lstm"), ("rsac", "pendulum_novel", "gru")])
 def test_refreshed_states_are_the_ones_the_current_network_reaches_from_each_episode_start(algo, env, rnn):
     cfg = trajrl.compose([f"algo={algo}", f"env={env}", f"algo.rnn={rnn}", "collector=sync", "debug=smoke",
-                          "storage.capacity=1500", "+env.kwargs.max_episode_steps=120"])
+                          "storage.capacity=1500", "+env.kwargs.max_episode_steps=120",
+                          "sampler.state_every=null"])  # every step's state stored, as refreshing needs
     with trajrl.build(cfg) as pipe:
         pipe.collector.start()
         wait_for_frames(pipe, 2500)  # the storage has wrapped around

@@ -50,8 +50,8 @@ def is_checked(cfg: DictConfig) -> bool:
 def validate(cfg: DictConfig) -> DictConfig:
     """Check every setting and the ones that depend on each other; raise ConfigError.
 
-    Returns the config converted to the schema's types, with ``storage.ndim``
-    resolved from ``auto``, read-only. Makes one instance of the environment
+    Returns the config converted to the schema's types, with ``storage.ndim`` and
+    ``sampler.state_every`` resolved from ``auto``, read-only. Makes one instance of the environment
     (gymnasium only) to check its id, spaces and episode step limit.
     """
     if is_checked(cfg):
@@ -60,6 +60,7 @@ def validate(cfg: DictConfig) -> DictConfig:
 
     cfg = typed(cfg)
     S.check_ranges(cfg)
+    _resolve_state_every(cfg)
     _check_device(cfg.device)
     _check_collector(cfg)
     if cfg.algo.name in S.ON_POLICY_ALGOS:
@@ -279,6 +280,18 @@ def _check_off_policy(cfg: DictConfig) -> None:
                else "sampler=episode starts every sequence at its episode's first step, from a zero state")
         raise ConfigError("algo.refresh_states_every", refresh,
                           f"{why}: no stored state is read; leave it null or use the stored states")
+
+
+def _resolve_state_every(cfg: DictConfig) -> None:
+    """``sampler.state_every=auto``: ``slice_len - burn_in`` (the most that leaves no step
+    unlearnt) where slices start from a stored state of complete episodes, else null."""
+    if cfg.sampler.get("state_every") != "auto":
+        return
+    reads_stored_state = (cfg.algo.name not in S.ON_POLICY_ALGOS and cfg.trajs_per_batch is not None
+                          and cfg.sampler.get("weighting", "step") == "step"
+                          and cfg.algo.get("initial_state") != "zero" and cfg.algo.get("refresh_states_every") is None)
+    most = cfg.sampler.slice_len - cfg.sampler.burn_in
+    cfg.sampler.state_every = most if reads_stored_state and most >= 1 else None
 
 
 def _check_state_every(cfg: DictConfig) -> None:

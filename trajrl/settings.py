@@ -62,10 +62,12 @@ ANY_NUMBER = Range()
 FRACTION = between(0, 1)
 
 
-def setting(default: Any, help: str, *, range: Range | None = None, choices: tuple[str, ...] | None = None) -> Any:
-    """A dataclass field with its description and its range (numbers) or choices (names).
+def setting(default: Any, help: str, *, range: Range | None = None, choices: tuple[str, ...] | None = None,
+            auto: bool = False) -> Any:
+    """A dataclass field with its description and its range (numbers) or choices (names);
+    ``auto``: the value "auto" is admitted too (trajrl derives it from other settings).
     A list default is copied for each instance."""
-    metadata = {"help": help, "range": range, "choices": choices}
+    metadata = {"help": help, "range": range, "choices": choices, "auto": auto}
     if isinstance(default, (list, dict)):
         return field(default_factory=lambda: type(default)(default), metadata=metadata)
     return field(default=default, metadata=metadata)
@@ -235,10 +237,11 @@ class SliceSamplerSettings:
 
 
 def state_every() -> Any:
-    return setting(None, "keep the recurrent state only at every k-th step of each episode (k, 2k, ...; zero at "
-                         "its first step) and start slices only there, at the one at or before a drawn step "
-                         "(R2D2's stored sequence starts); a slice ends at its episode's end; null: every step",
-                   range=at_least(1))
+    return setting("auto", "keep the recurrent state only at every k-th step of each episode (k, 2k, ...; zero at "
+                           "its first step) and start slices only there, at the one at or before a drawn step "
+                           "(R2D2's stored sequence starts); a slice ends at its episode's end; null: every step; "
+                           "auto: slice_len - burn_in (slices overlap by their burn-in) where slices read a stored "
+                           "state from complete episodes, else null", range=at_least(1), auto=True)
 
 
 @dataclass
@@ -247,7 +250,7 @@ class StepSliceSamplerSettings(SliceSamplerSettings):
     weighting: str = setting("step", "step: every stored step equally likely to start a slice (long episodes get "
                                       "their share); episode: every stored episode equally likely (TorchRL's "
                                       "SliceSampler)", choices=("step", "episode"))
-    state_every: Optional[int] = state_every()
+    state_every: Any = state_every()
 
 
 @dataclass
@@ -257,7 +260,7 @@ class PrioritizedSliceSamplerSettings(SliceSamplerSettings):
     beta: float = setting(0.4, "importance-sampling exponent", range=FRACTION)
     eta: float = setting(0.9, "priority of a sequence: eta * max |td| + (1 - eta) * mean |td| (R2D2)",
                          range=FRACTION)
-    state_every: Optional[int] = state_every()
+    state_every: Any = state_every()
 
 
 @dataclass
@@ -517,7 +520,7 @@ def check_section(group: str, section: Any) -> None:
 
 def check_value(key: str, f: Any, value: Any) -> None:
     """``value`` (or each item of a list) against the range or choices declared with field ``f``."""
-    if value is None or f.metadata.get("help") is None:
+    if value is None or f.metadata.get("help") is None or (value == "auto" and f.metadata.get("auto")):
         return
     span, choices = f.metadata.get("range"), f.metadata.get("choices")
     is_list = isinstance(value, (list, tuple)) or type(value).__name__ == "ListConfig"
@@ -529,6 +532,7 @@ def check_value(key: str, f: Any, value: Any) -> None:
             raise ConfigError(key, item, f"use one of {', '.join(choices)}")
         if span is not None and not span.admits(item):
             default = f.default if f.default is not MISSING else (f.default_factory() if f.default_factory is not MISSING else None)
+            span = f"{span}, null or auto" if f.metadata.get("auto") else span
             raise ConfigError(key, item, f"must be {span}; the default is {default} ({f.metadata['help']})")
 
 
