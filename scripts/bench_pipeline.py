@@ -399,9 +399,9 @@ def bytes_per_frame(buffer) -> dict:
             "extra": ", ".join(f"{k if isinstance(k, str) else '.'.join(k)} {size([k]):.0f}" for k in extra)}
 
 
-def stored_bytes(state_every: int | None) -> dict:
+def stored_bytes(state_every: int | str | None) -> dict:
     """Bytes per frame of the default recurrent DQN's buffer (20,000 frames written), with
-    the recurrent state kept at every step or every ``state_every`` steps only."""
+    the recurrent state kept at every step or every ``state_every`` steps only ("auto": the default)."""
     every = "null" if state_every is None else state_every
     with trajrl.build(trajrl.compose([*COMMON, "collector=sync", "env.num_envs=8", "collector.frames_per_batch=400",
                                       "storage.capacity=20000", f"sampler.state_every={every}"])) as pipe:
@@ -660,9 +660,11 @@ def main(argv: list[str] | None = None) -> None:
         print("| recurrent state kept | bytes/frame | of which the state | payload | stored / payload | "
               "audit violations |")
         print("|---|---|---|---|---|---|")
-        for every in (None, 10, 30):
+        for every in (None, 10, "auto"):
             b = stored_bytes(every)
-            label = "every step (default)" if every is None else f"every {every} steps (sampler.state_every={every})"
+            label = ("every step (sampler.state_every=null)" if every is None else
+                     "every 30 steps (sampler.state_every=auto, the default: slice_len - burn_in)" if every == "auto"
+                     else f"every {every} steps (sampler.state_every={every})")
             print(f"| {label} | {b['stored']:.0f} | {b['state']:.0f} | {b['env']:.0f} | {b['stored'] / b['env']:.2f}x | "
                   f"{b['violations']} |", flush=True)
         print()

@@ -25,7 +25,7 @@ def check_previous_inputs(steps, observed: int, actions: int) -> int:
     number of steps checked after a first one."""
     obs = steps["observation"]
     previous_action, previous_reward = obs[:, observed:observed + actions], obs[:, observed + actions]
-    first = steps["is_init"].reshape(-1)
+    first = steps["step_count"].reshape(-1) == 0  # an episode's first step (a slice may start later in it)
     assert (previous_action[first] == 0).all() and (previous_reward[first] == 0).all()
     later = (~first[1:]).nonzero().reshape(-1) + 1
     taken = torch.nn.functional.one_hot(steps["action"][later - 1].reshape(-1).long(), actions).float()
@@ -42,7 +42,7 @@ def test_the_previous_action_and_reward_are_the_step_befores_in_acting_and_in_th
         steps = acting_rollout(pipe, 300)
         assert steps["observation"].shape[-1] == 2 + 2 + 1
         assert check_previous_inputs(steps, 2, 2) > 200
-        assert steps["is_init"].sum() >= 3
+        assert (steps["step_count"] == 0).sum() >= 3
         # The network reads them from the observation it stores: the learner's pass gives the acted Q-values.
         state = tuple(steps[k][:1].transpose(0, 1) for k in ("recurrent_state_h", "recurrent_state_c"))
         end = int(steps["next", "done"].reshape(-1).nonzero()[0]) + 1

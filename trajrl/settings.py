@@ -225,7 +225,7 @@ def her_state() -> Any:
 @dataclass
 class SliceSamplerSettings:
     kind: str = option("slice_without_replacement")
-    slices_per_batch: int = setting(32, "slices in each [N, T] training batch", range=at_least(1))
+    slices_per_batch: int = setting(16, "slices in each [N, T] training batch", range=at_least(1))
     slice_len: int = setting(40, "steps of each slice (T); shorter episodes come back whole, padded",
                              range=at_least(1))
     burn_in: int = setting(10, "first steps of a slice that starts mid-episode which only warm the recurrent "
@@ -411,14 +411,14 @@ class LoggerSettings:
 @dataclass
 class LoopSettings:
     warmup_frames: int = setting(2_000, "off-policy: frames stored before the first update", range=at_least(0))
-    updates_per_frame: float = setting(0.25, "off-policy: gradient updates per stored frame (update-to-data ratio)",
+    updates_per_frame: float = setting(0.5, "off-policy: gradient updates per stored frame (update-to-data ratio)",
                                        range=above(0))
     max_update_lag: Optional[int] = setting(
         200, "off-policy: pause collection while the learner is this many updates behind the ratio (null: never); "
              "keep it above collector.frames_per_batch x updates_per_frame", range=at_least(1))
     weight_sync_every: int = setting(10, "off-policy: push the learner's weights every this many updates",
                                      range=at_least(1))
-    eval_every_frames: int = setting(10_000, "evaluate (deterministic policy) every this many frames; 0: only at "
+    eval_every_frames: int = setting(5_000, "evaluate (deterministic policy) every this many frames; 0: only at "
                                              "the end", range=at_least(0))
     eval_episodes: int = setting(10, "episodes averaged in each evaluation; 0: no evaluation", range=at_least(0))
     log_every_frames: int = setting(2_000, "a progress line and a metrics row every this many frames",
