@@ -13,6 +13,7 @@ import torch
 from tensordict import TensorDict
 from torchrl.data import LazyTensorStorage, TensorDictReplayBuffer
 
+from trajrl.algos.ppo import LOG_PROB_KEY
 from trajrl.replay.episodes import MASK_KEY, TRAJ_KEY, EpisodeSampler, as_sequences
 
 REPO = Path(__file__).resolve().parents[1]
@@ -332,6 +333,26 @@ def slices(lengths, horizon, obs_dim=2, seed=0):
         ("next", "observation"): torch.randn(n, horizon, obs_dim, generator=gen),
         ("next", "reward"): torch.randn(n, horizon, 1, generator=gen),
         ("next", "terminated"): torch.zeros(n, horizon, 1, dtype=torch.bool),
+    }, [n, horizon])
+
+
+def random_episodes(lengths, obs_dim=3, seed=0):
+    """A padded [N, T] batch of episodes as PPO's collector yields them, each ending terminated."""
+    gen = torch.Generator().manual_seed(seed)
+    n, horizon = len(lengths), max(lengths)
+    mask = torch.arange(horizon) < torch.tensor(lengths).unsqueeze(-1)
+    terminated = torch.zeros(n, horizon, 1, dtype=torch.bool)
+    terminated[torch.arange(n), torch.tensor(lengths) - 1] = True
+    return TensorDict({
+        "observation": torch.randn(n, horizon, obs_dim, generator=gen),
+        "action": torch.randint(2, (n, horizon), generator=gen),
+        LOG_PROB_KEY: -torch.rand(n, horizon, generator=gen),
+        "is_init": (torch.arange(horizon) == 0).expand(n, horizon).unsqueeze(-1),
+        MASK_KEY: mask,
+        ("next", "observation"): torch.randn(n, horizon, obs_dim, generator=gen),
+        ("next", "reward"): torch.ones(n, horizon, 1),
+        ("next", "terminated"): terminated,
+        ("next", "done"): terminated.clone(),
     }, [n, horizon])
 
 

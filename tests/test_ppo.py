@@ -4,7 +4,7 @@ import torch
 from tensordict import TensorDict
 
 import trajrl
-from helpers import rows_of, trajrl as cli
+from helpers import random_episodes, rows_of, trajrl as cli
 from trajrl.algos.ppo import LOG_PROB_KEY, PPO, ActorCritic, masked_gae
 from trajrl.settings import PPOSettings
 from trajrl.replay.episodes import MASK_KEY
@@ -38,26 +38,6 @@ def test_masked_gae_equals_gae_computed_on_each_unpadded_episode(seed):
                                       0.97, 0.9)
         torch.testing.assert_close(advantage[row, :length], expected)
         assert (advantage[row, length:] == 0).all()
-
-
-def random_episodes(lengths, obs_dim=3, seed=0):
-    """A padded [N, T] batch of episodes as the collector yields them."""
-    gen = torch.Generator().manual_seed(seed)
-    n, horizon = len(lengths), max(lengths)
-    mask = torch.arange(horizon) < torch.tensor(lengths).unsqueeze(-1)
-    terminated = torch.zeros(n, horizon, 1, dtype=torch.bool)
-    terminated[torch.arange(n), torch.tensor(lengths) - 1] = True
-    return TensorDict({
-        "observation": torch.randn(n, horizon, obs_dim, generator=gen),
-        "action": torch.randint(2, (n, horizon), generator=gen),
-        LOG_PROB_KEY: -torch.rand(n, horizon, generator=gen),
-        "is_init": (torch.arange(horizon) == 0).expand(n, horizon).unsqueeze(-1),
-        MASK_KEY: mask,
-        ("next", "observation"): torch.randn(n, horizon, obs_dim, generator=gen),
-        ("next", "reward"): torch.ones(n, horizon, 1),
-        ("next", "terminated"): terminated,
-        ("next", "done"): terminated.clone(),
-    }, [n, horizon])
 
 
 def perturb_padding(batch):

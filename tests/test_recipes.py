@@ -14,7 +14,7 @@ from trajrl.algos.r2d2 import R2D2, RecurrentQNet
 from trajrl.algos.rsac import RSAC, RecurrentActor, RecurrentCritic
 from trajrl.replay.episodes import MASK_KEY
 from trajrl.settings import PPOSettings, R2D2Settings, RSACSettings
-from helpers import acting_rollout, slices, wait_for_frames
+from helpers import acting_rollout, random_episodes, slices, wait_for_frames
 
 PREVIOUS = ["env.previous_action=true", "env.previous_reward=true"]
 
@@ -146,24 +146,13 @@ def test_the_recurrent_core_learns_at_its_own_rate(algo_name):
 
 
 # ---------------------------------------------------------------- time limits
-def ppo_episodes(lengths, terminated: bool, seed: int = 0):
-    gen = torch.Generator().manual_seed(seed)
-    n, horizon = len(lengths), max(lengths)
-    mask = torch.arange(horizon) < torch.tensor(lengths).unsqueeze(-1)
-    last = torch.zeros(n, horizon, 1, dtype=torch.bool)
-    last[torch.arange(n), torch.tensor(lengths) - 1] = True
-    return TensorDict({
-        "observation": torch.randn(n, horizon, 2, generator=gen),
-        "action": torch.randint(2, (n, horizon), generator=gen),
-        "action_log_prob": -torch.rand(n, horizon, generator=gen),
-        "is_init": (torch.arange(horizon) == 0).expand(n, horizon).unsqueeze(-1),
-        MASK_KEY: mask,
-        ("next", "observation"): torch.randn(n, horizon, 2, generator=gen),
-        ("next", "reward"): torch.ones(n, horizon, 1),
-        ("next", "terminated"): last & terminated,
-        ("next", "truncated"): last & (not terminated),
-        ("next", "done"): last.clone(),
-    }, [n, horizon])
+def ppo_episodes(lengths, terminated: bool):
+    """Whole episodes for PPO, each ending at its last step: terminated there, or cut by the time limit."""
+    batch = random_episodes(lengths, obs_dim=2)
+    last = batch["next", "done"].clone()
+    batch["next", "terminated"] = last & terminated
+    batch["next", "truncated"] = last & (not terminated)
+    return batch
 
 
 def ending_batch(terminated: bool):

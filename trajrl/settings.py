@@ -305,7 +305,7 @@ class NetworkSettings:
                                                "outside a random policy's statistics stay within a few units")
     gamma: float = setting(0.99, "discount", range=FRACTION)
     lr: float = setting(1e-3, "learning rate (Adam)", range=above(0))
-    rnn_lr: Optional[float] = setting(None, "learning rate of the recurrent core (LSTM/GRU), which RESeL (Lou et al., "
+    rnn_lr: Optional[float] = setting(None, "learning rate of the recurrent core (LSTM/GRU), which RESeL (Luo et al., "
                                             "2024) trains far slower than the rest; null: lr", range=above(0))
     max_grad_norm: float = setting(10.0, "gradient norm clipping", range=above(0))
     layer_norm: bool = setting(False, "layer-normalise each encoder's output, and the recurrent features of "
