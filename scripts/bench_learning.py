@@ -26,6 +26,7 @@ import argparse
 import csv
 import json
 import math
+import os
 import statistics
 import subprocess
 import sys
@@ -38,7 +39,8 @@ import gymnasium as gym
 import numpy as np
 import yaml
 
-import trajrl.envs
+os.environ.setdefault("RL_LOGGING_LEVEL", "WARNING")  # TorchRL's INFO lines (the kept agents' evaluation) stay out
+import trajrl.envs  # noqa: E402
 
 trajrl.envs.register()  # trajrl's environment ids (idempotent)
 
