@@ -16,6 +16,7 @@ def test_off_policy_statistics_are_exact_on_episodes_of_known_length(tmp_path):
     run_dir = tmp_path / "run"
     proc = run_cli(tmp_path, "env=gym", "env.id=KnownLengths-v0", "env.import_module=known_envs",
                    "collector=multi_async", "sampler=slice", "sampler.slice_len=8", "sampler.burn_in=0",
+                   "sampler.slices_per_batch=32",
                    "debug=smoke", "storage.capacity=1500", f"hydra.run.dir={run_dir}")
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = rows_of(run_dir)
