@@ -284,36 +284,40 @@ def _check_off_policy(cfg: DictConfig) -> None:
 
 def _resolve_state_every(cfg: DictConfig) -> None:
     """``sampler.state_every=auto``: ``slice_len - burn_in`` (the most that leaves no step
-    unlearnt) where slices start from a stored state of complete episodes, else null."""
+    unlearnt) where slices can start at kept states only (``_state_every_problem``), else null."""
     if cfg.sampler.get("state_every") != "auto":
         return
-    reads_stored_state = (cfg.algo.name not in S.ON_POLICY_ALGOS and cfg.trajs_per_batch is not None
-                          and cfg.sampler.get("weighting", "step") == "step"
-                          and cfg.algo.get("initial_state") != "zero" and cfg.algo.get("refresh_states_every") is None)
     most = cfg.sampler.slice_len - cfg.sampler.burn_in
-    cfg.sampler.state_every = most if reads_stored_state and most >= 1 else None
+    cfg.sampler.state_every = most if most >= 1 and _state_every_problem(cfg) is None else None
+
+
+def _state_every_problem(cfg: DictConfig) -> str | None:
+    """Why slices cannot start only where the state is kept every k steps, apart from the
+    storage (None: they can): that needs trajrl's step slice samplers over complete episodes,
+    and a recurrent learner that reads the stored state."""
+    if cfg.sampler.get("weighting", "step") != "step":
+        return "sampler.weighting=episode is TorchRL's SliceSampler, which starts slices anywhere; use sampler.weighting=step"
+    if cfg.trajs_per_batch is None:
+        return ("fixed-frame batches (trajs_per_batch=null) keep every step's state in their lanes; "
+                "set trajs_per_batch=4 to store complete episodes")
+    if cfg.algo.get("initial_state") == "zero":
+        return "algo.initial_state=zero starts every slice from a zero state, so no state is read; leave it null"
+    if cfg.algo.get("refresh_states_every") is not None:
+        return "algo.refresh_states_every recomputes every step's stored state; set it to null"
+    if cfg.algo.get("recurrent", True) is False:
+        return "the network is not recurrent: it keeps no state; leave it null"
+    return None
 
 
 def _check_state_every(cfg: DictConfig) -> None:
-    """``sampler.state_every``: the state kept every k steps, apart from the storage,
-    for trajrl's step slice samplers over complete episodes, and a learner that reads it."""
+    """``sampler.state_every``: allowed where ``_state_every_problem`` finds none, and at most
+    ``slice_len - burn_in``."""
     every = cfg.sampler.get("state_every")
     if every is None:
         return
-    why = None
-    if cfg.sampler.get("weighting", "step") != "step":
-        why = "sampler.weighting=episode is TorchRL's SliceSampler, which starts slices anywhere; use sampler.weighting=step"
-    elif cfg.trajs_per_batch is None:
-        why = ("fixed-frame batches (trajs_per_batch=null) keep every step's state in their lanes; "
-               "set trajs_per_batch=4 to store complete episodes")
-    elif cfg.algo.get("initial_state") == "zero":
-        why = "algo.initial_state=zero starts every slice from a zero state, so no state is read; leave it null"
-    elif cfg.algo.get("refresh_states_every") is not None:
-        why = "algo.refresh_states_every recomputes every step's stored state; set it to null"
-    elif cfg.algo.get("recurrent", True) is False:
-        why = "the network is not recurrent: it keeps no state; leave it null"
-    elif every > cfg.sampler.slice_len - cfg.sampler.burn_in:
-        most = cfg.sampler.slice_len - cfg.sampler.burn_in
+    why = _state_every_problem(cfg)
+    most = cfg.sampler.slice_len - cfg.sampler.burn_in
+    if why is None and every > most:
         why = (f"slices start only every {every} steps and learn from steps {cfg.sampler.burn_in} to "
                f"{cfg.sampler.slice_len - 1} of theirs (sampler.burn_in={cfg.sampler.burn_in}, "
                f"sampler.slice_len={cfg.sampler.slice_len}): the steps between would never be learnt from; "
@@ -369,8 +373,8 @@ def _check_algo(cfg: DictConfig) -> None:
     if cfg.algo.get("rnn_lr") is not None and cfg.algo.name == "ppo" and not cfg.algo.recurrent:
         raise ConfigError("algo.rnn_lr", cfg.algo.rnn_lr, "is the learning rate of the recurrent core, and "
                           "algo.recurrent=false has none: set algo.recurrent=true, or algo.rnn_lr=null")
+    every = cfg.algo.get("target_sync_every", 1)
     for tau in ("target_tau", "tau"):
-        every = cfg.algo.get("target_sync_every", 1)
         if tau in cfg.algo and every > 1 and cfg.algo[tau] < 1:
             raise ConfigError("algo.target_sync_every", every, f"syncs the target every {every} updates and "
                               f"algo.{tau}={cfg.algo[tau]:g} would move it only part of the way there: set "
