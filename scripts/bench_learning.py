@@ -114,6 +114,7 @@ def run(preset: str, seed: int, run_dir: Path, extra: list[str], reuse: bool = F
     if reuse and finished and yaml.safe_load((run_dir / "overrides.yaml").read_text()) == overrides:
         print(f"  seed {seed}: reused ({run_dir})", flush=True)
         return read_rows(run_dir)
+    (run_dir / "kept_agents.json").unlink(missing_ok=True)  # measured on an earlier run in this directory
     command = [sys.executable, "-m", "trajrl", *overrides, f"hydra.run.dir={run_dir}"]
     start = time.monotonic()
     proc = subprocess.run(command, capture_output=True, text=True, stdin=subprocess.DEVNULL)
