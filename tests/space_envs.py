@@ -25,7 +25,7 @@ def observation_space(kind: str, length: int) -> gym.Space:
 class Spaces(gym.Env):
     """A cue (0 or 1) shown at the first step only, to be named at the last of ``length``
     steps (reward +1 right, -1 wrong), observed through a space of ``kind``;
-    ``actions``: discrete (2), continuous (its sign answers) or multi (MultiDiscrete: refused)."""
+    ``actions``: discrete (2), continuous (its sign answers) or multi (MultiDiscrete: PPO only)."""
 
     metadata = {"render_modes": []}
 

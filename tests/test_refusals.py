@@ -5,6 +5,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -19,6 +20,9 @@ USER_CONFIGS = {
     "experiment/unknown_option.yaml": "# @package _global_\ndefaults:\n  - override /collector: threads\n",
     "experiment/contradiction.yaml": "# @package _global_\ndefaults:\n  - override /algo: ppo\ncollector:\n  kind: multi_async\n",
 }
+
+#: A test environment with MultiBinary actions (tests/action_envs.py).
+MATCH_BITS = ["env=gym", "env.id=MatchMultiBinary-v0", "env.import_module=action_envs"]
 
 CASES = [
     # unknown group options and keys: Hydra's message, with the valid options
@@ -113,7 +117,21 @@ CASES = [
     (["env=gym"], ["env.id", "required"]),
     (["env=gym", "env.id=NoSuchEnv-v0"], ["env.id='NoSuchEnv-v0'", "not a registered gymnasium id"]),
     (["env=gym", "env.id=Pendulum-v1"], ["algo=r2d2 takes Discrete actions", "use algo=ppo or algo=rsac"]),
-    (["algo=rsac"], ["algo=rsac takes continuous (a 1-D Box) actions", "Discrete(2)", "use algo=r2d2 or algo=ppo"]),
+    (["algo=rsac", *MATCH_BITS], ["algo=rsac takes Discrete or continuous (a 1-D Box) actions", "MultiBinary(4)",
+                                  "use algo=ppo"]),
+    (["algo=r2d2", *MATCH_BITS], ["algo=r2d2 takes Discrete actions", "MultiBinary(4)", "use algo=ppo"]),
+    (["env=gym", "env.id=DictActions-v0", "env.import_module=action_envs"],
+     ["env.id='DictActions-v0'", "Dict(", "no algorithm takes", "MultiDiscrete (1-D)", "algo=ppo"]),
+    (["algo=ppo", "env=gym", "env.id=TupleActions-v0", "env.import_module=action_envs"],
+     ["env.id='TupleActions-v0'", "Tuple(", "no algorithm takes", "continuous (a 1-D Box)"]),
+    (["experiment=rsac_pendulum_novel", "algo.target_entropy_fraction=0.5"],
+     ["algo.target_entropy_fraction=0.5", "SAC-discrete", "continuous actions", "algo.target_entropy"]),
+    (["algo=rsac", "algo.target_entropy_fraction=0.5", "algo.target_entropy=0.3"],
+     ["algo.target_entropy_fraction=0.5", "algo.target_entropy=0.3", "keep one"]),
+    (["loop.stop_at_return=475", "loop.eval_episodes=0"],
+     ["loop.stop_at_return=475", "loop.eval_episodes=0 never evaluates", "loop.eval_episodes>=1"]),
+    (["loop.stop_at_return=475", "loop.eval_every_frames=0"],
+     ["loop.stop_at_return=475", "loop.eval_every_frames=0 evaluates only at the end", "loop.eval_every_frames between"]),
     (["env=gym", "env.id=CartPole-v1", "env.import_module=no_such_module"],
      ["env.import_module='no_such_module'", "cannot be imported"]),
     (["+env.kwargs.gravity_well=1"], ["env.kwargs=", "unexpected keyword argument 'gravity_well'"]),
@@ -136,7 +154,7 @@ def test_a_setting_that_cannot_work_is_refused_with_a_clear_message(overrides, w
     for name, text in USER_CONFIGS.items():
         (tmp_path / "conf" / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / "conf" / name).write_text(text)
-    env = {**os.environ}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent)}  # the test environments (action_envs)
     env.pop("HYDRA_FULL_ERROR", None)
     start = time.monotonic()
     proc = subprocess.Popen(

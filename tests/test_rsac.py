@@ -1,4 +1,7 @@
 """Recurrent SAC: squashed-Gaussian log-probs, burn-in, padding, and the state the actor used."""
+import copy
+import math
+
 import pytest
 import torch
 from torch import nn
@@ -94,3 +97,93 @@ def test_the_actor_starts_from_the_state_it_stored_while_acting():
                 features = run_core(actor.rnn, actor.encoder(batch["observation"]), state, burn_in=0)
                 action, _ = actor.head.sample(features, deterministic=True)
             torch.testing.assert_close(action[0], steps["action"][start:stop], rtol=1e-5, atol=1e-5)
+
+
+def discrete_sac(actions: int = 3, **settings):
+    torch.manual_seed(0)
+    actor = RecurrentActor(2, actions, [8], 8, "lstm", None, None)
+    critics = nn.ModuleList(RecurrentCritic(2, actions, [8], 8, "lstm", discrete=True) for _ in range(2))
+    return RSAC(actor, critics, RSACSettings(initial_state="zero", init_alpha=0.3, gamma=0.9, **settings))
+
+
+def test_sac_discrete_critic_target_and_actor_loss_are_the_exact_expectations_over_actions():
+    """On a tiny batch (one slice padded, one terminated step), by hand: the critics' target is
+    r + gamma (1 - terminated) sum_a pi(a|s') (min_i Qtarget_i(s', a) - alpha log pi(a|s')), their
+    loss the sum over both critics of the squared error at valid steps; the actor's loss is
+    sum_a pi(a|s) (alpha log pi(a|s) - min_i Q_i(s, a)) (the critics' heads after their step, as
+    SAC updates them in turn), and the temperature follows the exact entropy -sum_a pi log pi."""
+    algo = discrete_sac()
+    batch = slices([5, 3], horizon=5)
+    batch["action"] = torch.tensor([[0, 2, 1, 1, 0], [2, 0, 1, 0, 0]])
+    batch["step_count"] = torch.arange(5).expand(2, 5).unsqueeze(-1).clone()
+    batch["next", "terminated"][0, 3] = True
+    actor, critics, targets = (copy.deepcopy(m) for m in (algo.actor, algo.critics, algo.target_critics))
+    obs = torch.cat([batch["observation"], batch["next", "observation"][:, -1:]], 1)  # T + 1 observations
+    obs[1, 3] = batch["next", "observation"][1, 2]  # the short slice's next observation follows its last step
+    alpha, mask = 0.3, batch[MASK_KEY]
+
+    def q_all(critic, x):
+        return critic.q(critic.rnn(critic.encoder(x))[0])
+
+    with torch.no_grad():
+        log_pi = torch.log_softmax(actor.head.net(actor.rnn(actor.encoder(obs))[0]), -1)
+        q_next = torch.minimum(q_all(targets[0], obs), q_all(targets[1], obs))[:, 1:]
+        soft = (log_pi.exp()[:, 1:] * (q_next - alpha * log_pi[:, 1:])).sum(-1)
+        alive = 1.0 - batch["next", "terminated"].squeeze(-1).float()
+        target = batch["next", "reward"].squeeze(-1) + 0.9 * alive * soft
+        taken = batch["action"].unsqueeze(-1)
+        errors = sum((q_all(c, obs)[:, :-1].gather(-1, taken).squeeze(-1) - target) ** 2 for c in critics)
+        critic_loss = errors[mask].sum() / mask.sum()
+        features = [c.rnn(c.encoder(obs))[0][:, :-1] for c in critics]  # before the critics' step
+
+    stats = algo.update(batch)
+    assert stats["critic_loss"] == pytest.approx(critic_loss.item(), rel=1e-5)
+    with torch.no_grad():
+        q_now = torch.minimum(*(c.q(f) for c, f in zip(algo.critics, features)))
+        pi = log_pi.exp()[:, :-1]
+        actor_loss = (pi * (alpha * log_pi[:, :-1] - q_now)).sum(-1)[mask].sum() / mask.sum()
+        entropy = -(pi * log_pi[:, :-1]).sum(-1)[mask].sum() / mask.sum()
+    assert stats["actor_loss"] == pytest.approx(actor_loss.item(), rel=1e-5)
+    assert stats["entropy"] == pytest.approx(entropy.item(), rel=1e-5)
+    assert algo.log_alpha.grad.item() == pytest.approx(entropy.item() - 0.7 * math.log(3), rel=1e-5)
+
+
+def test_sac_discrete_target_entropy_is_a_fraction_of_the_uniform_policys():
+    assert discrete_sac(5).target_entropy == pytest.approx(0.7 * math.log(5))
+    assert discrete_sac(5, target_entropy_fraction=0.5).target_entropy == pytest.approx(0.5 * math.log(5))
+    assert discrete_sac(5, target_entropy=0.2).target_entropy == 0.2
+
+
+def test_sac_discrete_acts_with_the_most_likely_action_when_deterministic():
+    from torchrl.envs.utils import ExplorationType, set_exploration_type
+
+    head = discrete_sac(4).actor.head
+    features = torch.randn(6, 8)
+    with set_exploration_type(ExplorationType.DETERMINISTIC):
+        torch.testing.assert_close(head(features), head.net(features).argmax(-1))
+    with set_exploration_type(ExplorationType.RANDOM):
+        torch.manual_seed(0)
+        sampled = torch.stack([head(features) for _ in range(200)])
+    assert ((sampled >= 0) & (sampled < 4)).all() and len(sampled.unique()) > 1
+
+
+def test_sac_discrete_learner_reproduces_the_actions_taken_from_the_stored_state():
+    """SAC-discrete acting on CartPole (its preset: the previous action observed too): from the
+    state stored at any step, the learner's actor picks the actions the policy took."""
+    from helpers import acting_rollout
+    from torchrl.envs.utils import ExplorationType, set_exploration_type
+
+    cfg = trajrl.compose(["experiment=rsac_cartpole_novel", "collector=sync", "debug=smoke"])
+    with trajrl.build(cfg) as pipe:
+        with set_exploration_type(ExplorationType.DETERMINISTIC):
+            steps = acting_rollout(pipe, 120)
+            starts = steps["is_init"].reshape(-1).nonzero().reshape(-1).tolist() + [120]
+            actor = pipe.algo.actor
+            for begin, end in zip(starts[:-1], starts[1:]):
+                start = (begin + end) // 2  # mid-episode: only the stored state carries what came before
+                batch = steps[start:end].unsqueeze(0)
+                with torch.no_grad():
+                    features = run_core(actor.rnn, actor.encoder(batch["observation"]), pipe.algo.actor_state(batch), 0)
+                    torch.testing.assert_close(features[0], steps["features"][start:end], rtol=1e-5, atol=1e-5)
+                    torch.testing.assert_close(actor.head(features)[0], steps["action"][start:end])
+    assert len(starts) > 2  # several episodes checked

@@ -30,6 +30,7 @@ from omegaconf.errors import (
 
 from trajrl import settings as S
 from trajrl.errors import ConfigError
+from trajrl.spaces import DISCRETE
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 _CHECKED = "trajrl_checked"  # the flag validate() leaves on the config it returns
@@ -68,8 +69,10 @@ def validate(cfg: DictConfig) -> DictConfig:
     else:
         _check_off_policy(cfg)
     _check_algo(cfg)
+    _check_stop(cfg)
     spaces = env_spaces(cfg.env, cfg.algo.name)
     _check_against_env(cfg, spaces)
+    _check_actions(cfg, spaces)
     _check_hindsight(cfg, spaces)
     if cfg.resume is not None:
         _check_resume(cfg.resume)
@@ -396,6 +399,35 @@ def _check_against_env(cfg: DictConfig, spaces) -> None:
             f"is longer than any episode of {cfg.env.id} (at most {limit} steps): no slice could be full, "
             f"each would be a whole episode and padding; use sampler.slice_len<={limit}",
         )
+
+
+def _check_stop(cfg: DictConfig) -> None:
+    """A run that stops when solved must evaluate on the way."""
+    stop_at, loop = cfg.loop.stop_at_return, cfg.loop
+    if stop_at is None:
+        return
+    if loop.eval_episodes == 0:
+        raise ConfigError("loop.stop_at_return", stop_at, "stops the run at an evaluation, and loop.eval_episodes=0 "
+                          "never evaluates: set loop.eval_episodes>=1 (the default is 10), or loop.stop_at_return=null")
+    if loop.eval_every_frames == 0 or loop.eval_every_frames >= cfg.total_frames:
+        raise ConfigError("loop.stop_at_return", stop_at, f"stops the run at an evaluation, and "
+                          f"loop.eval_every_frames={loop.eval_every_frames} evaluates only at the end of "
+                          f"total_frames={cfg.total_frames}: set loop.eval_every_frames between 1 and "
+                          f"{cfg.total_frames - 1}, or loop.stop_at_return=null")
+
+
+def _check_actions(cfg: DictConfig, spaces) -> None:
+    """Settings of one kind of actions only."""
+    fraction = cfg.algo.get("target_entropy_fraction")
+    if fraction is None:
+        return
+    if spaces.action_kind != DISCRETE:
+        raise ConfigError("algo.target_entropy_fraction", fraction, f"sets SAC-discrete's target entropy, and "
+                          f"{cfg.env.id} has continuous actions: set algo.target_entropy (e.g. -{spaces.actions}, "
+                          "minus the action size: the default), or algo.target_entropy_fraction=null")
+    if cfg.algo.get("target_entropy") is not None:
+        raise ConfigError("algo.target_entropy_fraction", fraction, f"and algo.target_entropy="
+                          f"{cfg.algo.target_entropy:g} both set the target entropy: keep one, the other null")
 
 
 def _check_hindsight(cfg: DictConfig, spaces) -> None:

@@ -15,7 +15,8 @@ import numpy as np
 
 from trajrl.errors import ConfigError, EnvironmentFailed
 from trajrl.settings import ACTIONS
-from trajrl.spaces import (CONTINUOUS, DISCRETE, GOAL_KEYS, GoalLayout, Part, action_kind, action_size,
+from trajrl.spaces import (CONTINUOUS, DISCRETE, GOAL_KEYS, MULTI_BINARY, MULTI_DISCRETE, GoalLayout, Part,
+                           action_kind, action_parts, action_size,
                            flat_observations, goal_layout, parts_of)
 from trajrl.training.interrupts import raise_after
 
@@ -320,11 +321,13 @@ def make_vector(make: Callable[[], gym.Env], num_envs: int, vectorization: str =
 class EnvSpaces:
     observations: int        # size of the flat observation (trajrl.spaces)
     parts: tuple[Part, ...]  # what each stretch of it is
-    actions: int             # number of discrete actions, or size of the continuous action
-    action_kind: str         # DISCRETE or CONTINUOUS
+    actions: int             # number of discrete actions, size of a continuous or MultiBinary action, or the
+                             # categories of a MultiDiscrete one altogether (trajrl.spaces.action_size)
+    action_kind: str         # DISCRETE, CONTINUOUS, MULTI_DISCRETE or MULTI_BINARY
     step_limit: int          # most steps an episode can last (gymnasium's TimeLimit; 1000 when it has none)
     goal: GoalLayout | None = None  # a goal environment's goals in the flat observation (trajrl.spaces)
     goal_problem: str = ""   # why it is not a goal environment hindsight can relabel ("" when it is)
+    action_parts: tuple[int, ...] = ()  # a MultiDiscrete action: the categories of each part
 
 
 def env_spaces(env_cfg: Any, algo: str | None = None) -> EnvSpaces:
@@ -355,20 +358,23 @@ def _env_spaces(env_id: str, kwargs_json: str, import_module: str | None, algo: 
         if kind is not None:  # the previous action's flat form needs a space gymnasium flattens
             env = with_previous(env, previous_action, previous_reward)
             obs_space = env.observation_space
-        takes = ACTIONS.get(algo, (DISCRETE, CONTINUOUS))
+        if kind is None:
+            raise ConfigError("env.id", env_id, f"has {act_space} actions, which no algorithm takes: wrap them "
+                              f"into one of {', '.join(ACTION_SPACES.values())} (algo=ppo takes each of these)")
+        takes = ACTIONS.get(algo, tuple(ACTION_SPACES))
         if kind not in takes:
-            others = " or ".join(f"algo={name}" for name, kinds in ACTIONS.items() if kind in kinds)
-            fix = f"use {others}" if others else "wrap it into Discrete or a 1-D Box of floats"
+            fix = " or ".join(f"algo={name}" for name, kinds in ACTIONS.items() if kind in kinds)
             why = WHY_NOT.get((algo, kind), "")
             raise ConfigError("env.id", env_id, f"has {act_space} actions; algo={algo} takes "
-                              f"{' or '.join(ACTION_SPACES[k] for k in takes)} actions{why} ({fix})")
+                              f"{' or '.join(ACTION_SPACES[k] for k in takes)} actions{why} (use {fix})")
         try:
             parts = parts_of(obs_space)
         except ValueError as err:
             raise ConfigError("env.id", env_id, f"observes {err}") from None
         limit = env.spec.max_episode_steps if env.spec and env.spec.max_episode_steps else 1000
         goal, problem = goal_layout(obs_space), goal_problem(env)
-        return EnvSpaces(gym.spaces.flatdim(obs_space), parts, action_size(act_space), kind, int(limit), goal, problem)
+        return EnvSpaces(gym.spaces.flatdim(obs_space), parts, action_size(act_space), kind, int(limit), goal, problem,
+                         action_parts(act_space))
     finally:
         env.close()
 
@@ -396,7 +402,7 @@ def goal_problem(env: gym.Env) -> str:
 
 
 #: How each kind of actions reads in a message.
-ACTION_SPACES = {DISCRETE: "Discrete", CONTINUOUS: "continuous (a 1-D Box)"}
+ACTION_SPACES = {DISCRETE: "Discrete", CONTINUOUS: "continuous (a 1-D Box)", MULTI_DISCRETE: "MultiDiscrete (1-D)",
+                 MULTI_BINARY: "MultiBinary (1-D)"}
 #: Why an algorithm does not take a kind of actions.
-WHY_NOT = {("rsac", DISCRETE): ": its actor is a squashed Gaussian (SAC-discrete is not built)",
-           ("r2d2", CONTINUOUS): ": it picks the action of highest Q-value among finitely many"}
+WHY_NOT = {("r2d2", CONTINUOUS): ": it picks the action of highest Q-value among finitely many"}

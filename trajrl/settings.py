@@ -346,7 +346,7 @@ class R2D2Settings(NetworkSettings):
 
 @dataclass
 class RSACSettings(NetworkSettings):
-    """Recurrent SAC (continuous actions)."""
+    """Recurrent SAC (continuous actions; SAC-discrete for Discrete ones)."""
 
     name: str = option("rsac")
     initial_state: str = setting("stored", "actor's state at a slice's first step: stored | zero "
@@ -359,8 +359,12 @@ class RSACSettings(NetworkSettings):
     target_sync_every: int = setting(1, "updates between two target syncs (1: a soft update every step; with tau=1, "
                                         "a hard copy every this many updates)", range=at_least(1))
     init_alpha: float = setting(1.0, "initial entropy temperature (learnt)", range=above(0))
-    target_entropy: Optional[float] = setting(None, "entropy the temperature aims at (null: -action size)",
+    target_entropy: Optional[float] = setting(None, "entropy the temperature aims at (null: -action size for "
+                                                    "continuous actions, target_entropy_fraction for Discrete ones)",
                                               range=ANY_NUMBER)
+    target_entropy_fraction: Optional[float] = setting(
+        None, "Discrete actions only: the target entropy as a fraction of log |A|, the uniform policy's (null: 0.7)",
+        range=between(0, 1, low_open=True))
 
 
 @dataclass
@@ -393,7 +397,8 @@ ALGOS: dict[str, type] = {"r2d2": R2D2Settings, "rsac": RSACSettings, "ppo": PPO
 #: the others learn off-policy from a replay buffer.
 ON_POLICY_ALGOS = ("ppo",)
 #: The kinds of actions (trajrl.spaces) each algorithm acts with.
-ACTIONS = {"r2d2": ("discrete",), "ppo": ("discrete", "continuous"), "rsac": ("continuous",)}
+ACTIONS = {"r2d2": ("discrete",), "ppo": ("discrete", "continuous", "multi_discrete", "multi_binary"),
+           "rsac": ("discrete", "continuous")}
 
 
 # ---------------------------------------------------------------- report
@@ -429,6 +434,9 @@ class LoopSettings:
                                             "environment call or an update waits this long", range=at_least(1))
     time_limit_s: Optional[float] = setting(None, "stop after this many seconds as if total_frames were reached "
                                                   "(null: no limit)", range=above(0))
+    stop_at_return: Optional[float] = setting(
+        None, "end the run at the first evaluation whose mean return is at least this (null: train to total_frames); "
+              "it is the run's last evaluation, best.pt and latest.pt are saved as at any end", range=ANY_NUMBER)
 
 
 #: Settings only the off-policy loop reads (algo=r2d2, rsac).

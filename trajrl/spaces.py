@@ -110,18 +110,33 @@ def flat_observations(env: gym.Env) -> gym.Env:
 
 
 #: The kinds of actions, and the gymnasium spaces that are each.
-DISCRETE, CONTINUOUS = "discrete", "continuous"
+DISCRETE, CONTINUOUS, MULTI_DISCRETE, MULTI_BINARY = "discrete", "continuous", "multi_discrete", "multi_binary"
 
 
 def action_kind(space: gym.Space) -> str | None:
-    """DISCRETE (``Discrete``), CONTINUOUS (a 1-D ``Box``), or None (any other space)."""
+    """DISCRETE (``Discrete``), CONTINUOUS (a 1-D ``Box`` of floats), MULTI_DISCRETE (a 1-D
+    ``MultiDiscrete``), MULTI_BINARY (a 1-D ``MultiBinary``), or None (any other space)."""
     if isinstance(space, gym.spaces.Discrete):
         return DISCRETE
     if isinstance(space, gym.spaces.Box) and len(space.shape) == 1 and np.issubdtype(space.dtype, np.floating):
         return CONTINUOUS
+    if isinstance(space, gym.spaces.MultiDiscrete) and len(space.shape) == 1:
+        return MULTI_DISCRETE
+    if isinstance(space, gym.spaces.MultiBinary) and len(space.shape) == 1:
+        return MULTI_BINARY
     return None
 
 
 def action_size(space: gym.Space) -> int:
-    """Number of discrete actions, or the size of a continuous action."""
-    return int(space.n) if isinstance(space, gym.spaces.Discrete) else int(space.shape[0])
+    """What a policy's head gives for ``space``: the number of ``Discrete`` actions, the size of
+    a continuous or ``MultiBinary`` action, the categories of a ``MultiDiscrete`` one altogether."""
+    if isinstance(space, gym.spaces.Discrete):
+        return int(space.n)
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        return int(space.nvec.sum())
+    return int(space.shape[0])
+
+
+def action_parts(space: gym.Space) -> tuple[int, ...]:
+    """The categories of each part of a ``MultiDiscrete`` action (empty for any other space)."""
+    return tuple(int(n) for n in space.nvec) if isinstance(space, gym.spaces.MultiDiscrete) else ()

@@ -5,7 +5,9 @@ masked GAE, then one ``update(batch)`` on a ``[N, T]`` batch of whole episodes
 padded with ``("collector", "mask")``. Its settings (``PPOSettings``) are in
 ``trajrl.settings``.
 
-Discrete actions come from a categorical policy; continuous ones from a Gaussian with a
+Discrete actions come from a categorical policy; ``MultiDiscrete`` ones from one categorical
+per part and ``MultiBinary`` ones from one Bernoulli per bit, each part independent (the
+log-probability and the entropy summed over the parts); continuous ones from a Gaussian with a
 state-independent std, in units where the action space spans [-1, 1], clipped to it
 before the environment gets it (as Stable-Baselines3 and RL Baselines3 Zoo do): the
 log-probability is the Gaussian's, of the sample before clipping, so the ratio of two
@@ -22,7 +24,7 @@ import torch
 from tensordict import TensorDictBase
 from tensordict.nn import TensorDictSequential
 from torch import nn
-from torch.distributions import Categorical, Independent, Normal
+from torch.distributions import Bernoulli, Categorical, Independent, Normal
 from torchrl.modules import IndependentNormal, ProbabilisticActor
 
 from trajrl.algos.networks import (Inputs, Parts, KeyedModule, acting_core, adam, encoder, recurrent_core, scale_lr,
@@ -36,6 +38,50 @@ SAMPLE_KEY = "action_sample"      # continuous actions: the Gaussian sample, bef
 
 
 # ---------------------------------------------------------------- network
+class MultiCategorical(torch.distributions.Distribution):
+    """Independent categoricals, one for each part of a ``MultiDiscrete`` action: ``logits``
+    holds the parts' logits side by side (``categories[i]`` of them for part ``i``); a sample
+    is ``[..., parts]`` action indices; log-probability and entropy are sums over the parts."""
+
+    arg_constraints: dict = {}
+
+    def __init__(self, logits: torch.Tensor, categories: tuple[int, ...]):
+        self.parts = [Categorical(logits=part) for part in logits.split(list(categories), -1)]
+        super().__init__(logits.shape[:-1], torch.Size([len(categories)]), validate_args=False)
+
+    def sample(self, sample_shape: torch.Size = torch.Size()) -> torch.Tensor:
+        return torch.stack([part.sample(sample_shape) for part in self.parts], -1)
+
+    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
+        return sum(part.log_prob(value[..., i]) for i, part in enumerate(self.parts))
+
+    def entropy(self) -> torch.Tensor:
+        return sum(part.entropy() for part in self.parts)
+
+    @property
+    def mode(self) -> torch.Tensor:
+        return torch.stack([part.logits.argmax(-1) for part in self.parts], -1)
+
+    @property
+    def deterministic_sample(self) -> torch.Tensor:
+        return self.mode
+
+
+class Bernoullis(Independent):
+    """Independent Bernoullis, one for each bit of a ``MultiBinary`` action (``logits``
+    ``[..., bits]``); its most likely action is each bit's more likely value."""
+
+    def __init__(self, logits: torch.Tensor):
+        super().__init__(Bernoulli(logits=logits), 1, validate_args=False)
+
+    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
+        return super().log_prob(value.to(self.base_dist.logits.dtype))  # the environment's bits are integers
+
+    @property
+    def deterministic_sample(self) -> torch.Tensor:
+        return self.mode
+
+
 class Tower(nn.Module):
     """observation -> its inputs (``Inputs``) -> MLP -> (LSTM/GRU) -> head with ``out`` outputs."""
 
@@ -83,27 +129,41 @@ class StateIndependentStd(nn.Module):
 
 
 class ActorCritic(nn.Module):
-    """Separate actor and critic (state value) towers. The actor gives action logits
-    (``Discrete`` actions) or the mean of a Gaussian with a state-independent std
-    (continuous actions within ``bounds``, a ``(low, high)`` pair)."""
+    """Separate actor and critic (state value) towers. The actor gives the logits of
+    ``actions`` discrete actions, or of each part of a ``MultiDiscrete`` action (its parts'
+    ``categories``), or of each bit of a ``MultiBinary`` one (``binary``), or the mean of a
+    Gaussian with a state-independent std (continuous actions within ``bounds``, a
+    ``(low, high)`` pair)."""
 
     def __init__(self, parts: Parts, actions: int, sizes: list[int], rnn: str | None, hidden_size: int,
                  inputs: Inputs | None = None, bounds: tuple[torch.Tensor, torch.Tensor] | None = None,
-                 layer_norm: bool = False):
+                 layer_norm: bool = False, categories: tuple[int, ...] = (), binary: bool = False):
         super().__init__()
         self.actor = Tower(parts, actions, sizes, rnn, hidden_size, inputs, layer_norm)
         self.critic = Tower(parts, 1, sizes, rnn, hidden_size, inputs, layer_norm)
         self.continuous = bounds is not None
+        self.categories, self.binary = tuple(categories), binary
         if self.continuous:
             self.std = StateIndependentStd(actions)
             self.bounds = ActionBounds(*bounds)
+
+    @property
+    def one_number(self) -> bool:
+        """Each action is one index (``Discrete``), not a vector of numbers."""
+        return not (self.continuous or self.categories or self.binary)
+
+    def policy(self, logits: torch.Tensor) -> torch.distributions.Distribution:
+        """The distribution of discrete actions of the given ``logits``."""
+        if self.categories:
+            return MultiCategorical(logits, self.categories)
+        return Bernoullis(logits) if self.binary else Categorical(logits=logits)
 
     def distribution(self, obs: torch.Tensor) -> torch.distributions.Distribution:
         """The policy over whole episodes ``[N, T, obs]``: one distribution per step."""
         out = self.actor.sequence(obs)
         if self.continuous:
             return Independent(Normal(out, self.std(out)), 1)
-        return Categorical(logits=out)
+        return self.policy(out)
 
 
 def make_actor(net: ActorCritic, action_spec):
@@ -123,7 +183,7 @@ def make_actor(net: ActorCritic, action_spec):
     if not net.continuous:
         modules.append(KeyedModule(tower.head, ["features"], ["logits"]))
         policy = ProbabilisticActor(
-            TensorDictSequential(*modules), in_keys=["logits"], distribution_class=Categorical,
+            TensorDictSequential(*modules), in_keys=["logits"], distribution_class=net.policy,
             return_log_prob=True, log_prob_key=LOG_PROB_KEY, spec=action_spec,
         )
         return policy, core
@@ -235,7 +295,8 @@ class PPO:
             std = masked_mean((advantage - mean) ** 2, mask).sqrt()
             advantage = (advantage - mean) / (std + 1e-8)
         dist = self.net.distribution(batch.get("observation"))
-        taken = batch.get(SAMPLE_KEY) if self.net.continuous else batch.get("action").reshape(mask.shape)
+        taken = (batch.get(SAMPLE_KEY) if self.net.continuous else batch.get("action").reshape(mask.shape)
+                 if self.net.one_number else batch.get("action"))
         log_prob = dist.log_prob(taken)
         log_ratio = torch.where(mask, log_prob - batch.get(LOG_PROB_KEY).reshape(mask.shape), 0.0)
         ratio = log_ratio.exp()

@@ -1,9 +1,15 @@
-"""Recurrent SAC (Haarnoja et al., 2018, with R2D2-style sequences) for continuous actions.
+"""Recurrent SAC (Haarnoja et al., 2018, with R2D2-style sequences), for continuous actions
+and, as Christodoulou (2019)'s SAC-discrete, for ``Discrete`` ones.
 
-Read top to bottom: the networks (an LSTM/GRU actor with a squashed Gaussian head,
-twin recurrent critics), the acting policy, then one ``update(batch)`` on a
-``[B, T]`` batch of slices with ``("collector", "mask")``. Its settings
-(``RSACSettings``) are in ``trajrl.settings``.
+Read top to bottom: the networks (an LSTM/GRU actor with a squashed Gaussian head, or a
+categorical one; twin recurrent critics, Q(h, a) for a continuous action, Q(h, .) over
+every discrete action), the acting policy, then one ``update(batch)`` on a ``[B, T]``
+batch of slices with ``("collector", "mask")``. Its settings (``RSACSettings``) are in
+``trajrl.settings``.
+
+With discrete actions every expectation over the policy is exact (a sum over the
+actions weighted by their probabilities) where the continuous case samples one action:
+the critics' soft value, the actor's loss and the entropy the temperature follows.
 
 The actor starts each slice from the state it stored while acting; the critics,
 which do not run while acting, start from zero. The first ``burn_in`` steps of a
@@ -27,6 +33,22 @@ from trajrl.algos.networks import (Inputs, Parts, KeyedModule, TargetSync, actin
 from trajrl.algos.sequences import learned_steps, observations_with_next, stored_state, without_padding_columns
 from trajrl.replay.episodes import MASK_KEY
 from trajrl.settings import RSACSettings
+
+
+#: Discrete actions' target entropy by default, as a fraction of log |A| (Ni et al., 2022; Christodoulou's
+#: 0.98 keeps a two-action policy almost uniform).
+DISCRETE_TARGET_FRACTION = 0.7
+
+
+def target_entropy(settings: RSACSettings, actions: int, discrete: bool) -> float:
+    """The entropy the temperature aims at: ``target_entropy`` where set; else -action size
+    (continuous) or ``target_entropy_fraction`` of the uniform policy's log |A| (discrete)."""
+    if settings.target_entropy is not None:
+        return float(settings.target_entropy)
+    if discrete:
+        fraction = settings.target_entropy_fraction
+        return (DISCRETE_TARGET_FRACTION if fraction is None else fraction) * math.log(actions)
+    return -float(actions)
 
 
 # ---------------------------------------------------------------- networks
@@ -70,14 +92,41 @@ class SquashedGaussian(nn.Module):
         return self.sample(features, deterministic)[0]
 
 
+class CategoricalHead(nn.Module):
+    """features -> one of ``actions`` discrete actions: sampled from the softmax of its
+    logits (the most likely one when exploration is deterministic, as in evaluation)."""
+
+    def __init__(self, in_size: int, actions: int):
+        super().__init__()
+        self.net = nn.Linear(in_size, actions)
+
+    def log_probs(self, features: torch.Tensor) -> torch.Tensor:
+        """log pi(. | features): ``[..., actions]``."""
+        return torch.log_softmax(self.net(features), -1)
+
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        logits = self.net(features)
+        if exploration_type() in (ExplorationType.DETERMINISTIC, ExplorationType.MODE, ExplorationType.MEAN):
+            return logits.argmax(-1)
+        return torch.distributions.Categorical(logits=logits).sample()
+
+
 class RecurrentActor(nn.Module):
+    """Encoder, LSTM/GRU core and a head: a squashed Gaussian within ``[low, high]`` for a
+    continuous action of ``action_dim`` numbers, or (``low`` and ``high`` None) a categorical
+    policy over ``action_dim`` discrete actions."""
+
     def __init__(self, parts: Parts, action_dim: int, sizes: list[int], hidden_size: int, rnn: str,
-                 low: torch.Tensor, high: torch.Tensor, inputs: Inputs | None = None, layer_norm: bool = False):
+                 low: torch.Tensor | None, high: torch.Tensor | None, inputs: Inputs | None = None,
+                 layer_norm: bool = False):
         super().__init__()
         self.kind = rnn
+        self.discrete = low is None
+        self.actions = action_dim
         self.encoder = encoder(parts, sizes, inputs, layer_norm=layer_norm)
         self.rnn = recurrent_core(rnn, sizes[-1], hidden_size)
-        self.head = SquashedGaussian(hidden_size, action_dim, low, high)
+        self.head = (CategoricalHead(hidden_size, action_dim) if self.discrete
+                     else SquashedGaussian(hidden_size, action_dim, low, high))
 
     @property
     def state_keys(self) -> list[str]:
@@ -85,23 +134,32 @@ class RecurrentActor(nn.Module):
 
 
 class RecurrentCritic(nn.Module):
-    """Q(history up to t, a_t): the recurrent core reads observations; the action joins after
-    it (with ``layer_norm``, after the core's features are layer-normalised)."""
+    """Q(history up to t, a_t): the recurrent core reads observations; a continuous action
+    joins after it (with ``layer_norm``, after the core's features are layer-normalised);
+    with ``discrete``, the head gives the Q-value of each of ``action_dim`` actions at once."""
 
     def __init__(self, parts: Parts, action_dim: int, sizes: list[int], hidden_size: int, rnn: str,
-                 inputs: Inputs | None = None, layer_norm: bool = False):
+                 inputs: Inputs | None = None, layer_norm: bool = False, discrete: bool = False):
         super().__init__()
+        self.discrete = discrete
         self.encoder = encoder(parts, sizes, inputs, layer_norm=layer_norm)
         self.rnn = recurrent_core(rnn, sizes[-1], hidden_size)
         self.norm = nn.LayerNorm(hidden_size) if layer_norm else nn.Identity()
-        self.q = MLP(in_features=hidden_size + action_dim, out_features=1, num_cells=[hidden_size],
-                     activation_class=nn.ReLU)
+        self.q = MLP(in_features=hidden_size + (0 if discrete else action_dim),
+                     out_features=action_dim if discrete else 1, num_cells=[hidden_size], activation_class=nn.ReLU)
 
     def features(self, obs: torch.Tensor, burn_in: int) -> torch.Tensor:
         return self.norm(run_core(self.rnn, self.encoder(obs), None, burn_in))
 
     def value(self, features: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        """Q of ``action`` (continuous: ``[..., action_dim]`` floats; discrete: ``[...]`` indices)."""
+        if self.discrete:
+            return self.values(features).gather(-1, action.long().unsqueeze(-1)).squeeze(-1)
         return self.q(torch.cat([features, action], -1)).squeeze(-1)
+
+    def values(self, features: torch.Tensor) -> torch.Tensor:
+        """Discrete actions: the Q-value of every action, ``[..., action_dim]``."""
+        return self.q(features)
 
 
 def make_policy(actor: RecurrentActor):
@@ -117,6 +175,30 @@ def make_policy(actor: RecurrentActor):
 
 
 # ---------------------------------------------------------------- algorithm
+#: What the actor does at each step: (action, log pi(action)) sampled for a continuous action;
+#: (None, log pi(.) over every action) for a discrete one.
+Policy = tuple[torch.Tensor | None, torch.Tensor]
+
+
+def soft_value(critics: nn.ModuleList, features: list[torch.Tensor], policy: Policy,
+               alpha: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per step, E_pi[min_i Q_i(h, a) - alpha log pi(a|h)] and the policy's entropy: over the
+    sampled action (continuous), or exactly, weighting every action by its probability (discrete)."""
+    action, log_prob = policy
+    if action is None:
+        q = torch.stack([c.values(f) for c, f in zip(critics, features)]).min(0).values
+        prob = log_prob.exp()
+        return (prob * (q - alpha * log_prob)).sum(-1), -(prob * log_prob).sum(-1)
+    q = torch.stack([c.value(f, action) for c, f in zip(critics, features)]).min(0).values
+    return q - alpha * log_prob, -log_prob
+
+
+def steps_of(policy: Policy, steps: slice) -> Policy:
+    """The policy at ``steps`` of the time axis."""
+    action, log_prob = policy
+    return (None if action is None else action[:, steps]), log_prob[:, steps]
+
+
 class RSAC:
     """Actor, twin critics and their targets, a learnt temperature, one update per batch."""
 
@@ -124,8 +206,7 @@ class RSAC:
         """``burn_in``: the sampler's (``sampler.burn_in``)."""
         self.actor, self.critics, self.settings, self.burn_in = actor, critics, settings, burn_in
         self.target_critics = copy.deepcopy(critics).requires_grad_(False)
-        action_dim = actor.head.loc.numel()
-        self.target_entropy = settings.target_entropy if settings.target_entropy is not None else -float(action_dim)
+        self.target_entropy = target_entropy(settings, actor.actions, actor.discrete)
         self.log_alpha = torch.tensor(math.log(settings.init_alpha), device=self.device, requires_grad=True)
         self.actor_optimizer = adam(actor, lr=settings.lr, rnn_lr=settings.rnn_lr)
         self.critic_optimizer = adam(critics, lr=settings.lr, rnn_lr=settings.rnn_lr)
@@ -141,6 +222,12 @@ class RSAC:
     def actor_state(self, batch: TensorDictBase) -> tuple[torch.Tensor, ...]:
         return stored_state(batch, self.actor.state_keys, zero=self.settings.initial_state == "zero")
 
+    def policy(self, features: torch.Tensor) -> Policy:
+        """The actor's policy at each step of ``features``."""
+        if self.actor.discrete:
+            return None, self.actor.head.log_probs(features)
+        return self.actor.head.sample(features)
+
     def update(self, batch: TensorDictBase) -> dict[str, float]:
         """One gradient step of critics, actor and temperature on ``[B, T]`` slices."""
         s = self.settings
@@ -151,7 +238,8 @@ class RSAC:
             track_observations([self.actor, self.critics, self.target_critics], batch.get("observation")[mask],
                                s.observation_rate)
         sequence = observations_with_next(batch)  # T + 1 observations
-        action = batch.get("action").reshape(n_seq, horizon, -1).float()
+        action = (batch.get("action").reshape(n_seq, horizon) if self.actor.discrete
+                  else batch.get("action").reshape(n_seq, horizon, -1).float())
         reward = batch.get(("next", "reward")).reshape(n_seq, horizon).float()
         alive = 1.0 - batch.get(("next", "terminated")).reshape(n_seq, horizon).float()
         burn_in = min(self.burn_in, horizon - 1)
@@ -159,37 +247,35 @@ class RSAC:
         n_learn = learn.sum().clamp_min(1)
         alpha = self.log_alpha.exp().detach()
 
-        # The actor over all T + 1 observations: next actions for the targets, new actions for its loss.
+        # The actor over all T + 1 observations: its policy at the next steps for the targets, at these for its loss.
         actor_features = run_core(self.actor.rnn, self.actor.encoder(sequence), self.actor_state(batch), burn_in)
-        new_action, log_prob = self.actor.head.sample(actor_features)
+        policy = self.policy(actor_features)
 
-        # ---- critics: twin Q towards r + gamma * (min target Q(next, a') - alpha log pi(a'|next))
+        # ---- critics: twin Q towards r + gamma * E_pi[min target Q(next, a') - alpha log pi(a'|next)]
         with torch.no_grad():
-            target_q = torch.stack([
-                c.value(c.features(sequence, burn_in), new_action.detach()) for c in self.target_critics
-            ]).min(0).values
-            soft_value = target_q[:, 1:] - alpha * log_prob.detach()[:, 1:]
-            target = reward + s.gamma * alive * soft_value
-        critic_features = [c.features(sequence, burn_in) for c in self.critics]
-        q_taken = [c.value(f[:, :-1], action) for c, f in zip(self.critics, critic_features)]
+            target_features = [c.features(sequence, burn_in)[:, 1:] for c in self.target_critics]
+            next_policy = tuple(None if p is None else p.detach() for p in steps_of(policy, slice(1, None)))
+            next_value, _ = soft_value(self.target_critics, target_features, next_policy, alpha)
+            target = reward + s.gamma * alive * next_value
+        critic_features = [c.features(sequence, burn_in)[:, :-1] for c in self.critics]
+        q_taken = [c.value(f, action) for c, f in zip(self.critics, critic_features)]
         critic_loss = sum(((q - target) ** 2 * learn).sum() for q in q_taken) / n_learn
         self.critic_optimizer.zero_grad(set_to_none=True)
         critic_loss.backward()
         critic_grad = nn.utils.clip_grad_norm_(self.critics.parameters(), s.max_grad_norm)
         self.critic_optimizer.step()
 
-        # ---- actor: maximise min Q(s, a~pi) + alpha * entropy (critic features fixed)
-        q_new = torch.stack([
-            c.value(f[:, :-1].detach(), new_action[:, :-1]) for c, f in zip(self.critics, critic_features)
-        ]).min(0).values
-        actor_loss = ((alpha * log_prob[:, :-1] - q_new) * learn).sum() / n_learn
+        # ---- actor: maximise E_pi[min Q(h, a) - alpha log pi(a|h)] (critic features fixed)
+        value, entropy = soft_value(self.critics, [f.detach() for f in critic_features],
+                                    steps_of(policy, slice(None, -1)), alpha)
+        actor_loss = -(value * learn).sum() / n_learn
         self.actor_optimizer.zero_grad(set_to_none=True)
         actor_loss.backward()
         nn.utils.clip_grad_norm_(self.actor.parameters(), s.max_grad_norm)
         self.actor_optimizer.step()
 
         # ---- temperature: keep the policy's entropy near the target
-        entropy = -(log_prob[:, :-1].detach() * learn).sum() / n_learn
+        entropy = (entropy.detach() * learn).sum() / n_learn
         alpha_loss = self.log_alpha * (entropy - self.target_entropy)
         self.alpha_optimizer.zero_grad(set_to_none=True)
         alpha_loss.backward()

@@ -21,7 +21,7 @@ from trajrl.algos.r2d2 import R2D2, RecurrentQNet, make_policies
 from trajrl.algos.rsac import RSAC, RecurrentActor, RecurrentCritic, make_policy
 from trajrl.collect.env import make_env, observation_stats
 from trajrl.envs import EnvSpaces
-from trajrl.spaces import CONTINUOUS
+from trajrl.spaces import CONTINUOUS, DISCRETE, MULTI_BINARY
 from trajrl.replay.episodes import VERSION_KEY
 from trajrl.settings import PPOSettings, R2D2Settings, RSACSettings, settings_of
 
@@ -106,7 +106,8 @@ def build_ppo(a: PPOSettings, cfg, spaces: EnvSpaces, inputs: Inputs, device: to
     if spaces.action_kind == CONTINUOUS:
         bounds = (spec.space.low.float().reshape(-1), spec.space.high.float().reshape(-1))
     net = ActorCritic(spaces.parts, spaces.actions, list(a.encoder_sizes), a.rnn if a.recurrent else None,
-                      a.hidden_size, inputs, bounds, a.layer_norm).to(device)
+                      a.hidden_size, inputs, bounds, a.layer_norm, categories=spaces.action_parts,
+                      binary=spaces.action_kind == MULTI_BINARY).to(device)
     acting, evaluated = on_cpu(net), on_cpu(net)
     policy, core = make_actor(acting, spec)
     algo = PPO(net, a, minibatch_episodes=int(cfg.sampler.episodes_per_batch), total_frames=int(cfg.total_frames),
@@ -117,14 +118,18 @@ def build_ppo(a: PPOSettings, cfg, spaces: EnvSpaces, inputs: Inputs, device: to
 
 
 def build_rsac(a: RSACSettings, cfg, spaces: EnvSpaces, inputs: Inputs, device: torch.device) -> Agent:
-    """Recurrent actor, twin recurrent critics, the acting policy and the SAC learner."""
-    spec = action_spec(cfg.env)
-    low, high = spec.space.low.float().reshape(-1), spec.space.high.float().reshape(-1)
+    """Recurrent actor, twin recurrent critics, the acting policy and the SAC learner
+    (SAC-discrete where the actions are ``Discrete``)."""
+    discrete = spaces.action_kind == DISCRETE
+    low = high = None
+    if not discrete:
+        space = action_spec(cfg.env).space
+        low, high = space.low.float().reshape(-1), space.high.float().reshape(-1)
     sizes = list(a.encoder_sizes)
     parts, action_dim = spaces.parts, spaces.actions
     actor = RecurrentActor(parts, action_dim, sizes, a.hidden_size, a.rnn, low, high, inputs, a.layer_norm).to(device)
-    critics = nn.ModuleList(RecurrentCritic(parts, action_dim, sizes, a.hidden_size, a.rnn, inputs, a.layer_norm)
-                            for _ in range(2)).to(device)
+    critics = nn.ModuleList(RecurrentCritic(parts, action_dim, sizes, a.hidden_size, a.rnn, inputs, a.layer_norm,
+                                            discrete) for _ in range(2)).to(device)
     acting, evaluated = on_cpu(actor), on_cpu(actor)
     policy, core = make_policy(acting)
     algo = RSAC(actor, critics, a, burn_in=int(cfg.sampler.get("burn_in", 0)))

@@ -128,10 +128,12 @@ class Loop:
         self.pending_eval: dict[str, float] = {}  # an evaluation's results, until the next row
         self.recent_return: float | None = None
         self.collector_restarts = 0
+        self.solved: dict[str, float] | None = None  # the evaluation at loop.stop_at_return, once there is one
 
     # ------------------------------------------------------------ the run
     def run(self) -> dict[str, float]:
-        """Train until ``total_frames`` (or ``loop.time_limit_s``); return the final metrics row."""
+        """Train until ``total_frames`` (or ``loop.time_limit_s``, or an evaluation at ``loop.stop_at_return``);
+        return the final metrics row."""
         self.started = time.monotonic()
         self.watch = CollectorWatch(self.collector, self.parts.counters.fault_log if self.parts.counters else None)
         try:
@@ -153,7 +155,10 @@ class Loop:
         self.state.frames = self.frames_now()
         if self.parts.audit is not None:
             self.audit_buffer(self.parts.audit)
-        last_eval = self.evaluate(collecting=False) if self.parts.evaluate is not None else {}
+        if self.solved is not None:  # the evaluation that solved the task is the last one
+            last_eval = self.solved
+        else:
+            last_eval = self.evaluate(collecting=False) if self.parts.evaluate is not None else {}
         final = self.write_row(last_eval, closing=True)
         final["eval/best_return"] = self.state.best_eval if last_eval else float("nan")
         self.save_checkpoint()
@@ -176,7 +181,7 @@ class Loop:
 
     def finished(self) -> bool:
         limit = self.settings.time_limit_s
-        return self.state.frames >= self.total_frames or (
+        return self.state.frames >= self.total_frames or self.solved is not None or (
             limit is not None and time.monotonic() - self.started >= limit)
 
     def restart_collector(self, failure: CollectorFailed) -> None:
@@ -256,6 +261,9 @@ class Loop:
             if self.parts.keep_best is not None:
                 with critical():
                     self.parts.keep_best(replace(self.state, frames=self.frames_now()))
+        stop_at = self.settings.stop_at_return
+        if collecting and stop_at is not None and stats["eval/return"] >= stop_at and self.solved is None:
+            self.solved = {**stats, "run/solved_at_frames": float(self.state.frames)}
         return stats
 
     def push_weights(self) -> None:
@@ -299,7 +307,7 @@ class Loop:
         for the checkpoint, so that the buffer it saves holds still)."""
         frames = self.state.frames
         last_eval = self.evaluate() if self.eval_every.due(frames) else {}
-        if self.log_every.due(frames):
+        if self.log_every.due(frames) and self.solved is None:  # solved: the closing row is next
             self.write_row(last_eval)
         elif last_eval:
             self.pending_eval = last_eval
@@ -556,6 +564,8 @@ class EpisodicLoop(Loop):
             if self.finished():
                 break
             self.log_eval_checkpoint()                           # evaluate, log, save: each when due
+            if self.solved is not None:                          # that evaluation reached loop.stop_at_return
+                break
             t0 = time.monotonic()
 
     def current_policy_only(self, batch: TensorDictBase) -> TensorDictBase | None:

@@ -107,6 +107,8 @@ def summary(final: dict) -> str:
         f"wall-clock      {fmt('time/elapsed_s')} s ({fmt('time/frames_per_s', '.0f')} frames/s)",
         f"updates         {int(final['train/updates']):,}",
         f"eval return     {fmt('eval/return')} (best {fmt('eval/best_return')})",
+        *([f"solved          at {int(final['run/solved_at_frames']):,} frames: the evaluation reached "
+           f"loop.stop_at_return, and the run stopped there"] if "run/solved_at_frames" in final else []),
         *([f"eval success    {fmt('eval/success', '.2f')} (episodes that ended at their goal)"]
           if "eval/success" in final else []),
         f"train return    {fmt('episode/return')} (last episodes)",
