@@ -230,6 +230,9 @@ def main() -> None:
                         help="episodes each seed's best and last agents are evaluated over after the run (0: not)")
     parser.add_argument("overrides", nargs="*", help="extra overrides for every run (e.g. total_frames=30000)")
     args = parser.parse_args()
+    if any(o.lstrip("+").startswith("loop.stop_at_return") for o in args.overrides):
+        parser.error("loop.stop_at_return ends a run when it first reaches a return: this benchmark judges "
+                     "whether a run keeps what it learnt (final >= threshold), so every run trains to its frames")
     report = args.report or args.out
     report.mkdir(parents=True, exist_ok=True)
 

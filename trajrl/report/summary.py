@@ -24,6 +24,8 @@ COLUMNS = [
     ("updates", "train/updates", "last"),
     ("audit violations", "audit/violations", "last"),
 ]
+#: Shown when a run of the table stopped at ``loop.stop_at_return``.
+SOLVED = ("solved at frames", "run/solved_at_frames", "last")
 
 
 def value(run: Run, metric: str, how: str) -> float:
@@ -45,10 +47,12 @@ def cell(values: list[float]) -> str:
 def summary_table(path: str | Path) -> str:
     """The markdown table for the runs under ``path``."""
     groups = group_runs(find_runs(path))
-    lines = ["| configuration | seeds | " + " | ".join(name for name, _, _ in COLUMNS) + " |",
-             "|---|---|" + "---|" * len(COLUMNS)]
+    solved = any(not math.isnan(value(run, *SOLVED[1:])) for runs in groups.values() for run in runs)
+    columns = [*COLUMNS, *([SOLVED] if solved else [])]
+    lines = ["| configuration | seeds | " + " | ".join(name for name, _, _ in columns) + " |",
+             "|---|---|" + "---|" * len(columns)]
     for label, runs in groups.items():
-        cells = [cell([value(run, metric, how) for run in runs]) for _, metric, how in COLUMNS]
+        cells = [cell([value(run, metric, how) for run in runs]) for _, metric, how in columns]
         lines.append(f"| {label} | {', '.join(run.seed for run in runs)} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
