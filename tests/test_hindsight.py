@@ -207,8 +207,10 @@ def test_evaluation_reports_the_share_of_episodes_that_end_at_their_goal(reach, 
 
 
 @pytest.mark.parametrize("task", [["env=bit_flipping", "env.kwargs.n=4", "sampler.slice_len=4", "sampler.burn_in=0"],
-                                  ["algo=rsac", "env=point_reach", "sampler.slice_len=10", "sampler.burn_in=2"]],
-                         ids=["r2d2-bit_flipping", "rsac-point_reach"])
+                                  ["algo=rsac", "env=point_reach", "sampler.slice_len=10", "sampler.burn_in=2"],
+                                  ["algo=rsac", "env=bit_flipping", "env.kwargs.n=4", "sampler.slice_len=4",
+                                   "sampler.burn_in=0"]],
+                         ids=["r2d2-bit_flipping", "rsac-point_reach", "sac_discrete-bit_flipping"])
 def test_a_run_with_hindsight_logs_the_relabelled_share_and_the_success_rate(task, tmp_path):
     run_dir = tmp_path / "run"
     proc = cli(*task, "sampler.her_ratio=0.25", "debug=smoke", "audit=true", f"hydra.run.dir={run_dir}", cwd=tmp_path)
