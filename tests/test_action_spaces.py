@@ -1,5 +1,5 @@
 """Actions of several parts (PPO: MultiDiscrete, MultiBinary) and actions no algorithm takes."""
-from pathlib import Path
+import io
 
 import gymnasium as gym
 import pytest
@@ -12,12 +12,9 @@ from trajrl.config import validate
 from trajrl.envs import env_spaces
 from trajrl.errors import ConfigError
 from trajrl.spaces import MULTI_BINARY, MULTI_DISCRETE
-from helpers import rows_of, trajrl as run_trajrl
+from trajrl.training.progress import Progress
 
 import action_envs  # noqa: F401 (registers the environments)
-
-TESTS = Path(__file__).parent
-
 
 def test_a_multi_discrete_log_prob_and_entropy_are_the_sums_of_their_parts():
     torch.manual_seed(0)
@@ -73,15 +70,14 @@ RANDOM_RETURN = {"MatchMultiDiscrete-v0": 10 * (1 / 3 + 1 / 4 + 1 / 2) / 3, "Mat
     pytest.param("MatchMultiBinary-v0", True, marks=pytest.mark.slow),  # the recurrent path of the line above
 ])
 def test_ppo_learns_actions_of_several_parts(env_id, recurrent, tmp_path):
-    """A test-sized run ends well above a random policy (3.6 and 5.0 of 10; reading the target: 10)."""
+    """A test-sized run (``train``, as the CLI runs it) ends well above a random policy (3.6 and
+    5.0 of 10; reading the target: 10)."""
     frames = 6000 if recurrent else 3000
-    proc = run_trajrl("algo=ppo", f"algo.recurrent={str(recurrent).lower()}", "env=gym", f"env.id={env_id}",
-                      "env.import_module=action_envs", f"total_frames={frames}", "loop.eval_every_frames=1500",
-                      "logger.plots=false", f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path, timeout=240,
-                      pythonpath=TESTS)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    best = max(row["eval/return"] for row in rows_of(tmp_path / "run") if "eval/return" in row)
-    assert best >= RANDOM_RETURN[env_id] + 1.5, best
+    cfg = trajrl.compose(["algo=ppo", f"algo.recurrent={str(recurrent).lower()}", "env=gym", f"env.id={env_id}",
+                          "env.import_module=action_envs", f"total_frames={frames}", "loop.eval_every_frames=1500",
+                          "logger.plots=false"])
+    final = trajrl.train(cfg, tmp_path / "run", progress=Progress(frames, stream=io.StringIO()))
+    assert final["eval/best_return"] >= RANDOM_RETURN[env_id] + 1.5, final["eval/best_return"]
 
 
 @pytest.mark.parametrize("env_id", ["DictActions-v0", "TupleActions-v0"])
