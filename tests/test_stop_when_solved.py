@@ -2,7 +2,6 @@
 summary and metrics.csv, and keeps best.pt and latest.pt as any run does."""
 import io
 
-
 import trajrl
 from trajrl.report.summary import summary_table
 from trajrl.training.progress import Progress
