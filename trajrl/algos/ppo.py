@@ -295,8 +295,10 @@ class PPO:
             std = masked_mean((advantage - mean) ** 2, mask).sqrt()
             advantage = (advantage - mean) / (std + 1e-8)
         dist = self.net.distribution(batch.get("observation"))
-        taken = (batch.get(SAMPLE_KEY) if self.net.continuous else batch.get("action").reshape(mask.shape)
-                 if self.net.one_number else batch.get("action"))
+        if self.net.continuous:
+            taken = batch.get(SAMPLE_KEY)  # the Gaussian's sample, before clipping
+        else:
+            taken = batch.get("action").reshape(mask.shape) if self.net.one_number else batch.get("action")
         log_prob = dist.log_prob(taken)
         log_ratio = torch.where(mask, log_prob - batch.get(LOG_PROB_KEY).reshape(mask.shape), 0.0)
         ratio = log_ratio.exp()
