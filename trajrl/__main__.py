@@ -55,7 +55,7 @@ def workers_from_a_fork_server() -> None:
 
 def start_fork_server() -> None:
     """Start the fork server now, where workers come from one: it imports what they run
-    while this process imports the learner (on two cores, about 2 s off a run's start)."""
+    while this process imports the learner (the two imports overlap on two cores)."""
     import multiprocessing
     from multiprocessing import forkserver
 

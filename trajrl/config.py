@@ -201,7 +201,7 @@ def _join(prefix: str, key: Any) -> str:
 def _check_device(device: str) -> None:
     if device != "cuda":
         return
-    import torch  # only here: a refused setting is reported without importing torch (~1.5 s)
+    import torch  # only here: a refused setting is reported without waiting for torch's import
 
     if not torch.cuda.is_available():
         raise ConfigError("device", device, "this machine has no CUDA device that torch "

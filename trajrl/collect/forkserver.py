@@ -4,8 +4,8 @@
 ``python -m trajrl`` starts its collector workers with multiprocessing's ``forkserver``
 method (``trajrl.__main__.workers_from_a_fork_server``): a server process imports this
 module once, then forks each worker from itself, so that a worker starts with its
-imports done instead of making them anew (``spawn``: about 3 s of CPU each, as long as
-the learner's own start)."""
+imports done instead of making them anew (``spawn`` repeats the learner's own imports
+of torch, TorchRL and gymnasium in every worker)."""
 import trajrl.factory  # noqa: F401  (imports every piece a worker runs)
 from trajrl.training.interrupts import stacks_on_sigusr1
 

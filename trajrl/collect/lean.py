@@ -5,8 +5,8 @@ TorchRL's path (``make_env``: ``GymWrapper``, its autoreset transform for a vect
 ``InitTracker``, ``StepCounter``, ``RewardSum``, the recurrent-state primer, and
 trajrl's info readers and counters) copies each step's tensordict once per transform
 and reads the info dicts one environment at a time; over a vector of 256 environments
-that costs more than stepping them (``scripts/bench_pipeline.py``: the lean path stores
-1.56x the frames a second there). ``LeanEnv`` keeps that stack, built as
+that costs more than stepping them (``scripts/bench_pipeline.py`` measures both paths
+there; docs/performance.md quotes its figures). ``LeanEnv`` keeps that stack, built as
 usual, for its specs, seeding and (rare) full resets, and steps the gymnasium
 environment under it directly: one ``step`` of the vector, its arrays converted once,
 the counters, flags, returns, recurrent states, fault marks and resets written for

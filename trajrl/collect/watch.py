@@ -11,13 +11,14 @@ from torchrl.collectors import BaseCollector, MultiCollector
 from trajrl.collect.faults import FaultLog
 from trajrl.errors import CollectorFailed, CollectorStalled
 
-STUCK_SHUTDOWN_S = 2.0  # a stalled collector's workers: TorchRL's shutdown timeout (10 s otherwise)
+STUCK_SHUTDOWN_S = 2.0  # a stalled collector's workers: TorchRL's shutdown timeout (its default otherwise)
 
 
 def shutdown_args(collector: BaseCollector, stuck: bool) -> dict:
-    """TorchRL's shutdown arguments: a collector whose workers are stuck (it stalled)
-    gives them ``STUCK_SHUTDOWN_S`` instead of 8 s to stop by themselves before they are
-    terminated; it gives the others TorchRL's default."""
+    """TorchRL's shutdown arguments: a collector whose workers are stuck (it stalled) gets
+    ``STUCK_SHUTDOWN_S`` as its timeout (TorchRL waits 80 % of the timeout for the workers to
+    stop by themselves, then terminates them; its default timeout is 10 s); the others get
+    TorchRL's default."""
     return {"timeout": STUCK_SHUTDOWN_S} if stuck and isinstance(collector, MultiCollector) else {}
 
 
