@@ -1,7 +1,6 @@
 """PPO on whole episodes: what is easy to get wrong with padding and recurrence."""
 import pytest
 import torch
-from tensordict import TensorDict
 
 import trajrl
 from helpers import random_episodes, rows_of, trajrl as cli

@@ -5,7 +5,6 @@ import copy
 
 import pytest
 import torch
-from tensordict import TensorDict
 
 import trajrl
 from trajrl.algos.networks import recurrent_parameters

@@ -337,7 +337,6 @@ class OffPolicyLoop(Loop):
         self.can_pause = self.gate is not None or type(self.collector).pause.__qualname__ != "BaseCollector.pause"
 
     def collect_and_learn(self) -> None:
-        s = self.settings
         self.last_write = time.monotonic()
         self.generation_start = (self.buffer.write_count, self.episodes.episodes)  # where this collector's writes begin
         self.collector.start()
