@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 # torch first and pinned: an unpinned torch pulls a multi-GB CUDA build.
 TORCH  ?= torch==2.13.0
 
-.PHONY: run test test-slow install install-test clean
+.PHONY: run test test-slow lint install install-test clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -34,7 +34,13 @@ install-test: $(VENV)/.installed-test
 run: install
 	$(PY) -m trajrl $(ARGS)
 
-test: install-test
+# The rules a machine checks (pyproject.toml: [tool.ruff], [tool.importlinter]), then the tests.
+lint: install-test
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
+
+test: lint
 	$(PY) -m pytest $(ARGS)
 
 test-slow: $(VENV)/.installed-extras

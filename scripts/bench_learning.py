@@ -20,6 +20,7 @@ deterministic episodes (100 by default; ``trajrl evaluate <run dir> --episodes 1
 beside the in-run figures. ``--jobs 2`` trains two seeds at once (each learner on one torch
 thread): 1.33x the throughput of one at a time on 2 cores; frames compare, wall-clock does not.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,6 +34,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 
 import gymnasium as gym
@@ -71,10 +73,12 @@ TARGETS = {  # the issue's targets: evaluation return >= threshold within this m
     "r2d2_bit_flipping_her": Target("trajrl/BitFlipping-v0", 0.9, 60_000, {"n": 15}, "eval/success"),
     "r2d2_bit_flipping": Target("trajrl/BitFlipping-v0", 0.9, 60_000, {"n": 15}, "eval/success"),
     # the memory version: the goal shown at the first step only
-    "r2d2_bit_flipping_memory_her": Target("trajrl/BitFlipping-v0", 0.9, 60_000,
-                                           {"n": 5, "goal_first_step_only": True}, "eval/success"),
-    "r2d2_bit_flipping_memory": Target("trajrl/BitFlipping-v0", 0.9, 60_000,
-                                       {"n": 5, "goal_first_step_only": True}, "eval/success"),
+    "r2d2_bit_flipping_memory_her": Target(
+        "trajrl/BitFlipping-v0", 0.9, 60_000, {"n": 5, "goal_first_step_only": True}, "eval/success"
+    ),
+    "r2d2_bit_flipping_memory": Target(
+        "trajrl/BitFlipping-v0", 0.9, 60_000, {"n": 5, "goal_first_step_only": True}, "eval/success"
+    ),
     # the continuous goal task, recurrent SAC, with and without hindsight
     "rsac_point_reach_her": Target("trajrl/PointReach-v0", 0.9, 15_000, None, "eval/success"),
     "rsac_point_reach": Target("trajrl/PointReach-v0", 0.9, 15_000, None, "eval/success"),
@@ -103,6 +107,11 @@ def random_policy(target: Target, episodes: int = 20, seed: int = 0) -> float:
         values.append(float(info.get("is_success", 0.0)) if target.metric == "eval/success" else total)
     env.close()
     return float(np.mean(values))
+
+
+def run_seed(preset: str, extra: list[str], reuse: bool, seed: int, run_dir: Path) -> list[dict]:
+    """``run`` with the arguments in the order ``pool.map`` gives them."""
+    return run(preset, seed, run_dir, extra, reuse)
 
 
 def run(preset: str, seed: int, run_dir: Path, extra: list[str], reuse: bool = False) -> list[dict]:
@@ -189,7 +198,11 @@ def kept_cell(values: list[float], threshold: float, digits: int) -> str:
 def median_or_miss(values: list[float | None], fmt: str) -> str:
     """Median over seeds, a seed that never reached the threshold counting as infinite."""
     ordered = sorted(math.inf if v is None else v for v in values)
-    middle = ordered[len(ordered) // 2] if len(ordered) % 2 else 0.5 * (ordered[len(ordered) // 2 - 1] + ordered[len(ordered) // 2])
+    middle = (
+        ordered[len(ordered) // 2]
+        if len(ordered) % 2
+        else 0.5 * (ordered[len(ordered) // 2 - 1] + ordered[len(ordered) // 2])
+    )
     return "not reached" if math.isinf(middle) else format(middle, fmt)
 
 
@@ -221,26 +234,36 @@ def main() -> None:
     parser.add_argument("--presets", nargs="+", default=list(TARGETS), choices=list(TARGETS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
     parser.add_argument("--out", type=Path, default=Path("outputs/bench_learning"), help="where the runs go")
-    parser.add_argument("--report", type=Path, default=None,
-                        help="where learning.md and learning.png go (default: --out)")
-    parser.add_argument("--reuse", action="store_true",
-                        help="read finished runs already under --out instead of training them again")
+    parser.add_argument(
+        "--report", type=Path, default=None, help="where learning.md and learning.png go (default: --out)"
+    )
+    parser.add_argument(
+        "--reuse", action="store_true", help="read finished runs already under --out instead of training them again"
+    )
     parser.add_argument("--jobs", type=int, default=1, help="seeds trained at once (2 on a 2-core machine)")
-    parser.add_argument("--final-episodes", type=int, default=100,
-                        help="episodes each seed's best and last agents are evaluated over after the run (0: not)")
+    parser.add_argument(
+        "--final-episodes",
+        type=int,
+        default=100,
+        help="episodes each seed's best and last agents are evaluated over after the run (0: not)",
+    )
     parser.add_argument("overrides", nargs="*", help="extra overrides for every run (e.g. total_frames=30000)")
     args = parser.parse_args()
     if any(o.lstrip("+").startswith("loop.stop_at_return") for o in args.overrides):
-        parser.error("loop.stop_at_return ends a run when it first reaches a return: this benchmark judges "
-                     "whether a run keeps what it learnt (final >= threshold), so every run trains to its frames")
+        parser.error(
+            "loop.stop_at_return ends a run when it first reaches a return: this benchmark judges "
+            "whether a run keeps what it learnt (final >= threshold), so every run trains to its frames"
+        )
     report = args.report or args.out
     report.mkdir(parents=True, exist_ok=True)
 
     n = args.final_episodes
-    lines = ["| preset | threshold | within | seeds reaching it | final >= threshold | frames to reach (median) | "
-             "wall-clock to reach (median, s) | final eval | best eval | area under the curve | "
-             f"best agent over {n} episodes | last agent over {n} episodes | random policy |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| preset | threshold | within | seeds reaching it | final >= threshold | frames to reach (median) | "
+        "wall-clock to reach (median, s) | final eval | best eval | area under the curve | "
+        f"best agent over {n} episodes | last agent over {n} episodes | random policy |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     curves, details = {}, []
     for preset in args.presets:
         target = TARGETS[preset]
@@ -251,8 +274,7 @@ def main() -> None:
         baseline = random_policy(target)
         dirs = [args.out / preset / f"seed_{seed}" for seed in args.seeds]
         with ThreadPoolExecutor(max(1, args.jobs)) as pool:  # each job is a CLI process
-            rows = list(pool.map(lambda sd: run(preset, sd[0], sd[1], args.overrides, args.reuse),
-                                 zip(args.seeds, dirs)))
+            rows = list(pool.map(partial(run_seed, preset, args.overrides, args.reuse), args.seeds, dirs))
         runs = [evaluations(r, target.metric) for r in rows]
         kept = [kept_agents(d, target, n) for d in dirs] if n > 0 else []
         curves[preset] = runs
@@ -261,27 +283,33 @@ def main() -> None:
         finals, bests = [evals[-1][1] for evals in runs], [max(v for _, v, _ in evals) for evals in runs]
         what = "" if target.metric == "eval/return" else f"{target.metric.split('/')[1]} "
         digits, point = (1, 0) if target.metric == "eval/return" else (2, 2)  # table, curves
-        row = (f"| {preset} | {what}{target.threshold:g} | {target.within_frames:,} | "
-               f"{sum(r is not None for r in in_budget)}/{len(runs)} | "
-               f"{sum(v >= target.threshold for v in finals)}/{len(runs)} | "
-               f"{median_or_miss([r[0] if r else None for r in in_budget], ',.0f')} | "
-               f"{median_or_miss([r[1] if r else None for r in in_budget], '.0f')} | "
-               f"{mean_std(finals, digits)} | {mean_std(bests, digits)} | "
-               f"{mean_std([area(e, target.within_frames) for e in runs], digits)} | "
-               f"{kept_cell([k['best'] for k in kept], target.threshold, digits)} | "
-               f"{kept_cell([k['latest'] for k in kept], target.threshold, digits)} | "
-               f"{baseline:.{digits}f} |")
+        row = (
+            f"| {preset} | {what}{target.threshold:g} | {target.within_frames:,} | "
+            f"{sum(r is not None for r in in_budget)}/{len(runs)} | "
+            f"{sum(v >= target.threshold for v in finals)}/{len(runs)} | "
+            f"{median_or_miss([r[0] if r else None for r in in_budget], ',.0f')} | "
+            f"{median_or_miss([r[1] if r else None for r in in_budget], '.0f')} | "
+            f"{mean_std(finals, digits)} | {mean_std(bests, digits)} | "
+            f"{mean_std([area(e, target.within_frames) for e in runs], digits)} | "
+            f"{kept_cell([k['best'] for k in kept], target.threshold, digits)} | "
+            f"{kept_cell([k['latest'] for k in kept], target.threshold, digits)} | "
+            f"{baseline:.{digits}f} |"
+        )
         lines.append(row)
         print(row, flush=True)
         for i, (seed, evals, reach) in enumerate(zip(args.seeds, runs, in_budget)):
             curve = ", ".join(f"{f / 1000:.0f}k: {v:.{point}f}" for f, v, _ in evals)
             if kept:
-                curve += (f"; over {n} episodes afterwards: best agent {kept[i]['best']:.{point}f}, "
-                          f"last agent {kept[i]['latest']:.{point}f}")
+                curve += (
+                    f"; over {n} episodes afterwards: best agent {kept[i]['best']:.{point}f}, "
+                    f"last agent {kept[i]['latest']:.{point}f}"
+                )
             late = [v for f, v, _ in evals if target.within_frames / 2 <= f <= target.within_frames]
-            summary = (f"first >= {target.threshold:g} {f'at {reach[0]:,.0f} frames' if reach else 'not within the budget'}; "
-                       f"mean {target.metric} in the budget's second half "
-                       f"{statistics.mean(late) if late else math.nan:.{point}f}")
+            summary = (
+                f"first >= {target.threshold:g} {f'at {reach[0]:,.0f} frames' if reach else 'not within the budget'}; "
+                f"mean {target.metric} in the budget's second half "
+                f"{statistics.mean(late) if late else math.nan:.{point}f}"
+            )
             details.append(f"- {preset}, seed {seed} (frames: {target.metric}): {curve} ({summary})")
             print(f"  seed {seed}: {curve} ({summary})", flush=True)
     table = "\n".join(lines)

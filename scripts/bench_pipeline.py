@@ -35,6 +35,7 @@ one, and the recurrent DQN's networks under ``torch.compile``).
 
     python scripts/bench_pipeline.py --skip collection fixed_frames loops sampling   # memory and learners only
 """
+
 from __future__ import annotations
 
 import argparse
@@ -67,10 +68,10 @@ class Setting:
     """One collection configuration, measured three ways."""
 
     label: str
-    collector: str   # trajrl's collector kind (the hand-wired code uses TorchRL's class of the same name)
+    collector: str  # trajrl's collector kind (the hand-wired code uses TorchRL's class of the same name)
     workers: int
-    width: int       # environments per worker (a gymnasium vector env when > 1)
-    runs: int = 1    # alternated runs of each way; the median is reported
+    width: int  # environments per worker (a gymnasium vector env when > 1)
+    runs: int = 1  # alternated runs of each way; the median is reported
 
     @property
     def frames_per_batch(self) -> int:  # rollouts of 200 steps of one env; 8 steps of a wide vector
@@ -81,9 +82,15 @@ class Setting:
         return max(4, self.width // 4)
 
     def overrides(self, stepping: str = "lean") -> list[str]:
-        return [*COMMON, f"collector={self.collector}", f"collector.num_workers={self.workers}",
-                f"env.num_envs={self.width}", f"collector.frames_per_batch={self.frames_per_batch}",
-                f"trajs_per_batch={self.trajs_per_batch}", f"env.stepping={stepping}"]
+        return [
+            *COMMON,
+            f"collector={self.collector}",
+            f"collector.num_workers={self.workers}",
+            f"env.num_envs={self.width}",
+            f"collector.frames_per_batch={self.frames_per_batch}",
+            f"trajs_per_batch={self.trajs_per_batch}",
+            f"env.stepping={stepping}",
+        ]
 
 
 SETTINGS = [
@@ -146,14 +153,19 @@ def hand_wired(setting: Setting, seconds: float) -> float:
         if width == 1:
             env = GymEnv(ENV, categorical_action_encoding=True)
         else:
-            vector = gym.vector.SyncVectorEnv([lambda: gym.make(ENV)] * width,
-                                              autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+            vector = gym.vector.SyncVectorEnv(
+                [lambda: gym.make(ENV)] * width, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP
+            )
             env = GymWrapper(vector, categorical_action_encoding=True)
         return TransformedEnv(env, Compose(InitTracker(), StepCounter(), RewardSum(), primer.clone()))
 
     buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(200_000))
-    common = dict(frames_per_batch=setting.frames_per_batch, total_frames=-1,
-                  trajs_per_batch=setting.trajs_per_batch, traj_format="cat")
+    common = dict(
+        frames_per_batch=setting.frames_per_batch,
+        total_frames=-1,
+        trajs_per_batch=setting.trajs_per_batch,
+        traj_format="cat",
+    )
     if setting.collector == "sync":
         collector = Collector(make_env, policy, **common)
     else:
@@ -209,11 +221,22 @@ def delays_and_rates(collector: str, workers: int, width: int, fixed: bool, seco
     import clock_env  # noqa: F401  (registers ClockCartPole-v0 in this process; workers import it by name)
 
     episodes = 1 if collector == "async_batched" else 4  # async_batched writes each episode as it ends
-    overrides = ["env=gym", "env.id=ClockCartPole-v0", "env.import_module=clock_env", "storage.capacity=200000",
-                 "loop.warmup_frames=0", f"collector={collector}", f"collector.num_workers={workers}",
-                 f"env.num_envs={width}", f"collector.frames_per_batch={max(200, 8 * width)}",
-                 f"trajs_per_batch={'null' if fixed else episodes}", "sampler=slice", "sampler.slice_len=32",
-                 "sampler.slices_per_batch=32", "algo.normalize_observations=false"]
+    overrides = [
+        "env=gym",
+        "env.id=ClockCartPole-v0",
+        "env.import_module=clock_env",
+        "storage.capacity=200000",
+        "loop.warmup_frames=0",
+        f"collector={collector}",
+        f"collector.num_workers={workers}",
+        f"env.num_envs={width}",
+        f"collector.frames_per_batch={max(200, 8 * width)}",
+        f"trajs_per_batch={'null' if fixed else episodes}",
+        "sampler=slice",
+        "sampler.slice_len=32",
+        "sampler.slices_per_batch=32",
+        "algo.normalize_observations=false",
+    ]
     delays: list[torch.Tensor] = []
     with trajrl.build(trajrl.compose(overrides)) as pipe:
         buffer, writer = pipe.buffer, pipe.buffer._writer
@@ -241,9 +264,15 @@ def delays_and_rates(collector: str, workers: int, width: int, fixed: bool, seco
         for _ in range(20):
             pipe.sequences.sample()
         sample_ms = 1000 * (time.perf_counter() - t0) / 20
-        return {"fps": fps, "p50": float(delay.median()), "p99": float(torch.quantile(delay, 0.99)),
-                "bytes": bytes_per_frame(buffer)["stored"], "sample_ms": sample_ms, "stored": writer.stored,
-                "ndim": buffer.storage.ndim}
+        return {
+            "fps": fps,
+            "p50": float(delay.median()),
+            "p99": float(torch.quantile(delay, 0.99)),
+            "bytes": bytes_per_frame(buffer)["stored"],
+            "sample_ms": sample_ms,
+            "stored": writer.stored,
+            "ndim": buffer.storage.ndim,
+        }
 
 
 def step_breakdown(width: int, steps: int) -> dict[str, float]:
@@ -257,8 +286,9 @@ def step_breakdown(width: int, steps: int) -> dict[str, float]:
     with trajrl.build(trajrl.compose(overrides)) as pipe:
         env, policy, collector = pipe.env_fn(slot=0), pipe.policy, pipe.collector
         vector = env.base._env  # the gymnasium vector under trajrl's lean env
-        limit = gym.vector.SyncVectorEnv([lambda: gym.make(ENV)] * width,
-                                         autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+        limit = gym.vector.SyncVectorEnv(
+            [lambda: gym.make(ENV)] * width, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP
+        )
         limit.reset(seed=0)
         root = policy(env.reset())
         rollout_steps = setting.frames_per_batch // width
@@ -302,15 +332,21 @@ def assembly_cost(lengths: tuple[int, ...], width: int = 256, steps: int = 8) ->
 
     from trajrl.collect.assembly import EpisodesUnderWay
 
-    with trajrl.build(trajrl.compose([*COMMON, "collector=sync", f"env.num_envs={width}",
-                                      f"collector.frames_per_batch={width * steps}"])) as pipe:
+    with trajrl.build(
+        trajrl.compose(
+            [*COMMON, "collector=sync", f"env.num_envs={width}", f"collector.frames_per_batch={width * steps}"]
+        )
+    ) as pipe:
         pipe.collector._ignore_rb = True  # the rollout as EpisodeCollector gets it, not written
         template = next(pipe.collector.iterator()).clone()
     rows = []
     for length in lengths:
         rollouts, age, ids, next_id = [], torch.arange(width) * length // width, torch.arange(width), width
         for _ in range(max(40, 3 * length // steps)):
-            traj_ids, done = torch.empty(width, steps, dtype=torch.int64), torch.zeros(width, steps, 1, dtype=torch.bool)
+            traj_ids, done = (
+                torch.empty(width, steps, dtype=torch.int64),
+                torch.zeros(width, steps, 1, dtype=torch.bool),
+            )
             for k in range(steps):
                 traj_ids[:, k], age = ids, age + 1
                 ended = age >= length
@@ -336,8 +372,14 @@ def assembly_cost(lengths: tuple[int, ...], width: int = 256, steps: int = 8) ->
             ours.append(time.perf_counter() - middle)
             assert sum(w.shape[0] for w in written) == episodes.shape[0]
         settled = min(length // steps, len(rollouts) - 20)  # once every environment has ended an episode
-        rows.append({"length": length, "under way": len(under_way),
-                     "torchrl": float(np.median(theirs[settled:])) * 1e3, "trajrl": float(np.median(ours[settled:])) * 1e3})
+        rows.append(
+            {
+                "length": length,
+                "under way": len(under_way),
+                "torchrl": float(np.median(theirs[settled:])) * 1e3,
+                "trajrl": float(np.median(ours[settled:])) * 1e3,
+            }
+        )
     return rows
 
 
@@ -346,12 +388,20 @@ def loops(collector: str, workers: int, frames: int) -> tuple[float, float, int,
     and of a synchronous loop (collect a batch, then the updates it is owed, as
     hand-wired TorchRL and most libraries do) over the same frames and updates:
     (async s, sync s, frames, updates)."""
-    overrides = ["total_frames=%d" % frames, "loop.eval_every_frames=0", "loop.eval_episodes=0",
-                 "loop.checkpoint_every_frames=0", "logger=none", "loop.warmup_frames=2000"]
+    overrides = [
+        f"total_frames={frames}",
+        "loop.eval_every_frames=0",
+        "loop.eval_episodes=0",
+        "loop.checkpoint_every_frames=0",
+        "logger=none",
+        "loop.warmup_frames=2000",
+    ]
     with tempfile.TemporaryDirectory() as run_dir:
-        final = trajrl.train(trajrl.compose([f"collector={collector}", f"collector.num_workers={workers}",
-                                             *overrides]), run_dir=run_dir,
-                             progress=Progress(frames, stream=io.StringIO(), live=False))
+        final = trajrl.train(
+            trajrl.compose([f"collector={collector}", f"collector.num_workers={workers}", *overrides]),
+            run_dir=run_dir,
+            progress=Progress(frames, stream=io.StringIO(), live=False),
+        )
     async_s, updates = float(final["time/elapsed_s"]), int(final["train/updates"])
     stored = int(final["frames"])
 
@@ -388,23 +438,45 @@ def bytes_per_frame(buffer) -> dict:
         return sum(stored.get(k).element_size() * stored.get(k).numel() for k in keys) / frames
 
     keys = list(stored.keys(include_nested=True, leaves_only=True))
-    env = ["observation", "action", ("next", "reward"), ("next", "done"), ("next", "terminated"),
-           ("next", "truncated"), ("next", "observation")]
+    env = [
+        "observation",
+        "action",
+        ("next", "reward"),
+        ("next", "done"),
+        ("next", "terminated"),
+        ("next", "truncated"),
+        ("next", "observation"),
+    ]
     state = [k for k in keys if isinstance(k, str) and k.startswith("recurrent_state")]
     extra = [k for k in keys if k not in env and k not in state]
     kept = getattr(buffer._writer, "states", None)  # sampler.state_every: kept apart, a slot per k positions
     kept_bytes = kept.nbytes() / storage.max_size if kept is not None else 0.0
-    return {"stored": size(keys) + kept_bytes, "env": size(env), "learner": size(env + state), "fields": len(keys),
-            "state": size(state) + kept_bytes,
-            "extra": ", ".join(f"{k if isinstance(k, str) else '.'.join(k)} {size([k]):.0f}" for k in extra)}
+    return {
+        "stored": size(keys) + kept_bytes,
+        "env": size(env),
+        "learner": size(env + state),
+        "fields": len(keys),
+        "state": size(state) + kept_bytes,
+        "extra": ", ".join(f"{k if isinstance(k, str) else '.'.join(k)} {size([k]):.0f}" for k in extra),
+    }
 
 
 def stored_bytes(state_every: int | str | None) -> dict:
     """Bytes per frame of the default recurrent DQN's buffer (20,000 frames written), with
     the recurrent state kept at every step or every ``state_every`` steps only ("auto": the default)."""
     every = "null" if state_every is None else state_every
-    with trajrl.build(trajrl.compose([*COMMON, "collector=sync", "env.num_envs=8", "collector.frames_per_batch=400",
-                                      "storage.capacity=20000", f"sampler.state_every={every}"])) as pipe:
+    with trajrl.build(
+        trajrl.compose(
+            [
+                *COMMON,
+                "collector=sync",
+                "env.num_envs=8",
+                "collector.frames_per_batch=400",
+                "storage.capacity=20000",
+                f"sampler.state_every={every}",
+            ]
+        )
+    ) as pipe:
         for _ in pipe.collector:
             if pipe.buffer.write_count >= 20_000:
                 break
@@ -425,8 +497,10 @@ def synthetic_episodes(frames: int, first_id: int, rng: np.random.Generator):
     done[torch.tensor(lengths).cumsum(0) - 1] = True
     is_init = torch.zeros(frames, 1, dtype=torch.bool)
     is_init[torch.cat([torch.zeros(1, dtype=torch.long), torch.tensor(lengths).cumsum(0)[:-1]])] = True
-    return TensorDict({"observation": torch.randn(frames, 4), "is_init": is_init, TRAJ_KEY: ids,
-                       ("next", "done"): done}, batch_size=[frames]), first_id + len(lengths)
+    return TensorDict(
+        {"observation": torch.randn(frames, 4), "is_init": is_init, TRAJ_KEY: ids, ("next", "done"): done},
+        batch_size=[frames],
+    ), first_id + len(lengths)
 
 
 def sampling_latency(kind: str, writes: bool, repeats: int) -> float:
@@ -437,8 +511,11 @@ def sampling_latency(kind: str, writes: bool, repeats: int) -> float:
     from trajrl.replay.slices import StepSliceSampler
 
     capacity, rng = 1_000_000, np.random.default_rng(0)
-    sampler = (SliceSampler(slice_len=32, traj_key=TRAJ_KEY, strict_length=False) if kind == "torchrl"
-               else StepSliceSampler(capacity, 32))
+    sampler = (
+        SliceSampler(slice_len=32, traj_key=TRAJ_KEY, strict_length=False)
+        if kind == "torchrl"
+        else StepSliceSampler(capacity, 32)
+    )
     buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(capacity), sampler=sampler, batch_size=256 * 32)
     if kind == "trajrl":
         sampler.follow(buffer._writer)  # as trajrl's buffer factory does
@@ -468,8 +545,11 @@ def sampling_latency(kind: str, writes: bool, repeats: int) -> float:
             thread.join()
 
 
-LEARNERS = [("recurrent DQN", "r2d2_cartpole_novel"), ("recurrent SAC", "rsac_pendulum_novel"),
-            ("recurrent PPO", "rppo_cartpole_novel")]
+LEARNERS = [
+    ("recurrent DQN", "r2d2_cartpole_novel"),
+    ("recurrent SAC", "rsac_pendulum_novel"),
+    ("recurrent PPO", "rppo_cartpole_novel"),
+]
 
 
 def plain_optimizers(algo) -> dict:
@@ -493,8 +573,16 @@ def learner_speed(preset: str, updates: int, repeats: int, device: str = "cpu") 
     learner trains (the run's ``device`` setting; on cuda each step is timed to its end)."""
     from torch.profiler import ProfilerActivity, profile
 
-    cfg = trajrl.compose([f"experiment={preset}", "collector=sync", "env.num_envs=8", "collector.frames_per_batch=800",
-                          "logger=none", f"device={device}"])
+    cfg = trajrl.compose(
+        [
+            f"experiment={preset}",
+            "collector=sync",
+            "env.num_envs=8",
+            "collector.frames_per_batch=800",
+            "logger=none",
+            f"device={device}",
+        ]
+    )
     synchronize = torch.cuda.synchronize if torch.cuda.is_available() and device != "cpu" else (lambda: None)
     with trajrl.build(cfg) as pipe:
         algo = pipe.algo
@@ -530,8 +618,11 @@ def learner_speed(preset: str, updates: int, repeats: int, device: str = "cpu") 
                 update_s += time.perf_counter() - t0
                 sample_s += took
             steps = algo.updates - start_updates
-            return {"per_s": steps / (sample_s + update_s), "sample_ms": 1000 * sample_s / steps,
-                    "update_ms": 1000 * update_s / steps}
+            return {
+                "per_s": steps / (sample_s + update_s),
+                "sample_ms": 1000 * sample_s / steps,
+                "update_ms": 1000 * update_s / steps,
+            }
 
         run(5, fused)  # warm-up
         runs = {"plain": [], "fused": []}
@@ -552,8 +643,12 @@ def learner_speed(preset: str, updates: int, repeats: int, device: str = "cpu") 
             compile_s = time.perf_counter() - t0
             runs["compiled"] = [run(updates, fused) for _ in range(repeats)]
         median = {kind: {k: float(np.median([r[k] for r in rs])) for k in rs[0]} for kind, rs in runs.items()}
-        return {**median, "recurrent": recurrent / max(total, 1), "shape": tuple(step()[0].shape),
-                "compile_s": compile_s}
+        return {
+            **median,
+            "recurrent": recurrent / max(total, 1),
+            "shape": tuple(step()[0].shape),
+            "compile_s": compile_s,
+        }
 
 
 def machine_cpu_s() -> float:
@@ -568,16 +663,19 @@ def startup_cost(start_method: str, overrides: list[str]) -> tuple[float, float]
     (``forkserver``: the CLI as it is) or spawned (``spawn``: TorchRL's default, set
     before the CLI's ``main`` runs): (wall s, CPU s of the whole machine meanwhile: the
     fork server and its workers are not the run's children in ``getrusage``)."""
-    spawned = ("import multiprocessing\n"
-               "if __name__ == '__main__':\n"
-               "    multiprocessing.set_start_method('spawn')\n"
-               "    from trajrl.__main__ import main\n"
-               "    main()\n")
+    spawned = (
+        "import multiprocessing\n"
+        "if __name__ == '__main__':\n"
+        "    multiprocessing.set_start_method('spawn')\n"
+        "    from trajrl.__main__ import main\n"
+        "    main()\n"
+    )
     command = [sys.executable, "-m", "trajrl"] if start_method == "forkserver" else [sys.executable, "-c", spawned]
     with tempfile.TemporaryDirectory() as where:
         cpu, t0 = machine_cpu_s(), time.monotonic()
-        proc = subprocess.run([*command, *overrides, f"hydra.run.dir={where}/run"], cwd=where,
-                              capture_output=True, text=True)
+        proc = subprocess.run(
+            [*command, *overrides, f"hydra.run.dir={where}/run"], cwd=where, capture_output=True, text=True
+        )
         wall, cpu = time.monotonic() - t0, machine_cpu_s() - cpu
     if proc.returncode != 0:
         raise RuntimeError(proc.stderr[-2000:])
@@ -588,12 +686,30 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=10.0, help="per collection measurement")
     parser.add_argument("--loop-frames", type=int, default=20_000, help="frames of each loop measurement")
-    parser.add_argument("--skip", nargs="*", default=[], choices=["collection", "breakdown", "assembly", "memory", "fixed_frames", "loops",
-                                                               "startup", "sampling", "learners"])
+    parser.add_argument(
+        "--skip",
+        nargs="*",
+        default=[],
+        choices=[
+            "collection",
+            "breakdown",
+            "assembly",
+            "memory",
+            "fixed_frames",
+            "loops",
+            "startup",
+            "sampling",
+            "learners",
+        ],
+    )
     parser.add_argument("--repeats", type=int, default=30, help="samples timed per sampling measurement")
     parser.add_argument("--updates", type=int, default=200, help="gradient steps timed per learner run")
-    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda", "auto"],
-                        help="where the learners part trains (the device setting)")
+    parser.add_argument(
+        "--device",
+        default="cpu",
+        choices=["cpu", "cuda", "auto"],
+        help="where the learners part trains (the device setting)",
+    )
     parser.add_argument("--repeats-learner", type=int, default=5, help="alternated runs per learner measurement")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
@@ -603,11 +719,15 @@ def main(argv: list[str] | None = None) -> None:
 
     storage = None
     if "collection" not in args.skip:
-        print(f"# collection, {ENV}, the recurrent DQN's behaviour policy, frames stored per second "
-              f"({args.seconds:.0f} s each); limit: gymnasium alone, random actions, per worker process")
+        print(
+            f"# collection, {ENV}, the recurrent DQN's behaviour policy, frames stored per second "
+            f"({args.seconds:.0f} s each); limit: gymnasium alone, random actions, per worker process"
+        )
         print()
-        print("| setting | limit | hand-wired TorchRL | trajrl, env.stepping=torchrl | trajrl (lean) | lean / limit | "
-              "lean / hand-wired | lean / torchrl stepping | runs | audit violations |")
+        print(
+            "| setting | limit | hand-wired TorchRL | trajrl, env.stepping=torchrl | trajrl (lean) | lean / limit | "
+            "lean / hand-wired | lean / torchrl stepping | runs | audit violations |"
+        )
         print("|---|---|---|---|---|---|---|---|---|---|")
         limits: dict[int, float] = {}
         for setting in SETTINGS:
@@ -624,15 +744,21 @@ def main(argv: list[str] | None = None) -> None:
                     violations += bad
                     storage = storage or measured
             hand, torchrl_path, lean = (float(np.median(rates[k])) for k in ("hand", "torchrl", "lean"))
-            print(f"| {setting.label} | {limit:,.0f} | {hand:,.0f} | {torchrl_path:,.0f} | {lean:,.0f} | "
-                  f"{lean / limit:.3f} | {lean / hand:.2f} | {lean / torchrl_path:.2f} | {setting.runs} | {violations} |",
-                  flush=True)
+            print(
+                f"| {setting.label} | {limit:,.0f} | {hand:,.0f} | {torchrl_path:,.0f} | {lean:,.0f} | "
+                f"{lean / limit:.3f} | {lean / hand:.2f} | {lean / torchrl_path:.2f} | {setting.runs} | {violations} |",
+                flush=True,
+            )
         print()
-        print(f"# stored bytes per frame (trajrl's buffer, the default recurrent DQN): {storage['stored']:.0f} "
-              f"in {storage['fields']} fields")
-        print(f"against the environment's payload {storage['env']:.0f}: {storage['stored'] / storage['env']:.2f}x; "
-              f"against that plus the stored recurrent state {storage['learner']:.0f}: "
-              f"{storage['stored'] / storage['learner']:.3f}x")
+        print(
+            f"# stored bytes per frame (trajrl's buffer, the default recurrent DQN): {storage['stored']:.0f} "
+            f"in {storage['fields']} fields"
+        )
+        print(
+            f"against the environment's payload {storage['env']:.0f}: {storage['stored'] / storage['env']:.2f}x; "
+            f"against that plus the stored recurrent state {storage['learner']:.0f}: "
+            f"{storage['stored'] / storage['learner']:.3f}x"
+        )
         print(f"the rest, bytes per frame: {storage['extra']}")
         print()
     if "breakdown" not in args.skip:
@@ -644,65 +770,96 @@ def main(argv: list[str] | None = None) -> None:
             print(f"| {name} | {ms:.2f} |", flush=True)
         print()
     if "assembly" not in args.skip:
-        print("# complete-episode assembly, rollouts of 256 environments x 8 steps whose episodes last the given "
-              "steps (staggered), ms per rollout (median): TorchRL's, as its collectors assemble them, against trajrl's")
+        print(
+            "# complete-episode assembly, rollouts of 256 environments x 8 steps whose episodes last the given "
+            "steps (staggered), ms per rollout (median): TorchRL's, as its collectors assemble them, against trajrl's"
+        )
         print()
         print("| episode length | steps under way | TorchRL | trajrl | trajrl / TorchRL |")
         print("|---|---|---|---|---|")
         for row in assembly_cost((16, 64, 256, 512)):
-            print(f"| {row['length']} | {row['under way']:,} | {row['torchrl']:.2f} | {row['trajrl']:.2f} | "
-                  f"{row['trajrl'] / row['torchrl']:.2f} |", flush=True)
+            print(
+                f"| {row['length']} | {row['under way']:,} | {row['torchrl']:.2f} | {row['trajrl']:.2f} | "
+                f"{row['trajrl'] / row['torchrl']:.2f} |",
+                flush=True,
+            )
         print()
     if "memory" not in args.skip:
-        print("# stored bytes per frame, the default recurrent DQN (CartPole without velocities, LSTM 64), "
-              "20,000 frames written; payload: what the environment gives a step")
+        print(
+            "# stored bytes per frame, the default recurrent DQN (CartPole without velocities, LSTM 64), "
+            "20,000 frames written; payload: what the environment gives a step"
+        )
         print()
-        print("| recurrent state kept | bytes/frame | of which the state | payload | stored / payload | "
-              "audit violations |")
+        print(
+            "| recurrent state kept | bytes/frame | of which the state | payload | stored / payload | "
+            "audit violations |"
+        )
         print("|---|---|---|---|---|---|")
         for every in (None, 10, "auto"):
             b = stored_bytes(every)
-            label = ("every step (sampler.state_every=null)" if every is None else
-                     "every 30 steps (sampler.state_every=auto, the default: slice_len - burn_in)" if every == "auto"
-                     else f"every {every} steps (sampler.state_every={every})")
-            print(f"| {label} | {b['stored']:.0f} | {b['state']:.0f} | {b['env']:.0f} | {b['stored'] / b['env']:.2f}x | "
-                  f"{b['violations']} |", flush=True)
+            label = (
+                "every step (sampler.state_every=null)"
+                if every is None
+                else "every 30 steps (sampler.state_every=auto, the default: slice_len - burn_in)"
+                if every == "auto"
+                else f"every {every} steps (sampler.state_every={every})"
+            )
+            print(
+                f"| {label} | {b['stored']:.0f} | {b['state']:.0f} | {b['env']:.0f} | {b['stored'] / b['env']:.2f}x | "
+                f"{b['violations']} |",
+                flush=True,
+            )
         print()
     if "fixed_frames" not in args.skip:
-        print(f"# complete episodes (trajs_per_batch=4, async_batched 1; flat storage) against fixed frames "
-              f"(trajs_per_batch=null, lanes), {args.seconds:.0f} s each; delay: from a step happening to it being "
-              "sampleable, ms; sampling: 32 slices of 32 steps from what was stored, ms")
+        print(
+            f"# complete episodes (trajs_per_batch=4, async_batched 1; flat storage) against fixed frames "
+            f"(trajs_per_batch=null, lanes), {args.seconds:.0f} s each; delay: from a step happening to it being "
+            "sampleable, ms; sampling: 32 slices of 32 steps from what was stored, ms"
+        )
         print()
-        print("| setting | batches | storage.ndim | frames/s stored | delay p50 | delay p99 | bytes/frame | "
-              "frames held | ms per sample | fixed / complete frames/s | fixed / complete delay p50 |")
+        print(
+            "| setting | batches | storage.ndim | frames/s stored | delay p50 | delay p99 | bytes/frame | "
+            "frames held | ms per sample | fixed / complete frames/s | fixed / complete delay p50 |"
+        )
         print("|---|---|---|---|---|---|---|---|---|---|---|")
         for label, collector, workers, width in LAYOUTS:
-            rows = {fixed: delays_and_rates(collector, workers, width, fixed, args.seconds)
-                    for fixed in (False, True)}
+            rows = {fixed: delays_and_rates(collector, workers, width, fixed, args.seconds) for fixed in (False, True)}
             for fixed, r in rows.items():
-                ratios = (f"{r['fps'] / rows[False]['fps']:.2f} | {r['p50'] / rows[False]['p50']:.3f}" if fixed
-                          else "1 | 1")
-                print(f"| {label} | {'fixed frames' if fixed else 'complete episodes'} | {r['ndim']} | "
-                      f"{r['fps']:,.0f} | {r['p50']:,.0f} | {r['p99']:,.0f} | {r['bytes']:.0f} | {r['stored']:,} | "
-                      f"{r['sample_ms']:.1f} | {ratios} |", flush=True)
+                ratios = (
+                    f"{r['fps'] / rows[False]['fps']:.2f} | {r['p50'] / rows[False]['p50']:.3f}" if fixed else "1 | 1"
+                )
+                print(
+                    f"| {label} | {'fixed frames' if fixed else 'complete episodes'} | {r['ndim']} | "
+                    f"{r['fps']:,.0f} | {r['p50']:,.0f} | {r['p99']:,.0f} | {r['bytes']:.0f} | {r['stored']:,} | "
+                    f"{r['sample_ms']:.1f} | {ratios} |",
+                    flush=True,
+                )
         print()
     if "loops" not in args.skip:
-        print(f"# the asynchronous loop against a synchronous one, {args.loop_frames:,} frames, the default recurrent "
-              f"DQN (updates_per_frame 0.25), wall-clock s")
+        print(
+            f"# the asynchronous loop against a synchronous one, {args.loop_frames:,} frames, the default recurrent "
+            f"DQN (updates_per_frame 0.25), wall-clock s"
+        )
         print()
         print("| collection | frames | updates | synchronous loop | trajrl async loop | async / sync |")
         print("|---|---|---|---|---|---|")
-        for collector, workers, label in (("async", 1, "1 env, collector=async"),
-                                          ("multi_async", 2, "2 workers x 1 env, multi_async")):
+        for collector, workers, label in (
+            ("async", 1, "1 env, collector=async"),
+            ("multi_async", 2, "2 workers x 1 env, multi_async"),
+        ):
             async_s, sync_s, frames, updates = loops(collector, workers, args.loop_frames)
-            print(f"| {label} | {frames:,} | {updates:,} | {sync_s:.1f} | {async_s:.1f} | {async_s / sync_s:.2f} |",
-                  flush=True)
+            print(
+                f"| {label} | {frames:,} | {updates:,} | {sync_s:.1f} | {async_s:.1f} | {async_s / sync_s:.2f} |",
+                flush=True,
+            )
         print()
     if "startup" not in args.skip:
         overrides = ["debug=smoke", "collector=multi_sync"]
-        print(f"# a run's start-up and end: `python -m trajrl {' '.join(overrides)}` (2 worker processes, 2,000 frames), "
-              f"workers spawned (TorchRL's default) or forked from a fork server (the CLI's), the median of 3 "
-              "alternated runs; CPU: the whole machine's meanwhile, alone on it")
+        print(
+            f"# a run's start-up and end: `python -m trajrl {' '.join(overrides)}` (2 worker processes, 2,000 frames), "
+            f"workers spawned (TorchRL's default) or forked from a fork server (the CLI's), the median of 3 "
+            "alternated runs; CPU: the whole machine's meanwhile, alone on it"
+        )
         print()
         print("| workers started by | wall s | CPU s | CPU / spawn |")
         print("|---|---|---|---|")
@@ -716,25 +873,35 @@ def main(argv: list[str] | None = None) -> None:
             print(f"| {method} | {wall:.1f} | {cpu:.1f} | {cpu / spawn_cpu:.2f} |", flush=True)
         print()
     if "learners" not in args.skip:
-        print(f"# learners alone, one thread, at each preset's batch shape: gradient steps per second "
-              f"(sampling included; PPO: its collected episodes, no sampling), the median of {args.repeats_learner} "
-              f"alternated runs of {args.updates} steps with torch's plain Adam step and with the fused one; "
-              f"recurrent kernels: their share of the CPU time in a profile; device={args.device}")
+        print(
+            f"# learners alone, one thread, at each preset's batch shape: gradient steps per second "
+            f"(sampling included; PPO: its collected episodes, no sampling), the median of {args.repeats_learner} "
+            f"alternated runs of {args.updates} steps with torch's plain Adam step and with the fused one; "
+            f"recurrent kernels: their share of the CPU time in a profile; device={args.device}"
+        )
         print()
-        print("| algorithm (preset) | batch | plain Adam steps/s | trajrl steps/s | ms sampling | ms updating | "
-              "recurrent kernels | trajrl / plain |")
+        print(
+            "| algorithm (preset) | batch | plain Adam steps/s | trajrl steps/s | ms sampling | ms updating | "
+            "recurrent kernels | trajrl / plain |"
+        )
         print("|---|---|---|---|---|---|---|---|")
         for label, preset in LEARNERS:
             result = learner_speed(preset, args.updates, args.repeats_learner, args.device)
             slow, fast = result["plain"], result["fused"]
-            print(f"| {label} ({preset}) | {result['shape']} | {slow['per_s']:.0f} | {fast['per_s']:.0f} | "
-                  f"{fast['sample_ms']:.2f} | {fast['update_ms']:.2f} | {result['recurrent']:.0%} | "
-                  f"{fast['per_s'] / slow['per_s']:.2f} |", flush=True)
+            print(
+                f"| {label} ({preset}) | {result['shape']} | {slow['per_s']:.0f} | {fast['per_s']:.0f} | "
+                f"{fast['sample_ms']:.2f} | {fast['update_ms']:.2f} | {result['recurrent']:.0%} | "
+                f"{fast['per_s'] / slow['per_s']:.2f} |",
+                flush=True,
+            )
             if result["compile_s"] is not None:
                 compiled = result["compiled"]
-                print(f"| {label}, networks under torch.compile ({result['compile_s']:.0f} s to compile) | "
-                      f"{result['shape']} | | {compiled['per_s']:.0f} | {compiled['sample_ms']:.2f} | "
-                      f"{compiled['update_ms']:.2f} | | {compiled['per_s'] / slow['per_s']:.2f} |", flush=True)
+                print(
+                    f"| {label}, networks under torch.compile ({result['compile_s']:.0f} s to compile) | "
+                    f"{result['shape']} | | {compiled['per_s']:.0f} | {compiled['sample_ms']:.2f} | "
+                    f"{compiled['update_ms']:.2f} | | {compiled['per_s'] / slow['per_s']:.2f} |",
+                    flush=True,
+                )
         print()
     if "sampling" in args.skip:
         return
@@ -742,8 +909,10 @@ def main(argv: list[str] | None = None) -> None:
     print()
     print("| sampler | no writes | while writing | vs TorchRL (while writing) |")
     print("|---|---|---|---|")
-    results = {kind: (sampling_latency(kind, False, args.repeats), sampling_latency(kind, True, args.repeats))
-               for kind in ("torchrl", "trajrl")}
+    results = {
+        kind: (sampling_latency(kind, False, args.repeats), sampling_latency(kind, True, args.repeats))
+        for kind in ("torchrl", "trajrl")
+    }
     for kind, label in (("torchrl", "TorchRL SliceSampler"), ("trajrl", "trajrl StepSliceSampler")):
         quiet, busy = results[kind]
         print(f"| {label} | {quiet:.1f} | {busy:.1f} | {busy / results['torchrl'][1]:.2f} |")

@@ -15,6 +15,7 @@ run that ends its budget first (RL Zoo: its 100,000 steps; trajrl: the preset's
 ``total_frames``) counts as not reached. Medians over seeds; the ratio is trajrl's
 median over RL Zoo's.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,8 +33,20 @@ from pathlib import Path
 import numpy as np
 
 THRESHOLD = 475.0
-ZOO = ["-m", "rl_zoo3.train", "--algo", "ppo_lstm", "--env", "CartPoleNoVel-v1", "--eval-freq", "5000",
-       "--eval-episodes", "10", "--n-eval-envs", "1"]
+ZOO = [
+    "-m",
+    "rl_zoo3.train",
+    "--algo",
+    "ppo_lstm",
+    "--env",
+    "CartPoleNoVel-v1",
+    "--eval-freq",
+    "5000",
+    "--eval-episodes",
+    "10",
+    "--n-eval-envs",
+    "1",
+]
 
 
 def zoo_evaluations(folder: Path) -> list[tuple[float, float]]:
@@ -62,8 +75,14 @@ def timed(command: list[str], folder: Path, read, limit_s: float) -> dict:
     """Run ``command`` until an evaluation ``read(folder)`` reaches the threshold (then stop
     it), it ends, or ``limit_s`` passes: seconds and steps at the threshold (None: not reached)."""
     start = time.monotonic()
-    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                            start_new_session=True, text=True)
+    proc = subprocess.Popen(
+        command,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+        text=True,
+    )
     reached, evals = None, []
     try:
         while time.monotonic() - start < limit_s:
@@ -108,22 +127,32 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as scratch:
         for seed in args.seeds:  # alternated: the machine's drift over the hour falls on every row alike
             folder = Path(scratch) / f"zoo_{seed}"
-            result = timed([args.zoo_python, *ZOO, "--seed", str(seed), "-f", str(folder)], folder,
-                           zoo_evaluations, args.limit_s)
+            result = timed(
+                [args.zoo_python, *ZOO, "--seed", str(seed), "-f", str(folder)], folder, zoo_evaluations, args.limit_s
+            )
             results["RL Zoo ppo_lstm"].append(result)
             print(f"seed {seed} RL Zoo ppo_lstm: {result}", flush=True)
             for preset in args.presets:
                 folder = Path(scratch) / f"{preset}_{seed}"
-                command = [sys.executable, "-m", "trajrl", f"experiment={preset}", f"seed={seed}", *args.overrides,
-                           f"hydra.run.dir={folder}"]
+                command = [
+                    sys.executable,
+                    "-m",
+                    "trajrl",
+                    f"experiment={preset}",
+                    f"seed={seed}",
+                    *args.overrides,
+                    f"hydra.run.dir={folder}",
+                ]
                 result = timed(command, folder, trajrl_evaluations, args.limit_s)
                 results[preset].append(result)
                 print(f"seed {seed} {preset}: {result}", flush=True)
 
     zoo = median([r["seconds"] for r in results["RL Zoo ppo_lstm"]])
     print()
-    print(f"# wall-clock from process start to an evaluation return >= {THRESHOLD:g} on CartPole without velocities, "
-          f"seeds {' '.join(map(str, args.seeds))}, alternated")
+    print(
+        f"# wall-clock from process start to an evaluation return >= {THRESHOLD:g} on CartPole without velocities, "
+        f"seeds {' '.join(map(str, args.seeds))}, alternated"
+    )
     print()
     print("| run | reached | median s to 475 | median steps to 475 | best evaluation (median) | s / RL Zoo's |")
     print("|---|---|---|---|---|---|")
@@ -131,9 +160,11 @@ def main(argv: list[str] | None = None) -> None:
         seconds = median([r["seconds"] for r in rows])
         steps = median([r["steps"] for r in rows])
         ratio = f"{seconds / zoo:.2f}" if seconds is not None and zoo else "–"
-        print(f"| {name} | {sum(r['seconds'] is not None for r in rows)}/{len(rows)} | "
-              f"{'–' if seconds is None else f'{seconds:.0f}'} | {'–' if steps is None else f'{steps:,.0f}'} | "
-              f"{statistics.median([r['best'] for r in rows]):.1f} | {ratio} |")
+        print(
+            f"| {name} | {sum(r['seconds'] is not None for r in rows)}/{len(rows)} | "
+            f"{'–' if seconds is None else f'{seconds:.0f}'} | {'–' if steps is None else f'{steps:,.0f}'} | "
+            f"{statistics.median([r['best'] for r in rows]):.1f} | {ratio} |"
+        )
 
 
 if __name__ == "__main__":

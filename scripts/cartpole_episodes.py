@@ -12,6 +12,7 @@ the largest |cell state| its LSTM reached. ``--cart-at X`` starts every episode 
 rest with the cart at X (the pole as the seed sets it): where a policy that
 balances at the centre can no longer.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,12 +48,23 @@ def play(qnet, seed: int, cart_at: float | None = None) -> dict:
         angles.append(abs(float(angle)))
         steps, ended = steps + 1, terminated or truncated
     cartpole = env.unwrapped  # its termination thresholds
-    reason = ("pole" if angles[-1] > cartpole.theta_threshold_radians
-              else "cart" if abs(float(x)) > cartpole.x_threshold else "limit")
+    reason = (
+        "pole"
+        if angles[-1] > cartpole.theta_threshold_radians
+        else "cart"
+        if abs(float(x)) > cartpole.x_threshold
+        else "limit"
+    )
     runs = 1 + sum(a != b for a, b in zip(actions, actions[1:]))
     env.close()
-    return {"steps": steps, "reason": reason, "cart": float(x), "max_angle": max(angles), "push_run": steps / runs,
-            "cell": largest_cell}
+    return {
+        "steps": steps,
+        "reason": reason,
+        "cart": float(x),
+        "max_angle": max(angles),
+        "push_run": steps / runs,
+        "cell": largest_cell,
+    }
 
 
 def main() -> None:
@@ -68,15 +80,19 @@ def main() -> None:
     qnet = agent.algo.qnet
     episodes = [play(qnet, 1000 + i, args.cart_at) for i in range(args.episodes)]
     for i, e in enumerate(episodes):
-        print(f"seed {1000 + i}: {e['steps']:3d} steps, ended by {e['reason']:5s} cart {e['cart']:+.2f}, "
-              f"largest pole angle {e['max_angle']:.3f} rad, same push {e['push_run']:.1f} steps in a row, "
-              f"largest |cell state| {e['cell']:.0f}")
+        print(
+            f"seed {1000 + i}: {e['steps']:3d} steps, ended by {e['reason']:5s} cart {e['cart']:+.2f}, "
+            f"largest pole angle {e['max_angle']:.3f} rad, same push {e['push_run']:.1f} steps in a row, "
+            f"largest |cell state| {e['cell']:.0f}"
+        )
     counts = {reason: sum(e["reason"] == reason for e in episodes) for reason in ("limit", "pole", "cart")}
     fell = sorted(abs(e["cart"]) for e in episodes if e["reason"] == "pole")
-    print(f"{args.episodes} episodes: mean length {statistics.mean(e['steps'] for e in episodes):.1f}; "
-          f"500-step limit {counts['limit']}, pole fell {counts['pole']}, cart left the track {counts['cart']}; "
-          f"cart {fell[0] if fell else 0:.2f} to {fell[-1] if fell else 0:.2f} from the centre when the pole fell; "
-          f"same push {statistics.mean(e['push_run'] for e in episodes):.1f} steps in a row on average")
+    print(
+        f"{args.episodes} episodes: mean length {statistics.mean(e['steps'] for e in episodes):.1f}; "
+        f"500-step limit {counts['limit']}, pole fell {counts['pole']}, cart left the track {counts['cart']}; "
+        f"cart {fell[0] if fell else 0:.2f} to {fell[-1] if fell else 0:.2f} from the centre when the pole fell; "
+        f"same push {statistics.mean(e['push_run'] for e in episodes):.1f} steps in a row on average"
+    )
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 moment of the step (``time.monotonic()`` modulo 1,000 s, the same clock in every process
 of this machine): ``scripts/bench_pipeline.py`` reads it from stored steps to measure
 the delay from a step happening to it being sampleable."""
+
 import time
 
 import gymnasium as gym

@@ -5,6 +5,7 @@ runs of docs/learning/tuning.md:
     PYTHONPATH=scripts python scripts/bench_learning.py --presets r2d2_cartpole_novel --out <dir> \
         env.id=PACartPoleNoVel-v1 env.import_module=previous_action_env
 """
+
 import gymnasium as gym
 import numpy as np
 
@@ -18,8 +19,10 @@ class PreviousAction(gym.Wrapper):
         super().__init__(env)
         self.n = env.action_space.n
         box = env.observation_space
-        self.observation_space = gym.spaces.Box(np.concatenate([box.low, np.zeros(self.n)]).astype(np.float32),
-                                                np.concatenate([box.high, np.ones(self.n)]).astype(np.float32))
+        self.observation_space = gym.spaces.Box(
+            np.concatenate([box.low, np.zeros(self.n)]).astype(np.float32),
+            np.concatenate([box.high, np.ones(self.n)]).astype(np.float32),
+        )
 
     def reset(self, **kwargs):
         obs, info = self.env.reset(**kwargs)

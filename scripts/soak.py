@@ -17,6 +17,7 @@ the collectors still hold at shutdown), or grow in memory after warm-up (the
 proportional set size of the run's processes, sampled every few seconds).
 Exits non-zero when one of them fails.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,7 +37,7 @@ WORKERS, TRAJS_PER_BATCH = 2, 4
 
 #: CartPole without velocities that raises now and then in a collector worker (never in
 #: the learner's process, where evaluation steps it).
-FLAKY_ENV = '''
+FLAKY_ENV = """
 import multiprocessing
 import random
 
@@ -57,7 +58,7 @@ class Flaky(gym.Wrapper):
 
 
 gym.register("SoakFlaky-v0", entry_point=Flaky, max_episode_steps=500)
-'''
+"""
 
 
 def workers_of(pid: int) -> list[int]:
@@ -82,8 +83,11 @@ def workers_of(pid: int) -> list[int]:
 def writing_worker(workers: list[int], within_s: float = 30.0) -> int | None:
     """One of ``workers`` while it is inside a write into the buffer (its journal in the
     run's scratch directory, the buffer's write lock held), or None if none was seen."""
-    journals = [(os.path.join(scratch, f"write-{pid}.pt"), pid) for pid in workers
-                for scratch in glob.glob(os.path.join(tempfile.gettempdir(), "trajrl-counters-*"))]
+    journals = [
+        (os.path.join(scratch, f"write-{pid}.pt"), pid)
+        for pid in workers
+        for scratch in glob.glob(os.path.join(tempfile.gettempdir(), "trajrl-counters-*"))
+    ]
     deadline = time.monotonic() + within_s
     while time.monotonic() < deadline:
         for journal, pid in journals:
@@ -112,8 +116,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=10.0)
     parser.add_argument("--capacity", type=int, default=20_000, help="replay buffer frames (small: it wraps often)")
-    parser.add_argument("--warmup-minutes", type=float, default=None,
-                        help="memory is compared from here on (default: a fifth of the run)")
+    parser.add_argument(
+        "--warmup-minutes",
+        type=float,
+        default=None,
+        help="memory is compared from here on (default: a fifth of the run)",
+    )
     parser.add_argument("--run-dir", type=Path, default=None)
     parser.add_argument("--out", type=Path, default=None, help="also write the report as JSON here")
     parser.add_argument("--faults", action="store_true", help="environments raise, workers are killed")
@@ -124,22 +132,49 @@ def main(argv: list[str] | None = None) -> int:
     warmup_s = (args.warmup_minutes * 60) if args.warmup_minutes is not None else seconds / 5
     run_dir = args.run_dir or Path(tempfile.mkdtemp(prefix="trajrl-soak-"))
 
-    command = [sys.executable, "-m", "trajrl", "algo=r2d2", "collector=multi_async", "sampler=slice",
-               f"collector.num_workers={WORKERS}", f"trajs_per_batch={TRAJS_PER_BATCH}",
-               f"storage.capacity={args.capacity}", "total_frames=1000000000", f"loop.time_limit_s={seconds}",
-               "audit=true", "audit_every=50", "loop.eval_every_frames=0", "loop.eval_episodes=2",
-               "loop.log_every_frames=20000", "loop.checkpoint_every_frames=200000", f"hydra.run.dir={run_dir}"]
+    command = [
+        sys.executable,
+        "-m",
+        "trajrl",
+        "algo=r2d2",
+        "collector=multi_async",
+        "sampler=slice",
+        f"collector.num_workers={WORKERS}",
+        f"trajs_per_batch={TRAJS_PER_BATCH}",
+        f"storage.capacity={args.capacity}",
+        "total_frames=1000000000",
+        f"loop.time_limit_s={seconds}",
+        "audit=true",
+        "audit_every=50",
+        "loop.eval_every_frames=0",
+        "loop.eval_episodes=2",
+        "loop.log_every_frames=20000",
+        "loop.checkpoint_every_frames=200000",
+        f"hydra.run.dir={run_dir}",
+    ]
     env = dict(os.environ)
     run_dir.mkdir(parents=True, exist_ok=True)
     if args.faults:
         (run_dir / "soak_envs.py").write_text(FLAKY_ENV)
         env["PYTHONPATH"] = os.pathsep.join([str(run_dir), env.get("PYTHONPATH", "")])
-        command += ["env=gym", "env.id=SoakFlaky-v0", "env.import_module=soak_envs",
-                    f"+env.kwargs.every={args.env_fault_every}", "collector.max_restarts=1000"]
+        command += [
+            "env=gym",
+            "env.id=SoakFlaky-v0",
+            "env.import_module=soak_envs",
+            f"+env.kwargs.every={args.env_fault_every}",
+            "collector.max_restarts=1000",
+        ]
     print("soak:", " ".join(command[1:]), flush=True)
     stdout = open(run_dir / "soak_stdout.txt", "w")  # the run's final summary names each restart
-    proc = subprocess.Popen(command, stdout=stdout, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, stdin=subprocess.DEVNULL, env=env)
+    proc = subprocess.Popen(
+        command,
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        stdin=subprocess.DEVNULL,
+        env=env,
+    )
     start, samples, kills, inside_a_write = time.monotonic(), [], [], 0
     next_kill = args.kill_every_minutes * 60 if args.faults else float("inf")
     try:
@@ -154,8 +189,10 @@ def main(argv: list[str] | None = None) -> int:
                     os.kill(victim, signal.SIGKILL)
                     kills.append((round(now), victim))
                     inside_a_write += writing is not None
-                    print(f"soak: killed worker {victim} at {now:.0f} s"
-                          + (" inside its write" if writing else ""), flush=True)
+                    print(
+                        f"soak: killed worker {victim} at {now:.0f} s" + (" inside its write" if writing else ""),
+                        flush=True,
+                    )
                 next_kill += args.kill_every_minutes * 60
             time.sleep(5)
         _, err = proc.communicate()
@@ -195,13 +232,17 @@ def main(argv: list[str] | None = None) -> int:
         "workers_killed": len(kills),
         "worker_restarts": worker_restarts,
         "workers_killed_inside_a_write": inside_a_write,
-        "writes_redone": sum("started a new collector" in line and "its unfinished write redone" in line
-                             for line in (run_dir / "soak_stdout.txt").read_text().splitlines()),  # the learner's warnings
+        "writes_redone": sum(
+            "started a new collector" in line and "its unfinished write redone" in line
+            for line in (run_dir / "soak_stdout.txt").read_text().splitlines()
+        ),  # the learner's warnings
         "env_restarts": env_restarts,
         "episodes_lost_to_faults_counted": lost_in_flight + env_restarts,
         "frames_lost_to_faults_counted": int(row.get("collect/frames_lost_to_faults", 0)),
-        "frames_accounting_closes": int(row["collect/frames_stepped"]) == int(row["frames"])
-        + int(row["buffer/frames_in_flight_dropped"]) + int(row.get("collect/frames_lost_to_faults", 0)),
+        "frames_accounting_closes": int(row["collect/frames_stepped"])
+        == int(row["frames"])
+        + int(row["buffer/frames_in_flight_dropped"])
+        + int(row.get("collect/frames_lost_to_faults", 0)),
         "pss_mib_after_warmup": round(base, 1),
         "pss_mib_end": round(end, 1),
         "pss_mib_peak": round(peak, 1),
@@ -213,11 +254,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{key:<{width}}  {value}")
     if args.out:
         args.out.write_text(json.dumps({"report": report, "pss_samples": samples}, indent=1))
-    ok = (report["audit_violations"] == 0 and report["episodes_lost"] == 0 and report["frames_accounting_closes"]
-          and report["worker_restarts"] == len(kills) and report["writes_redone"] >= inside_a_write
-          and report["pss_growth_after_warmup"] < 0.05)
-    print("soak:", "passed" if ok else "FAILED", "(0 violations, no episode or frame unaccounted for, every kill "
-          "survived, memory growth under 5% after warm-up)")
+    ok = (
+        report["audit_violations"] == 0
+        and report["episodes_lost"] == 0
+        and report["frames_accounting_closes"]
+        and report["worker_restarts"] == len(kills)
+        and report["writes_redone"] >= inside_a_write
+        and report["pss_growth_after_warmup"] < 0.05
+    )
+    print(
+        "soak:",
+        "passed" if ok else "FAILED",
+        "(0 violations, no episode or frame unaccounted for, every kill "
+        "survived, memory growth under 5% after warm-up)",
+    )
     return 0 if ok else 1
 
 

@@ -12,6 +12,7 @@ first step (the state it reaches itself, as in evaluation). It prints the median
 the two best actions there: where the first is as large as the second, the learner
 fits values to states its network never reaches (docs/learning/tuning.md).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,13 +55,13 @@ def main() -> None:
         t = int(step_count[i])
         if t < 60 or i - t < 0 or i + 41 > size or int(step_count[i + 40]) != t + 40:
             continue  # a slice 60+ steps into an episode that lasts 40 more, whole in the storage
-        own, _ = qnet.run(obs[i - t:i + 41].unsqueeze(0), zero)  # from the episode's first step
+        own, _ = qnet.run(obs[i - t : i + 41].unsqueeze(0), zero)  # from the episode's first step
         state = tuple(s[i].unsqueeze(1) for s in stored)
         for steps_on, out in after.items():
-            q, _ = qnet.run(obs[i:i + steps_on + 1].unsqueeze(0), state)
+            q, _ = qnet.run(obs[i : i + steps_on + 1].unsqueeze(0), state)
             out.append(float((q[0, -1] - own[0, t + steps_on]).abs().max()))
         for steps_on, out in from_zero.items():
-            q, _ = qnet.run(obs[i:i + steps_on + 1].unsqueeze(0), zero)
+            q, _ = qnet.run(obs[i : i + steps_on + 1].unsqueeze(0), zero)
             out.append(float((q[0, -1] - own[0, t + steps_on]).abs().max()))
         top = own[0, t + 10].topk(2).values
         gaps.append(float(top[0] - top[1]))

@@ -1,5 +1,6 @@
 """Test environments whose actions are of every kind gymnasium has: ``import action_envs``
 registers them (the CLI imports it with ``env.import_module=action_envs``)."""
+
 import gymnasium as gym
 import numpy as np
 
@@ -13,8 +14,11 @@ class Match(gym.Env):
 
     def __init__(self, action_space: gym.Space, length: int = 10, remember: bool = False):
         self.action_space, self.length, self.remember = action_space, length, remember
-        self.categories = ([int(n) for n in action_space.nvec] if isinstance(action_space, gym.spaces.MultiDiscrete)
-                           else [2] * int(action_space.n))
+        self.categories = (
+            [int(n) for n in action_space.nvec]
+            if isinstance(action_space, gym.spaces.MultiDiscrete)
+            else [2] * int(action_space.n)
+        )
         self.observation_space = gym.spaces.Box(0.0, 1.0, (sum(self.categories),), np.float32)
 
     def _target(self):
@@ -46,9 +50,14 @@ class Unsupported(Match):
         self.action_space = gym.spaces.Dict(parts) if kind == "dict" else gym.spaces.Tuple(parts.values())
 
 
-gym.register("MatchMultiDiscrete-v0", entry_point=Match, max_episode_steps=10,
-             kwargs={"action_space": gym.spaces.MultiDiscrete([3, 4, 2])})
-gym.register("MatchMultiBinary-v0", entry_point=Match, max_episode_steps=10,
-             kwargs={"action_space": gym.spaces.MultiBinary(4)})
+gym.register(
+    "MatchMultiDiscrete-v0",
+    entry_point=Match,
+    max_episode_steps=10,
+    kwargs={"action_space": gym.spaces.MultiDiscrete([3, 4, 2])},
+)
+gym.register(
+    "MatchMultiBinary-v0", entry_point=Match, max_episode_steps=10, kwargs={"action_space": gym.spaces.MultiBinary(4)}
+)
 gym.register("DictActions-v0", entry_point=Unsupported, max_episode_steps=10, kwargs={"kind": "dict"})
 gym.register("TupleActions-v0", entry_point=Unsupported, max_episode_steps=10, kwargs={"kind": "tuple"})

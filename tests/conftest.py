@@ -12,6 +12,7 @@ Every test runs under pytest-timeout (``--timeout`` in pyproject.toml, signal me
 ``trajrl.training.interrupts.raise_after`` keeps the timer it finds running, so an
 in-process ``build()`` or ``train()`` leaves the test's timeout live.
 """
+
 import os
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # before torch is imported (helpers imports it)
@@ -22,7 +23,6 @@ workers_from_a_fork_server()  # as the CLI: before TorchRL's import sets ``spawn
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
-
 from helpers import Run, trajrl  # noqa: E402
 
 torch.set_num_threads(1)
@@ -61,8 +61,7 @@ def run_once(tmp_path_factory, worker_id: str, name: str, *args: str, timeout: f
         if not result.exists():
             where.mkdir(parents=True, exist_ok=True)
             proc = trajrl(*args, cwd=where, timeout=timeout)
-            result.write_text(json.dumps({"returncode": proc.returncode, "stdout": proc.stdout,
-                                          "stderr": proc.stderr}))
+            result.write_text(json.dumps({"returncode": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr}))
         done = json.loads(result.read_text())
     proc = subprocess.CompletedProcess(args, done["returncode"], done["stdout"], done["stderr"])
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -74,9 +73,19 @@ def smoke_run(tmp_path_factory, worker_id):
     """``python -m trajrl debug=smoke`` (the default collector and sampler) with the live
     audit on every batch and every logger, in a pipe, run once for the tests that read
     it: ``(process, run directory)``."""
-    proc, where = run_once(tmp_path_factory, worker_id, "smoke", "collector=multi_async", "sampler=slice",
-                           "debug=smoke", "audit=true", "audit_every=1", "logger.backends=[csv,tensorboard,wandb]",
-                           "hydra.run.dir=run", timeout=180)
+    proc, where = run_once(
+        tmp_path_factory,
+        worker_id,
+        "smoke",
+        "collector=multi_async",
+        "sampler=slice",
+        "debug=smoke",
+        "audit=true",
+        "audit_every=1",
+        "logger.backends=[csv,tensorboard,wandb]",
+        "hydra.run.dir=run",
+        timeout=180,
+    )
     return proc, where / "run"
 
 
@@ -84,6 +93,17 @@ def smoke_run(tmp_path_factory, worker_id):
 def sweep(tmp_path_factory, worker_id):
     """One ``--multirun`` over seeds x algorithms, run once for the tests that read it
     (the run directories, plots and summaries): its sweep directory."""
-    _, where = run_once(tmp_path_factory, worker_id, "multirun", "--multirun", "seed=0,1", "algo=r2d2,ppo",
-                        "debug=smoke", "logger.plots=true", "loop.eval_every_frames=500", "hydra.sweep.dir=sweep", timeout=400)
+    _, where = run_once(
+        tmp_path_factory,
+        worker_id,
+        "multirun",
+        "--multirun",
+        "seed=0,1",
+        "algo=r2d2,ppo",
+        "debug=smoke",
+        "logger.plots=true",
+        "loop.eval_every_frames=500",
+        "hydra.sweep.dir=sweep",
+        timeout=400,
+    )
     return where / "sweep"

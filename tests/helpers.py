@@ -1,6 +1,7 @@
 """What several test modules use: the real CLI in a subprocess, reading a run's metrics,
 processes left behind, and environments written into a test's directory (imported
 by the CLI through ``env.import_module``). Fixtures around them are in conftest.py."""
+
 import csv
 import os
 import signal
@@ -24,8 +25,15 @@ def trajrl(*args, cwd, timeout=120, pythonpath=None):
     env = {**os.environ, "PYTHONUNBUFFERED": "1", **({"PYTHONPATH": str(pythonpath)} if pythonpath else {})}
     env.pop("HYDRA_FULL_ERROR", None)
     start = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "trajrl", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, env=env, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        [sys.executable, "-m", "trajrl", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
     proc.elapsed = time.monotonic() - start
     return proc
 
@@ -37,9 +45,13 @@ def collector_sampler_pairs(collectors, samplers, samplers_with: str = "multi_as
     filled it) and run with -m slow."""
     import pytest
 
-    return [pytest.param(collector, sampler, marks=() if collector == samplers_with or sampler == "slice"
-                         else pytest.mark.slow)
-            for collector in collectors for sampler in samplers]
+    return [
+        pytest.param(
+            collector, sampler, marks=() if collector == samplers_with or sampler == "slice" else pytest.mark.slow
+        )
+        for collector in collectors
+        for sampler in samplers
+    ]
 
 
 def processes_in_group(pgid: int) -> list[int]:
@@ -191,11 +203,24 @@ class Run:
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(tmp_path)}
         env.pop("HYDRA_FULL_ERROR", None)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "trajrl", "debug=smoke", "loop.checkpoint_every_frames=500", *overrides,
-             f"hydra.run.dir={self.dir}"],
-            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-            stdin=subprocess.DEVNULL, start_new_session=True,
-            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+            [
+                sys.executable,
+                "-m",
+                "trajrl",
+                "debug=smoke",
+                "loop.checkpoint_every_frames=500",
+                *overrides,
+                f"hydra.run.dir={self.dir}",
+            ],
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
         self.pgid = self.proc.pid
 
     def wait_for_checkpoint(self, timeout: float = 90) -> None:
@@ -231,8 +256,11 @@ class Run:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             assert self.proc.poll() is None, self.proc.communicate()[1][-3000:]
-            journals = [(os.path.join(scratch, f"write-{pid}.pt"), pid) for pid in self.workers()
-                        for scratch in glob.glob(os.path.join(tempfile.gettempdir(), "trajrl-counters-*"))]
+            journals = [
+                (os.path.join(scratch, f"write-{pid}.pt"), pid)
+                for pid in self.workers()
+                for scratch in glob.glob(os.path.join(tempfile.gettempdir(), "trajrl-counters-*"))
+            ]
             for _ in range(2000):  # the same workers, looked for often (a write lasts milliseconds)
                 for journal, pid in journals:
                     if os.path.exists(journal):
@@ -250,7 +278,7 @@ class Run:
             time.sleep(2)
             os.killpg(self.pgid, signal.SIGKILL)
             _, err = self.proc.communicate()
-            raise AssertionError(f"the run did not end within {within} s; its stacks:\n{err[-12000:]}")
+            raise AssertionError(f"the run did not end within {within} s; its stacks:\n{err[-12000:]}") from None
         assert time.monotonic() - start < within
         return err
 
@@ -286,15 +314,20 @@ def episodes(lengths, first_id=0, terminal=True):
         steps = torch.arange(length)
         done = steps == length - 1
         seen = torch.randn(length + 1, 3)  # each step observes what the one before led to
-        parts.append(TensorDict({
-            TRAJ_KEY: torch.full((length,), first_id + i),
-            "step_count": steps.unsqueeze(-1),
-            "is_init": (steps == 0).unsqueeze(-1),
-            "observation": seen[:-1],
-            ("next", "observation"): seen[1:],
-            ("next", "done"): done.unsqueeze(-1),
-            ("next", "terminated"): (done & terminal).unsqueeze(-1),
-        }, [length]))
+        parts.append(
+            TensorDict(
+                {
+                    TRAJ_KEY: torch.full((length,), first_id + i),
+                    "step_count": steps.unsqueeze(-1),
+                    "is_init": (steps == 0).unsqueeze(-1),
+                    "observation": seen[:-1],
+                    ("next", "observation"): seen[1:],
+                    ("next", "done"): done.unsqueeze(-1),
+                    ("next", "terminated"): (done & terminal).unsqueeze(-1),
+                },
+                [length],
+            )
+        )
     return torch.cat(parts)
 
 
@@ -312,8 +345,9 @@ def padded_buffer(capacity=10_000, sampler=None):
     from trajrl.replay.writer import EpisodeWriter
 
     storage = LazyTensorStorage(capacity)
-    buffer = TensorDictReplayBuffer(storage=storage, sampler=sampler or EpisodeSampler(), batch_size=4,
-                                    writer=EpisodeWriter())
+    buffer = TensorDictReplayBuffer(
+        storage=storage, sampler=sampler or EpisodeSampler(), batch_size=4, writer=EpisodeWriter()
+    )
     buffer.append_transform(PaddedToFlat())
     return buffer
 
@@ -323,17 +357,20 @@ def slices(lengths, horizon, obs_dim=2, seed=0):
     n = len(lengths)
     mask = torch.arange(horizon) < torch.tensor(lengths).unsqueeze(-1)
     step_count = torch.arange(horizon).expand(n, horizon).clone() + torch.tensor([0, 7, 0, 30][:n]).unsqueeze(-1)
-    return TensorDict({
-        "observation": torch.randn(n, horizon, obs_dim, generator=gen),
-        "action": torch.rand(n, horizon, 1, generator=gen) * 4 - 2,
-        "step_count": step_count.unsqueeze(-1),
-        "recurrent_state_h": torch.randn(n, horizon, 1, 8, generator=gen),
-        "recurrent_state_c": torch.randn(n, horizon, 1, 8, generator=gen),
-        MASK_KEY: mask,
-        ("next", "observation"): torch.randn(n, horizon, obs_dim, generator=gen),
-        ("next", "reward"): torch.randn(n, horizon, 1, generator=gen),
-        ("next", "terminated"): torch.zeros(n, horizon, 1, dtype=torch.bool),
-    }, [n, horizon])
+    return TensorDict(
+        {
+            "observation": torch.randn(n, horizon, obs_dim, generator=gen),
+            "action": torch.rand(n, horizon, 1, generator=gen) * 4 - 2,
+            "step_count": step_count.unsqueeze(-1),
+            "recurrent_state_h": torch.randn(n, horizon, 1, 8, generator=gen),
+            "recurrent_state_c": torch.randn(n, horizon, 1, 8, generator=gen),
+            MASK_KEY: mask,
+            ("next", "observation"): torch.randn(n, horizon, obs_dim, generator=gen),
+            ("next", "reward"): torch.randn(n, horizon, 1, generator=gen),
+            ("next", "terminated"): torch.zeros(n, horizon, 1, dtype=torch.bool),
+        },
+        [n, horizon],
+    )
 
 
 def random_episodes(lengths, obs_dim=3, seed=0):
@@ -343,17 +380,20 @@ def random_episodes(lengths, obs_dim=3, seed=0):
     mask = torch.arange(horizon) < torch.tensor(lengths).unsqueeze(-1)
     terminated = torch.zeros(n, horizon, 1, dtype=torch.bool)
     terminated[torch.arange(n), torch.tensor(lengths) - 1] = True
-    return TensorDict({
-        "observation": torch.randn(n, horizon, obs_dim, generator=gen),
-        "action": torch.randint(2, (n, horizon), generator=gen),
-        LOG_PROB_KEY: -torch.rand(n, horizon, generator=gen),
-        "is_init": (torch.arange(horizon) == 0).expand(n, horizon).unsqueeze(-1),
-        MASK_KEY: mask,
-        ("next", "observation"): torch.randn(n, horizon, obs_dim, generator=gen),
-        ("next", "reward"): torch.ones(n, horizon, 1),
-        ("next", "terminated"): terminated,
-        ("next", "done"): terminated.clone(),
-    }, [n, horizon])
+    return TensorDict(
+        {
+            "observation": torch.randn(n, horizon, obs_dim, generator=gen),
+            "action": torch.randint(2, (n, horizon), generator=gen),
+            LOG_PROB_KEY: -torch.rand(n, horizon, generator=gen),
+            "is_init": (torch.arange(horizon) == 0).expand(n, horizon).unsqueeze(-1),
+            MASK_KEY: mask,
+            ("next", "observation"): torch.randn(n, horizon, obs_dim, generator=gen),
+            ("next", "reward"): torch.ones(n, horizon, 1),
+            ("next", "terminated"): terminated,
+            ("next", "done"): terminated.clone(),
+        },
+        [n, horizon],
+    )
 
 
 def wait_for_frames(pipe, frames, timeout=90.0):

@@ -1,6 +1,7 @@
 """A cue task observed through each kind of gymnasium space (``Spaces-v0``, ``kind=...``),
 for the tests of every observation space; importable by collector workers
 (``env.import_module=space_envs``: the tests directory is on their path)."""
+
 import gymnasium as gym
 import numpy as np
 
@@ -16,8 +17,13 @@ def observation_space(kind: str, length: int) -> gym.Space:
         "discrete": S.Discrete(3),
         "multi_discrete": S.MultiDiscrete([3, length + 1]),
         "multibinary": S.MultiBinary(3),
-        "dict": S.Dict({"camera": S.Box(0, 255, (40, 40, 1), np.uint8), "position": S.Box(-1.0, 1.0, (2,), np.float32),
-                        "cue": S.Discrete(3)}),
+        "dict": S.Dict(
+            {
+                "camera": S.Box(0, 255, (40, 40, 1), np.uint8),
+                "position": S.Box(-1.0, 1.0, (2,), np.float32),
+                "cue": S.Discrete(3),
+            }
+        ),
         "tuple": S.Tuple((S.MultiBinary(2), S.Box(-1.0, 1.0, (1,), np.float32), S.Discrete(4, start=-1))),
     }[kind]
 
@@ -32,8 +38,11 @@ class Spaces(gym.Env):
     def __init__(self, kind: str = "box2d", actions: str = "discrete", length: int = 6):
         self.kind, self.length = kind, length
         self.observation_space = observation_space(kind, length)
-        self.action_space = {"discrete": S.Discrete(2), "continuous": S.Box(-1.0, 1.0, (1,), np.float32),
-                             "multi": S.MultiDiscrete([2, 2])}[actions]
+        self.action_space = {
+            "discrete": S.Discrete(2),
+            "continuous": S.Box(-1.0, 1.0, (1,), np.float32),
+            "multi": S.MultiDiscrete([2, 2]),
+        }[actions]
         self.cue, self.t = 0, 0
 
     def _obs(self):
@@ -55,7 +64,7 @@ class Spaces(gym.Env):
             return np.array([code == 1, code == 2, self.t == self.length - 1], dtype=np.int8)
         if self.kind == "dict":
             camera = np.zeros((40, 40, 1), np.uint8)
-            camera[:code * 10] = 255
+            camera[: code * 10] = 255
             return {"camera": camera, "position": np.array([frac, 0.0], np.float32), "cue": code}
         return (np.array([code == 1, code == 2], np.int8), np.array([frac], np.float32), code - 1)
 

@@ -1,6 +1,8 @@
 """Actions of several parts (PPO: MultiDiscrete, MultiBinary) and actions no algorithm takes."""
+
 import io
 
+import action_envs  # noqa: F401 (registers the environments)
 import gymnasium as gym
 import pytest
 import torch
@@ -14,7 +16,6 @@ from trajrl.errors import ConfigError
 from trajrl.spaces import MULTI_BINARY, MULTI_DISCRETE
 from trajrl.training.progress import Progress
 
-import action_envs  # noqa: F401 (registers the environments)
 
 def test_a_multi_discrete_log_prob_and_entropy_are_the_sums_of_their_parts():
     torch.manual_seed(0)
@@ -42,15 +43,26 @@ def test_a_multi_binary_log_prob_and_entropy_are_the_sums_over_its_bits():
     torch.testing.assert_close(dist.deterministic_sample, (logits > 0).float())
 
 
-@pytest.mark.parametrize("env_id, kind, parts", [("MatchMultiDiscrete-v0", MULTI_DISCRETE, (3, 4, 2)),
-                                                 ("MatchMultiBinary-v0", MULTI_BINARY, ())])
+@pytest.mark.parametrize(
+    "env_id, kind, parts",
+    [("MatchMultiDiscrete-v0", MULTI_DISCRETE, (3, 4, 2)), ("MatchMultiBinary-v0", MULTI_BINARY, ())],
+)
 def test_the_learner_scores_the_acted_actions_as_the_policy_did(env_id, kind, parts):
     """The log-probability stored while acting is the learner's of the same action: the first
     PPO ratio is 1 (recurrent: from the episode's start, as the acting state was)."""
     spaces = env_spaces(trajrl.compose(["env=gym", f"env.id={env_id}", "env.import_module=action_envs"]).env)
     assert (spaces.action_kind, spaces.action_parts) == (kind, parts)
-    cfg = trajrl.compose(["algo=ppo", "algo.recurrent=true", "collector=sync", "debug=smoke", "env=gym",
-                          f"env.id={env_id}", "env.import_module=action_envs"])
+    cfg = trajrl.compose(
+        [
+            "algo=ppo",
+            "algo.recurrent=true",
+            "collector=sync",
+            "debug=smoke",
+            "env=gym",
+            f"env.id={env_id}",
+            "env.import_module=action_envs",
+        ]
+    )
     with trajrl.build(cfg) as pipe:
         env = pipe.env_fn()
         with torch.no_grad():
@@ -65,17 +77,33 @@ def test_the_learner_scores_the_acted_actions_as_the_policy_did(env_id, kind, pa
 RANDOM_RETURN = {"MatchMultiDiscrete-v0": 10 * (1 / 3 + 1 / 4 + 1 / 2) / 3, "MatchMultiBinary-v0": 10 * 0.5}
 
 
-@pytest.mark.parametrize("env_id, recurrent", [
-    ("MatchMultiDiscrete-v0", False), ("MatchMultiBinary-v0", False), ("MatchMultiDiscrete-v0", True),
-    ("MatchMultiBinary-v0", True),
-])
+@pytest.mark.parametrize(
+    "env_id, recurrent",
+    [
+        ("MatchMultiDiscrete-v0", False),
+        ("MatchMultiBinary-v0", False),
+        ("MatchMultiDiscrete-v0", True),
+        ("MatchMultiBinary-v0", True),
+    ],
+)
 def test_ppo_learns_actions_of_several_parts(env_id, recurrent, tmp_path):
     """A test-sized run (``train``, as the CLI runs it) ends well above a random policy (3.6 and
     5.0 of 10; reading the target: 10). The recurrent one learns at lr 1e-2 to fit the same 3,000
     frames (at the default 1e-3 it needs about twice as many)."""
     faster = ["algo.lr=1e-2"] if recurrent else []
-    cfg = trajrl.compose(["algo=ppo", f"algo.recurrent={str(recurrent).lower()}", *faster, "env=gym", f"env.id={env_id}", "env.import_module=action_envs", "total_frames=3000",
-                          "loop.eval_every_frames=1500", "logger.plots=false"])
+    cfg = trajrl.compose(
+        [
+            "algo=ppo",
+            f"algo.recurrent={str(recurrent).lower()}",
+            *faster,
+            "env=gym",
+            f"env.id={env_id}",
+            "env.import_module=action_envs",
+            "total_frames=3000",
+            "loop.eval_every_frames=1500",
+            "logger.plots=false",
+        ]
+    )
     final = trajrl.train(cfg, tmp_path / "run", progress=Progress(3000, stream=io.StringIO()))
     assert final["eval/best_return"] >= RANDOM_RETURN[env_id] + 1.5, final["eval/best_return"]
 

@@ -1,5 +1,6 @@
 """EpisodeCollector writes exactly what TorchRL's Collector writes: the same episodes,
 in the same order and the same writes, from the same rollouts."""
+
 import pytest
 import torch
 from tensordict import TensorDict
@@ -7,10 +8,10 @@ from torchrl.collectors import Collector
 from torchrl.data import LazyTensorStorage, TensorDictReplayBuffer
 
 import trajrl
-from trajrl.replay.audit import audit_storage
-from trajrl.replay.episodes import TRAJ_KEY
 from trajrl.collect.assembly import EpisodeCollector, EpisodesUnderWay
 from trajrl.collect.env import env_factory
+from trajrl.replay.audit import audit_storage
+from trajrl.replay.episodes import TRAJ_KEY
 
 
 def collect(collector_class, env_fn, policy, num_envs: int, rollouts: int):
@@ -20,8 +21,9 @@ def collect(collector_class, env_fn, policy, num_envs: int, rollouts: int):
     writes = []
     extend = buffer.extend
     buffer.extend = lambda data: writes.append(data.shape[0]) or extend(data)
-    collector = collector_class(env_fn, policy, frames_per_batch=16 * num_envs, total_frames=-1,
-                                trajs_per_batch=4, replay_buffer=buffer)
+    collector = collector_class(
+        env_fn, policy, frames_per_batch=16 * num_envs, total_frames=-1, trajs_per_batch=4, replay_buffer=buffer
+    )
     collector.set_seed(0)
     collector.reset()  # the first observation from the seeded environments too
     for i, _ in enumerate(collector):
@@ -33,7 +35,15 @@ def collect(collector_class, env_fn, policy, num_envs: int, rollouts: int):
 
 @pytest.mark.parametrize("num_envs", [1, 5])
 def test_episode_collector_writes_what_torchrl_writes(num_envs):
-    cfg = trajrl.compose(["debug=smoke", "collector=sync", "+env.kwargs.max_episode_steps=30", "sampler.slice_len=20", "algo.eps_start=0.5"])
+    cfg = trajrl.compose(
+        [
+            "debug=smoke",
+            "collector=sync",
+            "+env.kwargs.max_episode_steps=30",
+            "sampler.slice_len=20",
+            "algo.eps_start=0.5",
+        ]
+    )
     with trajrl.build(cfg) as pipe:
         policy, primer = pipe.policy, pipe.env_fn.args[3]
     env_fn = env_factory(cfg.env, primer=primer, num_envs=num_envs)
@@ -51,8 +61,14 @@ def test_episode_collector_writes_what_torchrl_writes(num_envs):
 
 
 def steps_of(ids, done, t) -> TensorDict:
-    return TensorDict({TRAJ_KEY: torch.as_tensor(ids), ("next", "done"): torch.as_tensor(done).unsqueeze(-1),
-                       "t": torch.as_tensor(t)}, [len(ids)])
+    return TensorDict(
+        {
+            TRAJ_KEY: torch.as_tensor(ids),
+            ("next", "done"): torch.as_tensor(done).unsqueeze(-1),
+            "t": torch.as_tensor(t),
+        },
+        [len(ids)],
+    )
 
 
 def test_episodes_under_way_keeps_unfinished_steps_for_the_next_rollout():

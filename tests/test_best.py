@@ -1,11 +1,13 @@
 """Keeping what was learned: ``checkpoints/best.pt`` holds the agent of the best
 evaluation, ``load_agent(which="best")`` restores it, ``trajrl evaluate`` reports it."""
+
 import itertools
 import math
 import re
 
 import pytest
 import torch
+from helpers import trajrl as trajrl_cli
 from omegaconf import OmegaConf
 
 import trajrl
@@ -16,8 +18,6 @@ from trajrl.training.loops import EpisodicLoop, OffPolicyLoop, RunParts
 from trajrl.training.metrics import MetricsLog
 from trajrl.training.progress import Progress
 
-from helpers import trajrl as trajrl_cli
-
 
 @pytest.mark.parametrize("algo", ["r2d2", "ppo"])
 def test_best_pt_is_the_agent_of_the_best_evaluation(algo, tmp_path):
@@ -25,25 +25,47 @@ def test_best_pt_is_the_agent_of_the_best_evaluation(algo, tmp_path):
     agent had at the first 9 (a tie does not replace it), latest.pt the last ones. PPO's
     batches are whole episodes, so they grow as it learns: evaluations are asked for every
     200 frames to have at least the four the script needs."""
-    cfg = validate(trajrl.compose([f"algo={algo}", "collector=sync", "debug=smoke", "loop.eval_every_frames=200",
-                                   "loop.updates_per_frame=0.1"]))
+    cfg = validate(
+        trajrl.compose(
+            [
+                f"algo={algo}",
+                "collector=sync",
+                "debug=smoke",
+                "loop.eval_every_frames=200",
+                "loop.updates_per_frame=0.1",
+            ]
+        )
+    )
     OmegaConf.save(cfg, tmp_path / "config.yaml")
     script = itertools.chain([3.0, 9.0, 5.0, 9.0], itertools.repeat(1.0))
     seen = []
     with trajrl.build(cfg) as pipe:
+
         def evaluate() -> dict:
             seen.append(({k: v.clone() for k, v in pipe.algo.state_dict()[net].items()}, next(script)))
             return {"return": seen[-1][1]}
 
         net = "qnet" if algo == "r2d2" else "net"
         checkpointer = Checkpointer(tmp_path, cfg.algo.name, pipe.algo, pipe.policy_state, pipe.buffer)
-        parts = RunParts(pipe.collector, pipe.algo, pipe.policy, acting=pipe.acting, evaluated=pipe.evaluated,
-                         log=MetricsLog(None),
-                         progress=Progress(cfg.total_frames, live=False), evaluate=evaluate,
-                         version=pipe.version, checkpoint=checkpointer, keep_best=checkpointer.best)
+        parts = RunParts(
+            pipe.collector,
+            pipe.algo,
+            pipe.policy,
+            acting=pipe.acting,
+            evaluated=pipe.evaluated,
+            log=MetricsLog(None),
+            progress=Progress(cfg.total_frames, live=False),
+            evaluate=evaluate,
+            version=pipe.version,
+            checkpoint=checkpointer,
+            keep_best=checkpointer.best,
+        )
         loop_settings = settings_of(cfg, "loop")
-        loop = (EpisodicLoop(parts, loop_settings, cfg.total_frames) if algo == "ppo" else
-                OffPolicyLoop(parts, pipe.sequences, pipe.exploration, loop_settings, cfg.total_frames))
+        loop = (
+            EpisodicLoop(parts, loop_settings, cfg.total_frames)
+            if algo == "ppo"
+            else OffPolicyLoop(parts, pipe.sequences, pipe.exploration, loop_settings, cfg.total_frames)
+        )
         final = loop.run()
     assert len(seen) >= 4 and final["eval/best_return"] == 9.0, [score for _, score in seen]
     best_weights = seen[1][0]
@@ -69,8 +91,9 @@ def test_load_agent_refuses_a_checkpoint_a_run_does_not_keep(tmp_path):
 def test_evaluate_a_finished_run_prints_its_return_and_writes_a_video(smoke_run, tmp_path):
     _, run_dir = smoke_run
     assert checkpoint_path(run_dir, "best").exists()
-    proc = trajrl_cli("evaluate", str(run_dir), "--episodes", "3", "--video", str(tmp_path / "videos"),
-                      cwd=tmp_path, timeout=120)
+    proc = trajrl_cli(
+        "evaluate", str(run_dir), "--episodes", "3", "--video", str(tmp_path / "videos"), cwd=tmp_path, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     found = re.search(r"\(best agent\): return (-?[\d.]+) ± ([\d.]+) over 3 deterministic episodes", proc.stdout)
     assert found and math.isfinite(float(found[1])), proc.stdout
@@ -80,11 +103,15 @@ def test_evaluate_a_finished_run_prints_its_return_and_writes_a_video(smoke_run,
 
 
 def test_evaluate_refuses_a_video_of_an_environment_that_renders_no_frames(tmp_path):
-    cfg = validate(trajrl.compose(["env=cue_memory", "collector=sync", "debug=smoke", "total_frames=600",
-                                   "loop.warmup_frames=300"]))
+    cfg = validate(
+        trajrl.compose(
+            ["env=cue_memory", "collector=sync", "debug=smoke", "total_frames=600", "loop.warmup_frames=300"]
+        )
+    )
     trajrl.train(cfg, run_dir=tmp_path / "run")
-    proc = trajrl_cli("evaluate", str(tmp_path / "run"), "--which", "latest", "--episodes", "2", "--video",
-                      cwd=tmp_path, timeout=120)
+    proc = trajrl_cli(
+        "evaluate", str(tmp_path / "run"), "--which", "latest", "--episodes", "2", "--video", cwd=tmp_path, timeout=120
+    )
     assert proc.returncode == 2
     assert "return" in proc.stdout
     assert "--video" in proc.stderr and "rgb_array" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
@@ -105,8 +132,14 @@ def test_evaluation_plays_its_episodes_side_by_side_as_gymnasium_plays_each_from
     cfg = trajrl.compose(["env=cartpole_novel"])
     lean_right = lambda obs: (obs[..., 1] > 0).long()  # noqa: E731  (push towards where the pole leans)
     episodes, limit = 6, 500
-    evaluator = Evaluator(eval_env_factory(cfg.env), TensorDictModule(lean_right, ["observation"], ["action"]),
-                          episodes=episodes, seed=seed, max_steps=limit, env_id=cfg.env.id)
+    evaluator = Evaluator(
+        eval_env_factory(cfg.env),
+        TensorDictModule(lean_right, ["observation"], ["action"]),
+        episodes=episodes,
+        seed=seed,
+        max_steps=limit,
+        env_id=cfg.env.id,
+    )
     try:
         stats = evaluator()
     finally:

@@ -1,5 +1,6 @@
 """Checkpoints: written atomically in the run directory, restored into an agent that
 acts exactly like the trained one, and refused when truncated or foreign."""
+
 import pytest
 import torch
 
@@ -8,7 +9,9 @@ from trajrl.errors import CheckpointError
 from trajrl.training.checkpoint import checkpoint_path, load_checkpoint
 
 
-@pytest.mark.parametrize("overrides", [["algo=r2d2"], ["experiment=rsac_pendulum_novel"], ["algo=ppo", "algo.recurrent=true"]])
+@pytest.mark.parametrize(
+    "overrides", [["algo=r2d2"], ["experiment=rsac_pendulum_novel"], ["algo=ppo", "algo.recurrent=true"]]
+)
 def test_a_run_leaves_a_checkpoint_that_restores_its_agent(overrides, tmp_path):
     cfg = trajrl.compose([*overrides, "debug=smoke", "loop.checkpoint_every_frames=1000"])
     final = trajrl.train(cfg, run_dir=tmp_path / "run")
@@ -17,14 +20,19 @@ def test_a_run_leaves_a_checkpoint_that_restores_its_agent(overrides, tmp_path):
     assert not list((tmp_path / "run" / "checkpoints").glob("*.tmp"))
 
     def weights(algo):
-        return {(name, key): tensor for name, value in algo.state_dict().items()
-                if isinstance(value, dict) and "state" not in value  # networks, not optimisers
-                for key, tensor in value.items()}
+        return {
+            (name, key): tensor
+            for name, value in algo.state_dict().items()
+            if isinstance(value, dict) and "state" not in value  # networks, not optimisers
+            for key, tensor in value.items()
+        }
 
     agent = trajrl.load_agent(tmp_path / "run")
     assert agent.algo.updates == saved["algo"]["updates"]
-    restored, wanted = weights(agent.algo), {(n, k): t for n, v in saved["algo"].items() if isinstance(v, dict)
-                                              and "state" not in v for k, t in v.items()}
+    restored, wanted = (
+        weights(agent.algo),
+        {(n, k): t for n, v in saved["algo"].items() if isinstance(v, dict) and "state" not in v for k, t in v.items()},
+    )
     assert restored.keys() == wanted.keys() and all(torch.equal(restored[k], wanted[k]) for k in wanted)
     # Its policies act on CPU copies that hold the restored weights.
     for policy in (agent.greedy, agent.explore):
@@ -32,8 +40,8 @@ def test_a_run_leaves_a_checkpoint_that_restores_its_agent(overrides, tmp_path):
         assert acting and all(any(torch.equal(p.detach(), w) for w in wanted.values()) for p in acting)
     # A new agent (same config, not restored) differs: the comparison above can fail.
     from trajrl.config import validate
-    from trajrl.factory.agent import build_agent
     from trajrl.envs import env_spaces
+    from trajrl.factory.agent import build_agent
 
     cfg = validate(cfg)
     spaces = env_spaces(cfg.env, cfg.algo.name)

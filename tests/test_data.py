@@ -1,13 +1,14 @@
 """Trajectory layouts on real TorchRL buffers: flat episodes, [N, T] sequences, audits."""
+
 import pytest
 import torch
+from helpers import episodes, padded_buffer, zero_padded
 from torchrl.data import LazyTensorStorage, TensorDictReplayBuffer
 from torchrl.data.replay_buffers.samplers import SliceSampler
 
 from trajrl.replay import EpisodeSampler, as_sequences, find_episodes
 from trajrl.replay.audit import audit_batch, audit_storage
 from trajrl.replay.episodes import MASK_KEY, TRAJ_KEY
-from helpers import episodes, padded_buffer, zero_padded
 
 
 @pytest.mark.parametrize("seed", range(20))
@@ -59,8 +60,8 @@ def test_episode_sampler_returns_whole_stored_episodes_after_wraparound():
         assert audit_batch(batch) == {k: 0 for k in audit_batch(batch)}
         mask = batch[MASK_KEY]
         rows = torch.arange(batch.shape[0])
-        assert (batch["step_count"][:, 0] == 0).all()                     # each starts its episode
-        assert batch["next", "done"][rows, mask.sum(-1) - 1].all()          # and ends it
+        assert (batch["step_count"][:, 0] == 0).all()  # each starts its episode
+        assert batch["next", "done"][rows, mask.sum(-1) - 1].all()  # and ends it
 
 
 def test_slice_sampler_slices_stay_inside_episodes_after_wraparound():
@@ -76,9 +77,9 @@ def test_storage_audit_finds_nothing_wrong_in_a_wrapped_buffer_but_finds_broken_
     buffer = fill_with_wraparound()
     assert audit_storage(buffer[:], full=True) == {k: 0 for k in audit_storage(buffer[:], full=True)}
     broken = episodes([5, 4, 6, 3])
-    broken["next", "done"][2] = True                   # an episode ending twice
-    broken[TRAJ_KEY][9:15] = 0                         # an id reused by a later episode
-    broken = torch.cat([broken[:7], broken[8:]])       # a missing step
+    broken["next", "done"][2] = True  # an episode ending twice
+    broken[TRAJ_KEY][9:15] = 0  # an id reused by a later episode
+    broken = torch.cat([broken[:7], broken[8:]])  # a missing step
     counts = audit_storage(broken, full=False)
     assert counts["done_inside_episode"] == 1
     assert counts["id_in_two_places"] == 1
@@ -122,8 +123,10 @@ def test_slice_sampler_keeps_its_episode_index_equal_to_a_search_of_the_whole_st
     buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(capacity), sampler=sampler, batch_size=20)
     sampler.follow(buffer._writer)
     next_id = 0
-    plans = [torch.randint(1, 20, (int(torch.randint(1, 4, (1,), generator=gen)),), generator=gen).tolist()
-             for _ in range(40)]
+    plans = [
+        torch.randint(1, 20, (int(torch.randint(1, 4, (1,), generator=gen)),), generator=gen).tolist()
+        for _ in range(40)
+    ]
     plans[10] = plans[25] = None  # episodes up to the storage's last position exactly
     plans[20], plans[30] = [capacity], [30, 40]  # one episode as long as the storage; more than all of it
     for lengths in plans:
@@ -158,7 +161,9 @@ def test_prioritized_slices_follow_priorities_and_stay_inside_episodes():
     sampler.follow(buffer._writer)
     buffer._sampler, buffer._batch_size = sampler, 5 * 32
     flat = buffer.sample()  # every step new: equal priorities
-    assert audit_batch(as_sequences(flat, flat["is_init"])) == {k: 0 for k in audit_batch(as_sequences(flat, flat["is_init"]))}
+    assert audit_batch(as_sequences(flat, flat["is_init"])) == {
+        k: 0 for k in audit_batch(as_sequences(flat, flat["is_init"]))
+    }
     # one step gets almost all the priority: nearly every slice must contain it
     hot = int(flat["index"][0])
     buffer.update_priority(torch.arange(capacity), torch.full((capacity,), 1e-4))
@@ -184,11 +189,11 @@ def test_padded_to_flat_to_padded_round_trip_is_exact(seed):
     buffer = padded_buffer()
     buffer.extend(padded)
     stored = buffer[:]
-    assert len(buffer) == int(lengths.sum())                        # exactly the valid steps
+    assert len(buffer) == int(lengths.sum())  # exactly the valid steps
     assert torch.equal(stored["observation"], flat["observation"])  # flat, each episode contiguous
-    assert torch.equal(stored[TRAJ_KEY], flat[TRAJ_KEY] - 100)       # fresh ids, in order, from the writer
+    assert torch.equal(stored[TRAJ_KEY], flat[TRAJ_KEY] - 100)  # fresh ids, in order, from the writer
     starts, stored_lengths = find_episodes(stored[TRAJ_KEY], stored["is_init"], stored["next", "done"])
-    back = as_sequences(stored, stored["is_init"])                   # and back to [N, T]
+    back = as_sequences(stored, stored["is_init"])  # and back to [N, T]
     assert torch.equal(back[MASK_KEY], padded[MASK_KEY])
     assert torch.equal(back["observation"][back[MASK_KEY]], padded["observation"][padded[MASK_KEY]])
 
@@ -196,7 +201,7 @@ def test_padded_to_flat_to_padded_round_trip_is_exact(seed):
 def test_padded_write_with_ids_already_stored_gets_fresh_ids():
     buffer = padded_buffer()
     buffer.extend(zero_padded(episodes([3, 5], first_id=0)))
-    buffer.extend(zero_padded(episodes([4, 2], first_id=1)))   # ids 1 (clash) and 2
+    buffer.extend(zero_padded(episodes([4, 2], first_id=1)))  # ids 1 (clash) and 2
     stored = buffer[:]
     assert audit_storage(stored, full=False) == {k: 0 for k in audit_storage(stored, full=False)}
     assert stored[TRAJ_KEY].unique().numel() == 4
@@ -208,12 +213,15 @@ def with_mask(padded, mask):
     return padded
 
 
-@pytest.mark.parametrize("case, words", [
-    ("missing", "without ('collector', 'mask')"),
-    ("shape", "has shape (3, 5, 1), the batch (3, 5)"),
-    ("empty row", "rows [1] of the mask have no valid step"),
-    ("not a prefix", "rows [2] of the mask are not a prefix"),
-])
+@pytest.mark.parametrize(
+    "case, words",
+    [
+        ("missing", "without ('collector', 'mask')"),
+        ("shape", "has shape (3, 5, 1), the batch (3, 5)"),
+        ("empty row", "rows [1] of the mask have no valid step"),
+        ("not a prefix", "rows [2] of the mask are not a prefix"),
+    ],
+)
 def test_a_malformed_mask_is_refused_before_anything_is_written(case, words):
     from trajrl.replay.padded import MalformedMask
 
@@ -242,8 +250,7 @@ def test_padded_batches_from_a_real_collector_are_stored_as_complete_episodes():
 
     env = TransformedEnv(GymEnv("CartPole-v1"), InitTracker())
     env.append_transform(StepCounter())
-    collector = Collector(env, None, frames_per_batch=100, total_frames=3_000, trajs_per_batch=6,
-                          traj_format="padded")
+    collector = Collector(env, None, frames_per_batch=100, total_frames=3_000, trajs_per_batch=6, traj_format="padded")
     buffer = padded_buffer(capacity=800, sampler=SliceSampler(slice_len=9, traj_key=TRAJ_KEY, strict_length=False))
     buffer._batch_size = 9 * 32
     valid = 0
@@ -252,7 +259,7 @@ def test_padded_batches_from_a_real_collector_are_stored_as_complete_episodes():
         valid += int(batch[MASK_KEY].sum())
         buffer.extend(batch)
     collector.shutdown()
-    assert buffer.write_count == valid > 3 * 800                         # valid steps only; wrapped 3 times
+    assert buffer.write_count == valid > 3 * 800  # valid steps only; wrapped 3 times
     assert audit_storage(buffer[:], full=True) == {k: 0 for k in audit_storage(buffer[:], full=True)}
     for _ in range(20):
         flat = buffer.sample()

@@ -2,20 +2,24 @@
 its networks, which the loop refreshes on each weight push (and before each evaluation).
 ``device=cuda`` on a machine without CUDA is refused (tests/test_refusals.py); the tests
 marked ``cuda`` run only where torch sees a CUDA device."""
+
 import math
 
 import pytest
 import torch
+from helpers import run_cli
 from torch import nn
 
 import trajrl
-from helpers import run_cli
 
 CUDA = torch.cuda.is_available()
 cuda = pytest.mark.skipif(not CUDA, reason="torch sees no CUDA device on this machine")
 
-PRESETS = {"r2d2": ["experiment=r2d2_cartpole_novel"], "rsac": ["experiment=rsac_pendulum_novel"],
-           "ppo": ["experiment=rppo_cartpole_novel", "trajs_per_batch=8"]}
+PRESETS = {
+    "r2d2": ["experiment=r2d2_cartpole_novel"],
+    "rsac": ["experiment=rsac_pendulum_novel"],
+    "ppo": ["experiment=rppo_cartpole_novel", "trajs_per_batch=8"],
+}
 
 
 def learner_nets(algo) -> list[nn.Module]:
@@ -45,8 +49,16 @@ def test_an_update_on_cuda_is_the_update_on_cpu_and_its_weights_reach_the_cpu_po
     rounding (rsac: finite, its reparameterised actions come from the device's generator)."""
     results = []
     for device in ("cpu", "cuda"):
-        cfg = trajrl.compose([*PRESETS[algo_name], "debug=smoke", "collector=sync", "env.num_envs=4",
-                              "collector.frames_per_batch=400", f"device={device}"])
+        cfg = trajrl.compose(
+            [
+                *PRESETS[algo_name],
+                "debug=smoke",
+                "collector=sync",
+                "env.num_envs=4",
+                "collector.frames_per_batch=400",
+                f"device={device}",
+            ]
+        )
         with trajrl.build(cfg) as pipe:
             batch = batch_of(pipe) if not results else results[0][0]
             torch.manual_seed(1)
@@ -69,12 +81,15 @@ def test_an_update_on_cuda_is_the_update_on_cpu_and_its_weights_reach_the_cpu_po
 
 
 @cuda
-@pytest.mark.parametrize("overrides", [
-    ["algo=r2d2", "collector=multi_async", "algo.refresh_states_every=20"],
-    ["experiment=rsac_pendulum_novel"],
-    ["algo=ppo", "algo.recurrent=true", "collector=multi_sync"],
-    ["env=bit_flipping", "sampler.her_ratio=0.5", "sampler.her_state=recompute"],
-])
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["algo=r2d2", "collector=multi_async", "algo.refresh_states_every=20"],
+        ["experiment=rsac_pendulum_novel"],
+        ["algo=ppo", "algo.recurrent=true", "collector=multi_sync"],
+        ["env=bit_flipping", "sampler.her_ratio=0.5", "sampler.her_state=recompute"],
+    ],
+)
 def test_a_run_on_cuda_trains_and_evaluates_end_to_end(overrides, tmp_path):
     result = run_cli(tmp_path, *overrides, "debug=smoke", "device=cuda", "audit=true")
     assert result.returncode == 0, result.stderr[-3000:]

@@ -2,6 +2,7 @@
 or hangs, a worker killed, SIGINT/SIGTERM to the run, SIGKILL to the run. Each ends within
 30 s (a hang: once loop.stall_timeout_s has passed) with its cause, leaves no process
 behind and leaves a checkpoint that loads."""
+
 import multiprocessing
 import os
 import signal
@@ -9,17 +10,23 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import read_metrics
 
 import trajrl
 
-from helpers import read_metrics
 
 @pytest.mark.parametrize("collector", ["sync", "multi_async", "async_batched"])
 def test_an_environment_that_raises_ends_the_run_with_its_cause(collector, run_in):
     """In a worker process, or in the single-process collector's thread (whose
     exception TorchRL only prints)."""
-    run = run_in("env=gym", "env.id=Exploding-v0", "env.import_module=bad_envs", f"collector={collector}",
-                 "total_frames=8000", "algo.normalize_observations=false")  # the collector's steps are the first
+    run = run_in(
+        "env=gym",
+        "env.id=Exploding-v0",
+        "env.import_module=bad_envs",
+        f"collector={collector}",
+        "total_frames=8000",
+        "algo.normalize_observations=false",
+    )  # the collector's steps are the first
     err = run.end(within=60)
     assert run.proc.returncode == 1, err[-3000:]
     assert "boom: the environment failed after 1000 steps" in err
@@ -34,22 +41,38 @@ def test_an_environment_that_raises_before_collection_ends_the_run_with_one_line
     err = run.end(within=60)
     assert run.proc.returncode == 1, err[-3000:]
     assert "Traceback" not in err, err[-3000:]
-    assert err.strip().splitlines()[-1].startswith(
-        "trajrl: run failed: the environment env.id=Exploding-v0 raised while trajrl measured its observations "
-        "(2,000 random steps for algo.normalize_observations=true): RuntimeError: boom: the environment failed "
-        "after 1000 steps"), err[-3000:]
+    assert (
+        err.strip()
+        .splitlines()[-1]
+        .startswith(
+            "trajrl: run failed: the environment env.id=Exploding-v0 raised while trajrl measured its observations "
+            "(2,000 random steps for algo.normalize_observations=true): RuntimeError: boom: the environment failed "
+            "after 1000 steps"
+        )
+    ), err[-3000:]
     run.assert_nothing_left()
 
 
 def test_an_environment_that_raises_during_evaluation_ends_the_run_with_one_line(run_in):
-    run = run_in("env=gym", "env.id=FailsInTheLearner-v0", "env.import_module=bad_envs", "collector=multi_async",
-                 "algo.normalize_observations=false", "loop.eval_every_frames=1000")
+    run = run_in(
+        "env=gym",
+        "env.id=FailsInTheLearner-v0",
+        "env.import_module=bad_envs",
+        "collector=multi_async",
+        "algo.normalize_observations=false",
+        "loop.eval_every_frames=1000",
+    )
     err = run.end(within=60)
     assert run.proc.returncode == 1, err[-3000:]
     assert "Traceback" not in err, err[-3000:]
-    assert err.strip().splitlines()[-1].startswith(
-        "trajrl: run failed: the environment env.id=FailsInTheLearner-v0 raised while trajrl evaluated the policy: "
-        "RuntimeError: boom: the environment failed after 0 steps"), err[-3000:]
+    assert (
+        err.strip()
+        .splitlines()[-1]
+        .startswith(
+            "trajrl: run failed: the environment env.id=FailsInTheLearner-v0 raised while trajrl evaluated the policy: "
+            "RuntimeError: boom: the environment failed after 0 steps"
+        )
+    ), err[-3000:]
     run.assert_nothing_left()
     run.assert_checkpoint_loads()
 
@@ -61,28 +84,46 @@ def test_an_environment_that_hangs_in_the_learners_process_ends_the_run(case, ru
     if case == "measuring":  # it hangs at its 1,001st step, within the 2,000 random steps
         overrides, doing = ["env.id=Hanging-v0", "+env.kwargs.after=1000"], "trajrl measured its observations"
     else:
-        overrides = ["env.id=FailsInTheLearner-v0", "+env.kwargs.hang=true", "collector=multi_async",
-                     "algo.normalize_observations=false", "loop.eval_every_frames=1000"]
+        overrides = [
+            "env.id=FailsInTheLearner-v0",
+            "+env.kwargs.hang=true",
+            "collector=multi_async",
+            "algo.normalize_observations=false",
+            "loop.eval_every_frames=1000",
+        ]
         doing = "trajrl evaluated the policy"
     run = run_in("env=gym", "env.import_module=bad_envs", *overrides, "loop.stall_timeout_s=5")
     err = run.end(within=60)
     assert run.proc.returncode == 1, err[-3000:]
     assert "Traceback" not in err, err[-3000:]
     last = err.strip().splitlines()[-1]
-    assert last.startswith("trajrl: run failed: the environment env.id=") and "did not answer for 5 s while " + doing in last
+    assert (
+        last.startswith("trajrl: run failed: the environment env.id=")
+        and "did not answer for 5 s while " + doing in last
+    )
     assert "(loop.stall_timeout_s=5)" in last, last
     run.assert_nothing_left()
 
 
-@pytest.mark.parametrize("algo, collector", [("r2d2", "multi_async"), ("ppo", "sync"),
-                                             pytest.param("ppo", "multi_sync", marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "algo, collector",
+    [("r2d2", "multi_async"), ("ppo", "sync"), pytest.param("ppo", "multi_sync", marks=pytest.mark.slow)],
+)
 def test_an_environment_that_hangs_ends_the_run_after_the_stall_timeout(algo, collector, run_in):
     """Off-policy, the loop sees no frame stored; PPO waits for a batch of complete
     episodes, in its own process (sync) or from workers (multi_sync, -m slow: the same
     wait of the episodic loop): either way the run ends."""
-    run = run_in("env=gym", "env.id=Hanging-v0", "+env.kwargs.after=1000", "env.import_module=bad_envs",
-                 "algo.normalize_observations=false", f"algo={algo}", f"collector={collector}", "total_frames=100000",
-                 "loop.stall_timeout_s=5")
+    run = run_in(
+        "env=gym",
+        "env.id=Hanging-v0",
+        "+env.kwargs.after=1000",
+        "env.import_module=bad_envs",
+        "algo.normalize_observations=false",
+        f"algo={algo}",
+        f"collector={collector}",
+        "total_frames=100000",
+        "loop.stall_timeout_s=5",
+    )
     err = run.end(within=90)
     assert run.proc.returncode == 1, err[-3000:]
     last = err.strip().splitlines()[-1]
@@ -192,13 +233,24 @@ def test_a_worker_killed_while_writing_does_not_hang_the_learner(wait, tmp_path)
     from trajrl.training.metrics import MetricsLog
     from trajrl.training.progress import Progress
 
-    cfg = validate(trajrl.compose(["collector=multi_async", "debug=smoke", "loop.stall_timeout_s=1",
-                                   "algo.normalize_observations=false"]))
+    cfg = validate(
+        trajrl.compose(
+            ["collector=multi_async", "debug=smoke", "loop.stall_timeout_s=1", "algo.normalize_observations=false"]
+        )
+    )
     with trajrl.build(cfg) as pipe:
         checkpointer = Checkpointer(tmp_path, cfg.algo.name, pipe.algo, pipe.policy_state, pipe.buffer)
-        parts = RunParts(pipe.collector, pipe.algo, pipe.policy, acting=pipe.acting, evaluated=pipe.evaluated,
-                         log=MetricsLog(None),
-                         progress=Progress(cfg.total_frames, live=False), version=pipe.version, checkpoint=checkpointer)
+        parts = RunParts(
+            pipe.collector,
+            pipe.algo,
+            pipe.policy,
+            acting=pipe.acting,
+            evaluated=pipe.evaluated,
+            log=MetricsLog(None),
+            progress=Progress(cfg.total_frames, live=False),
+            version=pipe.version,
+            checkpoint=checkpointer,
+        )
         loop = OffPolicyLoop(parts, pipe.sequences, pipe.exploration, settings_of(cfg, "loop"), cfg.total_frames)
         loop.started, loop.watch = time.monotonic(), CollectorWatch(pipe.collector)
         context = multiprocessing.get_context("spawn")

@@ -2,20 +2,27 @@
 environment that raises is rebuilt, its episode dropped and counted, and the run goes
 on to ``total_frames`` with every frame accounted for; past ``collector.max_restarts``
 the run ends as it did before restarts existed."""
+
 import os
 import signal
 import time
 
 import pytest
 import torch
-
 from helpers import episodes, rows_of, zero_padded
 
 from trajrl.collect.faults import NEXT_FAULT, without_faulted
 from trajrl.replay.episodes import TRAJ_KEY
 
-FLAKY = ["env=gym", "env.id=Flaky-v0", "env.import_module=bad_envs", "algo.normalize_observations=false",
-         "loop.eval_episodes=0", "audit=true", "audit_every=1"]  # only the collector's environments step
+FLAKY = [
+    "env=gym",
+    "env.id=Flaky-v0",
+    "env.import_module=bad_envs",
+    "algo.normalize_observations=false",
+    "loop.eval_episodes=0",
+    "audit=true",
+    "audit_every=1",
+]  # only the collector's environments step
 
 
 def marked(flat, faulted_ids):
@@ -36,15 +43,29 @@ def test_episodes_a_fault_ended_are_dropped_flat_or_padded():
 # An environment in a worker process (multi_async; multi_sync and async, -m slow, wrap it
 # the same way), in an environment process of its own (async_batched), under PPO's loop,
 # and writing fixed frames (its episode is stored up to the fault, not lost).
-@pytest.mark.parametrize("algo, collector", [
-    ("r2d2", "multi_async"), pytest.param("r2d2", "multi_sync", marks=pytest.mark.slow),
-    pytest.param("r2d2", "async", marks=pytest.mark.slow), ("r2d2", "async_batched"), ("ppo", "multi_sync"),
-    ("r2d2", "multi_async trajs_per_batch=null")])
+@pytest.mark.parametrize(
+    "algo, collector",
+    [
+        ("r2d2", "multi_async"),
+        pytest.param("r2d2", "multi_sync", marks=pytest.mark.slow),
+        pytest.param("r2d2", "async", marks=pytest.mark.slow),
+        ("r2d2", "async_batched"),
+        ("ppo", "multi_sync"),
+        ("r2d2", "multi_async trajs_per_batch=null"),
+    ],
+)
 def test_environments_that_raise_are_rebuilt_and_the_run_reaches_total_frames(algo, collector, run_in, tmp_path):
     injected = tmp_path / "injected.log"  # a line per error the environments raised
-    run = run_in(*FLAKY, "+env.kwargs.every=300", f"+env.kwargs.log={injected}", f"algo={algo}",
-                 f"collector={collector.split()[0]}", *collector.split()[1:], "collector.max_restarts=50",
-                 "total_frames=2400")
+    run = run_in(
+        *FLAKY,
+        "+env.kwargs.every=300",
+        f"+env.kwargs.log={injected}",
+        f"algo={algo}",
+        f"collector={collector.split()[0]}",
+        *collector.split()[1:],
+        "collector.max_restarts=50",
+        "total_frames=2400",
+    )
     fixed_frames = "trajs_per_batch=null" in collector
     err = run.end(within=120)
     out = run.out
@@ -58,22 +79,33 @@ def test_environments_that_raise_are_rebuilt_and_the_run_reaches_total_frames(al
     assert (lost == 0 if fixed_frames else lost > 0) and in_flight >= 0
     assert last["collect/frames_stepped"] == last["frames"] + in_flight + lost  # the accounting closes
     assert f"restarts        {faults} (collection went on" in out, out[-2000:]
-    assert sum(line.startswith("  environment ") and "RuntimeError: flaky" in line for line in out.splitlines()) == faults
+    assert (
+        sum(line.startswith("  environment ") and "RuntimeError: flaky" in line for line in out.splitlines()) == faults
+    )
     run.assert_nothing_left()
     run.assert_checkpoint_loads()
 
 
 # multi_async, multi_sync and async run by default in the test below, killed inside a write
 # (the same restart, and the write redone); killed anywhere with -m slow.
-@pytest.mark.parametrize("collector", [pytest.param(c, marks=pytest.mark.slow) for c in ("multi_async", "multi_sync",
-                                                                                         "async")]
-                         + ["async_batched collector.env_backend=multiprocessing", "multi_sync algo=ppo"])
+@pytest.mark.parametrize(
+    "collector",
+    [pytest.param(c, marks=pytest.mark.slow) for c in ("multi_async", "multi_sync", "async")]
+    + ["async_batched collector.env_backend=multiprocessing", "multi_sync algo=ppo"],
+)
 def test_a_killed_worker_is_replaced_and_the_run_reaches_total_frames(collector, run_in):
     """SIGKILL to a worker process mid-run (for async_batched: one of its environment
     processes): a new collector starts with the current weights, what the old one had
     in flight is counted lost, and the frame accounting closes."""
-    run = run_in(f"collector={collector.split()[0]}", *collector.split()[1:], "collector.max_restarts=3",
-                 "audit=true", "audit_every=1", "loop.eval_episodes=0", "total_frames=3000")
+    run = run_in(
+        f"collector={collector.split()[0]}",
+        *collector.split()[1:],
+        "collector.max_restarts=3",
+        "audit=true",
+        "audit_every=1",
+        "loop.eval_episodes=0",
+        "total_frames=3000",
+    )
     run.wait_for_checkpoint()
     workers = run.workers()
     assert workers, "no worker process to kill"
@@ -94,18 +126,37 @@ def test_a_killed_worker_is_replaced_and_the_run_reaches_total_frames(collector,
     run.assert_checkpoint_loads()
 
 
-# multi_sync and async: the same writer and redo as multi_async (test_a_write_a_killed_worker_left_half_done_is_redone_whole
-# covers the redo itself), run with -m slow; fixed frames: the lane writer's
-@pytest.mark.parametrize("collector", ["multi_async", pytest.param("multi_sync", marks=pytest.mark.slow),
-                                       pytest.param("async", marks=pytest.mark.slow), "multi_async trajs_per_batch=null"])
+# multi_sync and async: the same writer and redo as multi_async
+# (test_a_write_a_killed_worker_left_half_done_is_redone_whole covers the redo itself),
+# run with -m slow; fixed frames: the lane writer's
+@pytest.mark.parametrize(
+    "collector",
+    [
+        "multi_async",
+        pytest.param("multi_sync", marks=pytest.mark.slow),
+        pytest.param("async", marks=pytest.mark.slow),
+        "multi_async trajs_per_batch=null",
+    ],
+)
 def test_a_worker_killed_inside_its_write_is_replaced_and_its_write_redone_whole(collector, run_in):
     """SIGKILL to a worker while it writes into the shared buffer (its journal in place,
     the write lock held): the lock is freed, its write redone whole, and the run goes on
     with a new collector. (``async_batched`` writes from the learner's process, under
     its thread: its environment processes never hold the lock.)"""
-    run = run_in("env=gym", "env.id=Wide-v0", "env.import_module=bad_envs", "algo.normalize_observations=false",
-                 f"collector={collector.split()[0]}", *collector.split()[1:], "collector.max_restarts=3", "audit=true",
-                 "audit_every=1", "loop.eval_episodes=0", "storage.capacity=1000", "total_frames=2500")
+    run = run_in(
+        "env=gym",
+        "env.id=Wide-v0",
+        "env.import_module=bad_envs",
+        "algo.normalize_observations=false",
+        f"collector={collector.split()[0]}",
+        *collector.split()[1:],
+        "collector.max_restarts=3",
+        "audit=true",
+        "audit_every=1",
+        "loop.eval_episodes=0",
+        "storage.capacity=1000",
+        "total_frames=2500",
+    )
     os.kill(run.wait_for_write(), signal.SIGKILL)  # the first write seen: well before the run's end
     err = run.end(within=150)
     assert run.proc.returncode == 0, err[-3000:]
@@ -124,8 +175,9 @@ def test_a_worker_killed_inside_its_write_is_replaced_and_its_write_redone_whole
 
 @pytest.mark.parametrize("collector", ["multi_async", "sync"])
 def test_an_environment_that_raises_past_max_restarts_ends_the_run(collector, run_in, tmp_path):
-    run = run_in(*FLAKY, "+env.kwargs.every=300", f"collector={collector}", "collector.max_restarts=2",
-                 "total_frames=100000")
+    run = run_in(
+        *FLAKY, "+env.kwargs.every=300", f"collector={collector}", "collector.max_restarts=2", "total_frames=100000"
+    )
     err = run.end(within=90)
     assert run.proc.returncode == 1, err[-3000:]
     last = err.strip().splitlines()[-1]
@@ -164,16 +216,19 @@ def test_a_write_a_killed_worker_left_half_done_is_redone_whole(killed_once, tmp
     from trajrl.replay.writer import EpisodeWriter, journal_path, redo_unfinished_writes
 
     capacity = 60_000
-    buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(capacity), writer=EpisodeWriter(tmp_path),
-                                    batch_size=4, shared=True)
+    buffer = TensorDictReplayBuffer(
+        storage=LazyTensorStorage(capacity), writer=EpisodeWriter(tmp_path), batch_size=4, shared=True
+    )
     buffer.extend(big_episodes(10, 500, first_id=0))  # 5,000 steps, ids 0-9
-    interrupted = big_episodes(80, 500, first_id=0)   # 40,000 steps: ids 10-89 once written
+    interrupted = big_episodes(80, 500, first_id=0)  # 40,000 steps: ids 10-89 once written
     worker = multiprocessing.get_context("spawn").Process(target=write_into, args=(buffer, interrupted))
     worker.start()
     deadline = time.monotonic() + 60
     journal = journal_path(str(tmp_path), worker.pid)
-    reached = {"its journal is written": lambda: os.path.exists(journal),
-               "the storage counted its steps": lambda: len(buffer._storage) > 5_000}[killed_once]
+    reached = {
+        "its journal is written": lambda: os.path.exists(journal),
+        "the storage counted its steps": lambda: len(buffer._storage) > 5_000,
+    }[killed_once]
     while not reached():
         assert time.monotonic() < deadline and worker.is_alive()
         time.sleep(0.0002)
@@ -219,8 +274,13 @@ def test_a_run_directory_that_cannot_be_written_ends_the_run_with_one_line(tmp_p
     (tmp_path / "a_file").write_text("")
     proc = trajrl("debug=smoke", f"hydra.run.dir={tmp_path / 'a_file' / 'run'}", cwd=tmp_path, timeout=60)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
-    assert proc.stderr.strip().splitlines()[-1].startswith(
-        f"trajrl: run failed: {tmp_path / 'a_file' / 'run'}: Not a directory (the run directory must be writable")
+    assert (
+        proc.stderr.strip()
+        .splitlines()[-1]
+        .startswith(
+            f"trajrl: run failed: {tmp_path / 'a_file' / 'run'}: Not a directory (the run directory must be writable"
+        )
+    )
 
 
 def test_a_learner_killed_with_sigkill_resumes_exactly_from_its_last_periodic_checkpoint(run_in, tmp_path):
@@ -286,8 +346,9 @@ def test_a_worker_killed_holding_the_counters_locks_blocks_neither_the_learner_n
 
     from trajrl.replay.writer import EpisodeWriter, counters_without_locks, redo_unfinished_writes
 
-    buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(10_000), writer=EpisodeWriter(tmp_path),
-                                    batch_size=4, shared=True)
+    buffer = TensorDictReplayBuffer(
+        storage=LazyTensorStorage(10_000), writer=EpisodeWriter(tmp_path), batch_size=4, shared=True
+    )
     counters_without_locks(buffer)
     buffer.extend(episodes([50] * 4, first_id=0))
     context = multiprocessing.get_context("spawn")
@@ -297,6 +358,7 @@ def test_a_worker_killed_holding_the_counters_locks_blocks_neither_the_learner_n
     assert held.wait(60)
     os.kill(worker.pid, signal.SIGKILL)
     worker.join()
+
     def redo_then_write_and_sample():
         counted.append((buffer.write_count, len(buffer)))  # what the learner reads each loop turn
         redo_unfinished_writes(buffer)

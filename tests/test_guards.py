@@ -1,4 +1,5 @@
 """Each guard against a TorchRL trap, next to the trap it guards (shown without the guard)."""
+
 import os
 import signal
 import time
@@ -8,9 +9,9 @@ import torch
 from tensordict import TensorDict
 
 import trajrl
+from trajrl.collect.watch import CollectorWatch
 from trajrl.replay.audit import audit_storage
 from trajrl.replay.episodes import TRAJ_KEY
-from trajrl.collect.watch import CollectorWatch
 from trajrl.replay.writer import redo_unfinished_writes
 
 
@@ -26,6 +27,7 @@ def first_error(watch: CollectorWatch, timeout: float):
 def test_a_collector_thread_exception_is_swallowed_by_torchrl_but_caught_by_the_watch(monkeypatch):
     cfg = trajrl.compose(["collector=sync", "debug=smoke"])
     with trajrl.build(cfg) as pipe:
+
         def explode(*args, **kwargs):
             raise RuntimeError("boom inside the collector thread")
 
@@ -104,8 +106,16 @@ def test_collector_reset_and_reset_at_each_iter_keep_episodes_whole_in_this_torc
     from torchrl.collectors import Collector
 
     with trajrl.build(cfg) as pipe:
-        resetting = Collector(pipe.env_fn, pipe.policy, frames_per_batch=50, total_frames=1500, trajs_per_batch=2,
-                              traj_format="cat", reset_at_each_iter=True, replay_buffer=pipe.buffer)
+        resetting = Collector(
+            pipe.env_fn,
+            pipe.policy,
+            frames_per_batch=50,
+            total_frames=1500,
+            trajs_per_batch=2,
+            traj_format="cat",
+            reset_at_each_iter=True,
+            replay_buffer=pipe.buffer,
+        )
         for _ in resetting:
             pass
         resetting.shutdown()
@@ -127,8 +137,9 @@ def test_the_audit_names_an_episode_stitched_from_two():
 
 
 def test_writes_with_clashing_ids_merge_episodes_unless_the_writer_renews_ids():
-    from torchrl.data import LazyTensorStorage, RoundRobinWriter, TensorDictReplayBuffer
     from helpers import episodes, padded_buffer, zero_padded
+    from torchrl.data import LazyTensorStorage, RoundRobinWriter, TensorDictReplayBuffer
+
     from trajrl.replay.padded import PaddedToFlat
     from trajrl.replay.writer import EpisodeWriter
 

@@ -10,21 +10,21 @@ network's state over its episode's earlier steps with the new goal shown
 (``her_state=recompute``) or from zero (``her_state=zero``); ``her_ratio=0`` changes
 nothing, not even the sampler's random draws.
 """
+
 import numpy as np
 import pytest
 import torch
-from tensordict.nn import TensorDictModule
-
 from helpers import read_metrics
 from helpers import trajrl as cli
+from tensordict.nn import TensorDictModule
 
 import trajrl
+from trajrl.collect.env import eval_env_factory
 from trajrl.config import validate
 from trajrl.envs import BitFlipping
 from trajrl.errors import ConfigError
 from trajrl.replay.audit import audit_batch
 from trajrl.replay.episodes import MASK_KEY, TRAJ_KEY
-from trajrl.collect.env import eval_env_factory
 from trajrl.replay.hindsight import GOAL_KEY, RELABELLED_KEY, HindsightGoals
 from trajrl.training.evaluate import Evaluator
 
@@ -33,10 +33,23 @@ ACHIEVED, DESIRED = slice(BITS, 2 * BITS), slice(2 * BITS, 3 * BITS)  # Dict(obs
 
 
 def bit_flipping(sampler="slice", *overrides):
-    shape = (["sampler.episodes_per_batch=32"] if sampler == "episode" else
-             ["sampler.slice_len=4", "sampler.burn_in=0", "sampler.slices_per_batch=64"])
-    return trajrl.compose(["debug=smoke", "env=bit_flipping", f"env.kwargs.n={BITS}", "collector=sync",
-                           "collector.frames_per_batch=64", f"sampler={sampler}", *shape, *overrides])
+    shape = (
+        ["sampler.episodes_per_batch=32"]
+        if sampler == "episode"
+        else ["sampler.slice_len=4", "sampler.burn_in=0", "sampler.slices_per_batch=64"]
+    )
+    return trajrl.compose(
+        [
+            "debug=smoke",
+            "env=bit_flipping",
+            f"env.kwargs.n={BITS}",
+            "collector=sync",
+            "collector.frames_per_batch=64",
+            f"sampler={sampler}",
+            *shape,
+            *overrides,
+        ]
+    )
 
 
 def filled(cfg, batches: int = 12):
@@ -56,8 +69,16 @@ def stored_episodes(buffer) -> dict[int, dict[str, torch.Tensor]]:
     return {int(i): {"steps": steps[ids == i], "achieved": achieved[ids == i]} for i in ids.unique()}
 
 
-@pytest.mark.parametrize("sampler, strategy", [("slice", "future"), ("prioritized_slice", "future"),
-                                               ("slice", "final"), ("slice", "episode"), ("episode", "future")])
+@pytest.mark.parametrize(
+    "sampler, strategy",
+    [
+        ("slice", "future"),
+        ("prioritized_slice", "future"),
+        ("slice", "final"),
+        ("slice", "episode"),
+        ("episode", "future"),
+    ],
+)
 def test_relabelled_rows_carry_one_goal_their_episode_achieved_and_rewards_recomputed(sampler, strategy):
     zero = [] if sampler == "episode" else ["sampler.her_state=zero"]  # whole episodes start from zero anyway
     cfg = bit_flipping(sampler, "sampler.her_ratio=1.0", f"sampler.her_strategy={strategy}", *zero)
@@ -80,10 +101,14 @@ def test_relabelled_rows_carry_one_goal_their_episode_achieved_and_rewards_recom
             assert torch.equal(next_obs[row][valid][:, DESIRED], row_goal)  # ... and after it
             episode = episodes[int(batch.get(TRAJ_KEY)[row, 0])]
             last_step = int(batch.get("step_count")[row][valid][-1])
-            allowed = {"future": episode["steps"] >= last_step, "episode": episode["steps"] >= 0,
-                       "final": episode["steps"] == episode["steps"].max()}[strategy]
+            allowed = {
+                "future": episode["steps"] >= last_step,
+                "episode": episode["steps"] >= 0,
+                "final": episode["steps"] == episode["steps"].max(),
+            }[strategy]
             assert (episode["achieved"][allowed] == row_goal[0]).all(-1).any(), (
-                f"row {row}: its goal is not what its episode achieved ({strategy})")
+                f"row {row}: its goal is not what its episode achieved ({strategy})"
+            )
             expected = env.compute_reward(next_obs[row][valid][:, ACHIEVED].numpy(), row_goal.numpy(), {})
             reward = batch.get(("next", "reward"))[row][valid].reshape(-1).numpy()
             np.testing.assert_array_equal(reward, expected)
@@ -173,20 +198,43 @@ def test_the_goal_shown_at_the_first_step_only_is_relabelled_there_only():
     assert batch.get(("next", "observation"))[..., DESIRED][mask].abs().sum() == 0
 
 
-@pytest.mark.parametrize("problem, words", [
-    ("no_reward", ["env.id='BadGoal-v0'", "has no compute_reward", "env=bit_flipping"]),
-    ("unbatched", ["env.id='BadGoal-v0'", "shape () for a batch of 2 goals", "sampler.her_ratio=0"]),
-])
+@pytest.mark.parametrize(
+    "problem, words",
+    [
+        ("no_reward", ["env.id='BadGoal-v0'", "has no compute_reward", "env=bit_flipping"]),
+        ("unbatched", ["env.id='BadGoal-v0'", "shape () for a batch of 2 goals", "sampler.her_ratio=0"]),
+    ],
+)
 def test_a_goal_environment_hindsight_cannot_relabel_is_refused_in_one_line(problem, words):
-    cfg = trajrl.compose(["debug=smoke", "env=gym", "env.id=BadGoal-v0", "env.import_module=space_envs",
-                          f"+env.kwargs.problem={problem}", "sampler.her_ratio=0.5", "sampler.slice_len=1",
-                          "sampler.burn_in=0"])
+    cfg = trajrl.compose(
+        [
+            "debug=smoke",
+            "env=gym",
+            "env.id=BadGoal-v0",
+            "env.import_module=space_envs",
+            f"+env.kwargs.problem={problem}",
+            "sampler.her_ratio=0.5",
+            "sampler.slice_len=1",
+            "sampler.burn_in=0",
+        ]
+    )
     with pytest.raises(ConfigError) as refused:
         validate(cfg)
     message = str(refused.value)
     assert "\n" not in message and all(word in message for word in words), message
-    validate(trajrl.compose(["debug=smoke", "env=gym", "env.id=BadGoal-v0", "env.import_module=space_envs",
-                             f"+env.kwargs.problem={problem}", "sampler.slice_len=1", "sampler.burn_in=0"]))
+    validate(
+        trajrl.compose(
+            [
+                "debug=smoke",
+                "env=gym",
+                "env.id=BadGoal-v0",
+                "env.import_module=space_envs",
+                f"+env.kwargs.problem={problem}",
+                "sampler.slice_len=1",
+                "sampler.burn_in=0",
+            ]
+        )
+    )
 
 
 @pytest.mark.parametrize("reach, expected", [(True, 1.0), (False, 0.0)])
@@ -197,8 +245,9 @@ def test_evaluation_reports_the_share_of_episodes_that_end_at_their_goal(reach, 
     differs = lambda obs: obs[..., 1] != obs[..., 2]  # noqa: E731  (observation, achieved_goal, desired_goal)
     act = (lambda obs: torch.where(differs(obs), 0, 1)) if reach else (lambda obs: torch.where(differs(obs), 1, 0))
     policy = TensorDictModule(act, in_keys=["observation"], out_keys=["action"])
-    evaluator = Evaluator(eval_env_factory(cfg.env, success=True), policy, episodes=8, seed=0,
-                          max_steps=5, env_id=cfg.env.id)
+    evaluator = Evaluator(
+        eval_env_factory(cfg.env, success=True), policy, episodes=8, seed=0, max_steps=5, env_id=cfg.env.id
+    )
     try:
         stats = evaluator()
     finally:
@@ -206,11 +255,15 @@ def test_evaluation_reports_the_share_of_episodes_that_end_at_their_goal(reach, 
     assert stats["success"] == expected and stats["length"] == 1.0
 
 
-@pytest.mark.parametrize("task", [["env=bit_flipping", "env.kwargs.n=4", "sampler.slice_len=4", "sampler.burn_in=0"],
-                                  ["algo=rsac", "env=point_reach", "sampler.slice_len=10", "sampler.burn_in=2"],
-                                  ["algo=rsac", "env=bit_flipping", "env.kwargs.n=4", "sampler.slice_len=4",
-                                   "sampler.burn_in=0"]],
-                         ids=["r2d2-bit_flipping", "rsac-point_reach", "sac_discrete-bit_flipping"])
+@pytest.mark.parametrize(
+    "task",
+    [
+        ["env=bit_flipping", "env.kwargs.n=4", "sampler.slice_len=4", "sampler.burn_in=0"],
+        ["algo=rsac", "env=point_reach", "sampler.slice_len=10", "sampler.burn_in=2"],
+        ["algo=rsac", "env=bit_flipping", "env.kwargs.n=4", "sampler.slice_len=4", "sampler.burn_in=0"],
+    ],
+    ids=["r2d2-bit_flipping", "rsac-point_reach", "sac_discrete-bit_flipping"],
+)
 def test_a_run_with_hindsight_logs_the_relabelled_share_and_the_success_rate(task, tmp_path):
     run_dir = tmp_path / "run"
     proc = cli(*task, "sampler.her_ratio=0.25", "debug=smoke", "audit=true", f"hydra.run.dir={run_dir}", cwd=tmp_path)

@@ -1,15 +1,15 @@
 """How observations reach the networks: standardisation statistics that follow the
 data the learner trains on (``algo.observation_stats=running``), the same in every
 network of a learner, and in the policy the collectors act with."""
+
 import pytest
 import torch
-
+from helpers import wait_for_frames
 from tensordict import TensorDict
 
 import trajrl
 from trajrl.algos.networks import Standardize
 from trajrl.replay.episodes import MASK_KEY, as_sequences
-from helpers import wait_for_frames
 
 
 def standardizers(module: torch.nn.Module) -> list[Standardize]:
@@ -51,8 +51,9 @@ def test_off_policy_learners_standardise_with_the_statistics_of_the_slices_they_
     target, actor, critics) holds the same statistics, moved from the random policy's
     toward the sampled observations; the policy the collectors act with gets them with the weights."""
     env = "cartpole_novel" if algo == "r2d2" else "pendulum_novel"
-    cfg = trajrl.compose([f"algo={algo}", f"env={env}", "collector=sync", "debug=smoke",
-                          "algo.observation_stats=running"])
+    cfg = trajrl.compose(
+        [f"algo={algo}", f"env={env}", "collector=sync", "debug=smoke", "algo.observation_stats=running"]
+    )
     with trajrl.build(cfg) as pipe:
         norms = standardizers(pipe.algo.qnet if algo == "r2d2" else pipe.algo.actor)
         start = norms[0].loc.clone(), norms[0].scale.clone()
@@ -61,8 +62,11 @@ def test_off_policy_learners_standardise_with_the_statistics_of_the_slices_they_
         batches = [pipe.sequences.sample() for _ in range(5)]
         for batch in batches:
             pipe.algo.update(batch)
-        learner = [pipe.algo.qnet, pipe.algo.target] if algo == "r2d2" else [
-            pipe.algo.actor, pipe.algo.critics, pipe.algo.target_critics]
+        learner = (
+            [pipe.algo.qnet, pipe.algo.target]
+            if algo == "r2d2"
+            else [pipe.algo.actor, pipe.algo.critics, pipe.algo.target_critics]
+        )
         every = [n for net in learner for n in standardizers(net)]
         assert len(every) == (2 if algo == "r2d2" else 5)
         for n in every:
@@ -95,15 +99,25 @@ def test_ppo_tracks_after_learning_so_that_acting_and_learning_use_the_same_stat
     epoch is 1 (the log-probs the policy acted with), before and after the statistics moved."""
     from trajrl.algos.ppo import LOG_PROB_KEY
 
-    cfg = trajrl.compose(["algo=ppo", "collector=sync", "env=cartpole_novel", "algo.recurrent=true",
-                          "trajs_per_batch=6", "debug=smoke", "algo.observation_stats=running"])
+    cfg = trajrl.compose(
+        [
+            "algo=ppo",
+            "collector=sync",
+            "env=cartpole_novel",
+            "algo.recurrent=true",
+            "trajs_per_batch=6",
+            "debug=smoke",
+            "algo.observation_stats=running",
+        ]
+    )
 
     def learner_reproduces_the_log_probs(episodes):
         mask = episodes.get(MASK_KEY)
         with torch.no_grad():
             logits = pipe.algo.net.actor.sequence(episodes.get("observation"))
             log_prob = torch.distributions.Categorical(logits=logits).log_prob(
-                episodes.get("action").reshape(mask.shape))
+                episodes.get("action").reshape(mask.shape)
+            )
         torch.testing.assert_close(log_prob[mask], episodes.get(LOG_PROB_KEY).reshape(mask.shape)[mask])
 
     with trajrl.build(cfg) as pipe:
@@ -124,7 +138,9 @@ def test_ppo_tracks_after_learning_so_that_acting_and_learning_use_the_same_stat
         learner_reproduces_the_log_probs(episode)
 
 
-@pytest.mark.parametrize("algo, env", [("r2d2", "cartpole_novel"), ("rsac", "pendulum_novel"), ("ppo", "cartpole_novel")])
+@pytest.mark.parametrize(
+    "algo, env", [("r2d2", "cartpole_novel"), ("rsac", "pendulum_novel"), ("ppo", "cartpole_novel")]
+)
 def test_squash_observations_reaches_every_network_of_each_algorithm(algo, env):
     from trajrl.algos.networks import ObservationInputs
     from trajrl.config import validate
@@ -132,12 +148,18 @@ def test_squash_observations_reaches_every_network_of_each_algorithm(algo, env):
     from trajrl.factory.agent import build_agent
 
     for squash in (False, True):
-        cfg = validate(trajrl.compose([f"algo={algo}", f"env={env}", "debug=smoke",
-                                       f"algo.squash_observations={str(squash).lower()}"]))
+        cfg = validate(
+            trajrl.compose(
+                [f"algo={algo}", f"env={env}", "debug=smoke", f"algo.squash_observations={str(squash).lower()}"]
+            )
+        )
         agent = build_agent(cfg, env_spaces(cfg.env, cfg.algo.name))
         learner = agent.algo
-        nets = {"r2d2": lambda: [learner.qnet, learner.target],
-                "rsac": lambda: [learner.actor, learner.critics, learner.target_critics],
-                "ppo": lambda: [learner.net]}[algo]()
+        nets = {
+            "r2d2": ["qnet", "target"],
+            "rsac": ["actor", "critics", "target_critics"],
+            "ppo": ["net"],
+        }[algo]
+        nets = [getattr(learner, name) for name in nets]
         inputs = [m for net in nets for m in net.modules() if isinstance(m, ObservationInputs)]
         assert inputs and all(m.squash is squash for m in inputs)

@@ -10,23 +10,23 @@ truncated there (and only such slices are). Then every collector kind x ``num_en
 ``trajs_per_batch`` (null or 4) either is refused as a configuration error or builds,
 writes and samples: a config that validates never fails for a layout reason.
 """
+
 import importlib.util
 import re
 import time
 
 import pytest
 import torch
+from helpers import trajrl as cli
+from torchrl.data import LazyTensorStorage, TensorDictReplayBuffer
 
 import trajrl
-from helpers import trajrl as cli
+from trajrl.collect.env import make_env
 from trajrl.config import validate
 from trajrl.errors import ConfigError
 from trajrl.replay.audit import audit_batch, audit_lanes
 from trajrl.replay.batches import SequenceSampler
 from trajrl.replay.episodes import MASK_KEY, buffer_locked
-from torchrl.data import LazyTensorStorage, TensorDictReplayBuffer
-
-from trajrl.collect.env import make_env
 from trajrl.replay.lanes import LaneSliceSampler, LaneWriter, PrioritizedLaneSliceSampler, in_time_order
 from trajrl.settings import COLLECTORS
 from trajrl.training.checkpoint import load_checkpoint
@@ -81,9 +81,15 @@ def check_write_heads(batch, storage, newest) -> int:
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_lanes_wrap_around_while_workers_write_and_slices_stay_inside_one_episode(layout):
     overrides, ndim, lanes = LAYOUTS[layout]
-    cfg = fixed_frames(*overrides, "sampler=slice", "sampler.slice_len=8", "sampler.burn_in=2",
-                       "sampler.slices_per_batch=50", "collector.frames_per_batch=40",
-                       f"storage.capacity={LANE_LEN * lanes}")
+    cfg = fixed_frames(
+        *overrides,
+        "sampler=slice",
+        "sampler.slice_len=8",
+        "sampler.burn_in=2",
+        "sampler.slices_per_batch=50",
+        "collector.frames_per_batch=40",
+        f"storage.capacity={LANE_LEN * lanes}",
+    )
     with trajrl.build(cfg) as pipe:
         buffer, writer = pipe.buffer, pipe.buffer._writer
         slices, violations, cut = 0, {}, 0
@@ -97,7 +103,9 @@ def test_lanes_wrap_around_while_workers_write_and_slices_stay_inside_one_episod
         finally:
             pipe.collector.async_shutdown()
         assert buffer.storage.ndim == ndim and tuple(buffer.storage._storage.shape[:ndim]) == (
-            LANE_LEN, *writer.lane_shape)
+            LANE_LEN,
+            *writer.lane_shape,
+        )
         assert writer.stored == LANE_LEN * lanes
         with buffer_locked(buffer):
             stored, lane_of = in_time_order(buffer)
@@ -119,8 +127,9 @@ def test_lanes_wrap_around_while_workers_write_and_slices_stay_inside_one_episod
 def test_an_episode_cut_between_writes_is_one_episode_in_its_lane():
     """A 30-step time limit and 5-step writes: every episode spans several writes, and
     is stored under one id, its steps consecutive in its lane."""
-    cfg = fixed_frames("collector=sync", "env.num_envs=2", "collector.frames_per_batch=10",
-                       "sampler=random", "storage.capacity=400")
+    cfg = fixed_frames(
+        "collector=sync", "env.num_envs=2", "collector.frames_per_batch=10", "sampler=random", "storage.capacity=400"
+    )
     with trajrl.build(cfg) as pipe:
         for _ in zip(range(30), pipe.collector):
             pass
@@ -143,8 +152,9 @@ def test_a_write_longer_than_its_lane_stores_what_shorter_writes_would():
 
     def lane(*writes):
         sampler = LaneSliceSampler(8)
-        buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(LANE_LEN), writer=LaneWriter(1, 1),
-                                        sampler=sampler, batch_size=32)
+        buffer = TensorDictReplayBuffer(
+            storage=LazyTensorStorage(LANE_LEN), writer=LaneWriter(1, 1), sampler=sampler, batch_size=32
+        )
         sampler.follow(buffer._writer)
         index = torch.cat([buffer.extend(part) for part in writes])
         return buffer, index
@@ -165,9 +175,17 @@ def test_prioritized_slices_in_lanes_follow_the_priorities_the_learner_writes():
     """sampler=prioritized_slice on fixed frames: new steps start at the largest
     priority (weights 1), priorities written back through the buffer (coordinates of a
     [L, B] storage) move where slices start, and they survive a save and load."""
-    cfg = fixed_frames("collector=sync", "env.num_envs=2", "sampler=prioritized_slice", "sampler.slice_len=4",
-                       "sampler.burn_in=0", "sampler.alpha=1.0", "sampler.beta=0.5", "collector.frames_per_batch=20",
-                       "storage.capacity=200")
+    cfg = fixed_frames(
+        "collector=sync",
+        "env.num_envs=2",
+        "sampler=prioritized_slice",
+        "sampler.slice_len=4",
+        "sampler.burn_in=0",
+        "sampler.alpha=1.0",
+        "sampler.beta=0.5",
+        "collector.frames_per_batch=20",
+        "storage.capacity=200",
+    )
     with trajrl.build(cfg) as pipe:
         for _ in zip(range(10), pipe.collector):
             pass
@@ -201,27 +219,45 @@ def combinations():
     for collector in COLLECTORS:
         for num_envs in (1, 3):
             for trajs in ("null", "4"):
-                repeated = collector in ("async", "multi_sync", "multi_async") and trajs == "4" or (
-                    collector in ("multi_async", "ray"))
+                repeated = (
+                    collector in ("async", "multi_sync", "multi_async")
+                    and trajs == "4"
+                    or (collector in ("multi_async", "ray"))
+                )
                 marks = [pytest.mark.slow] if repeated else []
                 if collector == "ray":
-                    marks.append(pytest.mark.skipif(importlib.util.find_spec("ray") is None,
-                                                    reason="needs the ray extra: pip install 'trajrl[ray]'"))
-                yield pytest.param(collector, num_envs, trajs, marks=marks,
-                                   id=f"{collector}-{num_envs}envs-trajs_per_batch={trajs}")
+                    marks.append(
+                        pytest.mark.skipif(
+                            importlib.util.find_spec("ray") is None,
+                            reason="needs the ray extra: pip install 'trajrl[ray]'",
+                        )
+                    )
+                yield pytest.param(
+                    collector, num_envs, trajs, marks=marks, id=f"{collector}-{num_envs}envs-trajs_per_batch={trajs}"
+                )
 
 
 @pytest.mark.parametrize("collector, num_envs, trajs", combinations())
 def test_every_collector_and_layout_is_refused_or_builds_writes_and_samples(collector, num_envs, trajs):
-    overrides = [f"collector={collector}", f"env.num_envs={num_envs}", f"trajs_per_batch={trajs}",
-                 "collector.frames_per_batch=60", "storage.capacity=1200", "sampler=random"]
+    overrides = [
+        f"collector={collector}",
+        f"env.num_envs={num_envs}",
+        f"trajs_per_batch={trajs}",
+        "collector.frames_per_batch=60",
+        "storage.capacity=1200",
+        "sampler=random",
+    ]
     if collector in ("multi_sync", "multi_async", "ray"):
         overrides.append("collector.num_workers=2")
     try:
         cfg = validate(fixed_frames(*overrides))
     except ConfigError as err:
         assert "\n" not in str(err) and str(err).split("=")[0] in (
-            "trajs_per_batch", "storage.ndim", "sampler", "storage.capacity"), err
+            "trajs_per_batch",
+            "storage.ndim",
+            "sampler",
+            "storage.capacity",
+        ), err
         return
     with trajrl.build(cfg) as pipe:
         pipe.collector.start()
@@ -245,8 +281,18 @@ def test_the_cli_trains_on_fixed_frames_to_the_end_and_resumes(sampler, tmp_path
     to the end; then resumed from the checkpoint: the lanes, their write heads, the
     episode ids (and the priorities the learner wrote) go on where they stopped."""
     run_dir = tmp_path / "run"
-    first = cli("collector=sync", f"sampler={sampler}", "trajs_per_batch=null", "env.num_envs=4", "storage.ndim=2",
-                "debug=smoke", "audit=true", "total_frames=1200", f"hydra.run.dir={run_dir}", cwd=tmp_path)
+    first = cli(
+        "collector=sync",
+        f"sampler={sampler}",
+        "trajs_per_batch=null",
+        "env.num_envs=4",
+        "storage.ndim=2",
+        "debug=smoke",
+        "audit=true",
+        "total_frames=1200",
+        f"hydra.run.dir={run_dir}",
+        cwd=tmp_path,
+    )
     assert first.returncode == 0, first.stderr[-3000:]
     assert "audit           0 violations" in first.stdout, first.stdout[-2000:]
     stored = re.search(r"frames stored   ([\d,]+)", first.stdout).group(1)

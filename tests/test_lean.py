@@ -2,31 +2,50 @@
 TorchRL's environment path writes: the same keys, values and episodes, byte for byte,
 for every environment trajrl ships and a generic gymnasium id, one environment or a
 vector, complete episodes or fixed frames, with environments that raise and are rebuilt."""
+
 import sys
 
 import pytest
 import torch
+from helpers import BAD_ENVS
 
 import trajrl
 from trajrl.collect.lean import LeanEnv
 from trajrl.replay.audit import audit_storage
-from helpers import BAD_ENVS
 
 CASES = {  # name: overrides (each run collects 12 rollouts from the same seed, both ways)
     "cartpole, one env": ["env=cartpole"],
     "cartpole, 3 envs": ["env=cartpole", "env.num_envs=3"],
     "cartpole, 2 envs": ["env=cartpole", "env.num_envs=2"],
-    "cartpole_novel, fixed frames": ["experiment=r2d2_cartpole_novel", "env.num_envs=3", "trajs_per_batch=null",
-                                     "sampler=slice", "sampler.state_every=null"],
+    "cartpole_novel, fixed frames": [
+        "experiment=r2d2_cartpole_novel",
+        "env.num_envs=3",
+        "trajs_per_batch=null",
+        "sampler=slice",
+        "sampler.state_every=null",
+    ],
     "pendulum_novel, rsac": ["experiment=rsac_pendulum_novel", "env.num_envs=2", "+env.kwargs.max_episode_steps=40"],
     "cue_memory, ppo": ["experiment=rppo_cue_memory", "env.num_envs=2"],
     "bit_flipping, goals": ["experiment=r2d2_bit_flipping_her", "env.num_envs=3"],
     "point_reach, success": ["experiment=rsac_point_reach_her"],
     "Acrobot-v1 (env=gym)": ["env=gym", "env.id=Acrobot-v1", "env.num_envs=4", "+env.kwargs.max_episode_steps=40"],
-    "rebuilt after raising, 4 envs": ["env=gym", "env.id=Flaky-v0", "env.import_module=bad_envs", "+env.kwargs.every=37",
-                                      "env.num_envs=4", "collector.max_restarts=1000", "algo.normalize_observations=false"],
-    "rebuilt after raising, one env": ["env=gym", "env.id=Flaky-v0", "env.import_module=bad_envs", "+env.kwargs.every=37",
-                                       "collector.max_restarts=1000", "algo.normalize_observations=false"],
+    "rebuilt after raising, 4 envs": [
+        "env=gym",
+        "env.id=Flaky-v0",
+        "env.import_module=bad_envs",
+        "+env.kwargs.every=37",
+        "env.num_envs=4",
+        "collector.max_restarts=1000",
+        "algo.normalize_observations=false",
+    ],
+    "rebuilt after raising, one env": [
+        "env=gym",
+        "env.id=Flaky-v0",
+        "env.import_module=bad_envs",
+        "+env.kwargs.every=37",
+        "collector.max_restarts=1000",
+        "algo.normalize_observations=false",
+    ],
 }
 
 
@@ -41,8 +60,16 @@ def collect(overrides: list[str], stepping: str, rollouts: int = 12):
     its environments' counters."""
     if "bad_envs" in sys.modules:
         sys.modules["bad_envs"]._steps = 0  # Flaky-v0 counts its process's steps: start both runs alike
-    cfg = trajrl.compose([*overrides, "collector=sync", "collector.frames_per_batch=64", "loop.warmup_frames=0",
-                          "seed=3", f"env.stepping={stepping}"])
+    cfg = trajrl.compose(
+        [
+            *overrides,
+            "collector=sync",
+            "collector.frames_per_batch=64",
+            "loop.warmup_frames=0",
+            "seed=3",
+            f"env.stepping={stepping}",
+        ]
+    )
     with trajrl.build(cfg) as pipe:
         pipe.collector.reset()  # the first observation from the seeded environments too
         torch.manual_seed(0)
@@ -86,9 +113,18 @@ def test_a_vector_whose_environments_all_end_in_one_step_is_reset_again_as_torch
     vector again (gymnasium's own resets of that step are discarded); so does the lean path.
     The roots handed to the policy are the same too (a partial reset zeroes what the reset
     does not give, such as the previous action)."""
-    cfg = trajrl.compose(["env=cartpole", "env.num_envs=2", "+env.kwargs.max_episode_steps=12",
-                          "sampler.slice_len=8", "sampler.burn_in=0", "trajs_per_batch=null",
-                          "collector=multi_sync", "collector.num_workers=2"])
+    cfg = trajrl.compose(
+        [
+            "env=cartpole",
+            "env.num_envs=2",
+            "+env.kwargs.max_episode_steps=12",
+            "sampler.slice_len=8",
+            "sampler.burn_in=0",
+            "trajs_per_batch=null",
+            "collector=multi_sync",
+            "collector.num_workers=2",
+        ]
+    )
     with trajrl.build(cfg) as pipe:
         runs = {}
         for lean in (False, True):

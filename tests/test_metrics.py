@@ -2,22 +2,34 @@
 exactly on environments whose episode lengths are known; the TensorBoard and wandb
 (offline) files; the progress output on a terminal and in a log; plots and summaries
 of a multirun (real CLI in subprocesses)."""
+
 import glob
 import io
 
 import pytest
-
 from helpers import rows_of, run_cli
+
 from trajrl.training.progress import Progress
+
 
 def test_off_policy_statistics_are_exact_on_episodes_of_known_length(tmp_path):
     """Every episode lasts 5 steps and slices are 8 long, so every slice is one whole
     episode: 5 valid cells of 8 in every row, whatever the sampler draws."""
     run_dir = tmp_path / "run"
-    proc = run_cli(tmp_path, "env=gym", "env.id=KnownLengths-v0", "env.import_module=known_envs",
-                   "collector=multi_async", "sampler=slice", "sampler.slice_len=8", "sampler.burn_in=0",
-                   "sampler.slices_per_batch=32",
-                   "debug=smoke", "storage.capacity=1500", f"hydra.run.dir={run_dir}")
+    proc = run_cli(
+        tmp_path,
+        "env=gym",
+        "env.id=KnownLengths-v0",
+        "env.import_module=known_envs",
+        "collector=multi_async",
+        "sampler=slice",
+        "sampler.slice_len=8",
+        "sampler.burn_in=0",
+        "sampler.slices_per_batch=32",
+        "debug=smoke",
+        "storage.capacity=1500",
+        f"hydra.run.dir={run_dir}",
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = rows_of(run_dir)
     logged = [r for r in rows if "episode/return" in r]
@@ -41,8 +53,9 @@ def test_off_policy_statistics_are_exact_on_episodes_of_known_length(tmp_path):
     # The buffer: whole episodes only (1500 is a multiple of 5, so wrapping keeps them whole).
     assert last["buffer/frames"] == 1500 and last["buffer/fill_frac"] == 1.0
     assert last["buffer/episodes"] == 300
-    progression = [(r["frames"], r["buffer/frames_written"], r["episode/completed"], r.get("collect/frames_stepped"))
-                   for r in rows]  # (frames, written, episodes counted, frames stepped) of every row, if this fails
+    progression = [
+        (r["frames"], r["buffer/frames_written"], r["episode/completed"], r.get("collect/frames_stepped")) for r in rows
+    ]  # (frames, written, episodes counted, frames stepped) of every row, if this fails
     assert last["frames"] == last["buffer/frames_written"] == 5 * last["episode/completed"], progression
     assert last["buffer/frames_in_flight_dropped"] == last["collect/frames_stepped"] - last["frames"]
     begun = sum(episodes for _, episodes in workers) + sum(frames % 5 > 0 for frames, _ in workers)
@@ -58,10 +71,22 @@ def test_episodic_batch_statistics_are_exact_on_episodes_of_known_length(rollout
     hands complete episodes over two by two. With 13 frames per rollout each batch is
     fresh; with 26, every second batch was collected before the last update."""
     run_dir = tmp_path / "run"
-    proc = run_cli(tmp_path, "env=gym", "env.id=KnownLengths-v0", "env.import_module=known_envs",
-                   "+env.kwargs.lengths=[4,9]", "algo=ppo", "collector=sync", "trajs_per_batch=2",
-                   f"collector.frames_per_batch={rollout}", "traj_format=padded", "debug=smoke",
-                   "total_frames=1000", "loop.log_every_frames=100", f"hydra.run.dir={run_dir}")
+    proc = run_cli(
+        tmp_path,
+        "env=gym",
+        "env.id=KnownLengths-v0",
+        "env.import_module=known_envs",
+        "+env.kwargs.lengths=[4,9]",
+        "algo=ppo",
+        "collector=sync",
+        "trajs_per_batch=2",
+        f"collector.frames_per_batch={rollout}",
+        "traj_format=padded",
+        "debug=smoke",
+        "total_frames=1000",
+        "loop.log_every_frames=100",
+        f"hydra.run.dir={run_dir}",
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = rows_of(run_dir)
     batches = [r for r in rows if "batch/valid_frac" in r]
@@ -101,8 +126,8 @@ def test_tensorboard_and_wandb_offline_runs_write_their_files(smoke_run):
 
     (wandb_file,) = glob.glob(str(run_dir / "logs" / "wandb" / "offline-run-*" / "run-*.wandb"))
     data = open(wandb_file, "rb").read()
-    assert b"eval/return" in data and b"sample/valid_frac" in data   # metrics
-    assert b"loop.warmup_frames" in data                                # hyperparameters, once
+    assert b"eval/return" in data and b"sample/valid_frac" in data  # metrics
+    assert b"loop.warmup_frames" in data  # hyperparameters, once
     # csv is metrics.csv, written once: TorchRL's CSVLogger would write every metric a second time
     assert not (run_dir / "logs" / "csv").exists()
 
@@ -117,8 +142,9 @@ def test_a_multirun_is_plotted_and_summarised_across_seeds(sweep, tmp_path):
     assert plot.returncode == 0, plot.stderr
     names = sorted(p.name for p in (sweep / "plots").glob("*.png"))
     assert names == ["lengths.png", "masks.png", "returns.png", "throughput.png"]
-    assert plot.stdout.split() == [str(sweep / "plots" / n) for n in ("returns.png", "lengths.png", "masks.png",
-                                                                     "throughput.png")]
+    assert plot.stdout.split() == [
+        str(sweep / "plots" / n) for n in ("returns.png", "lengths.png", "masks.png", "throughput.png")
+    ]
 
     summary = run_cli(tmp_path, "summary", str(sweep))
     assert summary.returncode == 0, summary.stderr
@@ -126,7 +152,11 @@ def test_a_multirun_is_plotted_and_summarised_across_seeds(sweep, tmp_path):
     assert table[0].startswith("| configuration | seeds | final eval return")
     assert len(table) == 4
     for jobs, algo in (("02", "r2d2"), ("13", "ppo")):
-        (line,) = [row for row in table[2:] if row.startswith(f"| algo={algo} debug=smoke logger.plots=True loop.eval_every_frames=500 | 0, 1 | ")]
+        (line,) = [
+            row
+            for row in table[2:]
+            if row.startswith(f"| algo={algo} debug=smoke logger.plots=True loop.eval_every_frames=500 | 0, 1 | ")
+        ]
         finals = [rows_of(sweep / job)[-1]["eval/return"] for job in jobs]
         mean, std = sum(finals) / 2, abs(finals[0] - finals[1]) / 2
         assert line.split(" | ")[2] == f"{mean:.1f} ± {std:.1f}"
@@ -178,8 +208,9 @@ def test_environments_count_the_actions_that_were_not_the_greedy_one():
     count = CountSteps(counters.counts, 0, counters.gate)
     after = TensorDict({"done": torch.zeros(3, 1, dtype=torch.bool), "episode_reward": torch.zeros(3, 1)}, [3])
     for action in ([0, 1, 1], [1, 0, 1]):  # Q prefers actions 0, 1, 0: one then three not greedy
-        acted = TensorDict({"action_value": torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0]]),
-                            "action": torch.tensor(action)}, [3])
+        acted = TensorDict(
+            {"action_value": torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0]]), "action": torch.tensor(action)}, [3]
+        )
         count._step(acted, after)
     assert stats.update()["collect/random_action_frac"] == pytest.approx(4 / 6)
     no_q = WorkerCounters(slots=1)  # a policy without Q-values: no such statistic
@@ -196,10 +227,18 @@ def five_step_episodes(count: int, first_id: int = 0):
 
     t = torch.arange(5).repeat(count)
     ids = torch.arange(first_id, first_id + count).repeat_interleave(5)
-    return TensorDict({"step_count": t.unsqueeze(-1), "episode_reward": t.float().unsqueeze(-1),
-                       ("collector", "traj_ids"): ids, "is_init": (t == 0).unsqueeze(-1),
-                       ("next", "reward"): torch.ones(5 * count, 1), ("next", "done"): (t == 4).unsqueeze(-1),
-                       "observation": torch.randn(5 * count, 64)}, [5 * count])
+    return TensorDict(
+        {
+            "step_count": t.unsqueeze(-1),
+            "episode_reward": t.float().unsqueeze(-1),
+            ("collector", "traj_ids"): ids,
+            "is_init": (t == 0).unsqueeze(-1),
+            ("next", "reward"): torch.ones(5 * count, 1),
+            ("next", "done"): (t == 4).unsqueeze(-1),
+            "observation": torch.randn(5 * count, 64),
+        },
+        [5 * count],
+    )
 
 
 def write_episodes(buffer, batches: int, count: int) -> None:
@@ -220,8 +259,9 @@ def test_episodes_are_counted_exactly_while_a_worker_process_writes_them():
     from trajrl.training.metrics import StoredEpisodeStats, buffer_stats
 
     batches, count = 30, 800
-    buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(5 * count * batches), writer=EpisodeWriter(),
-                                    shared=True, batch_size=8)
+    buffer = TensorDictReplayBuffer(
+        storage=LazyTensorStorage(5 * count * batches), writer=EpisodeWriter(), shared=True, batch_size=8
+    )
     buffer.extend(five_step_episodes(1))  # the storage exists before the worker starts, as collectors do
     buffer.empty()
     stats = StoredEpisodeStats(buffer)

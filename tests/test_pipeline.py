@@ -7,15 +7,16 @@ the 30-step limit is refused as a configuration error). The four slice samplers 
 collectors audit 20 x 160 batches x 32 slices = 102,400 slices, with 0 violations allowed
 (each collector with the default sampler and each sampler with the default collector by
 default; every pair with -m slow)."""
+
 import math
 import time
 
 import pytest
+from helpers import collector_sampler_pairs, wait_for_frames
 
 import trajrl
-from helpers import collector_sampler_pairs, wait_for_frames
-from trajrl.settings import LOCAL_COLLECTORS
 from trajrl.replay.audit import audit_batch, audit_storage
+from trajrl.settings import LOCAL_COLLECTORS
 
 SAMPLERS = {  # name -> overrides
     "slice": ["sampler=slice", "sampler.slice_len=12"],
@@ -36,8 +37,16 @@ def no_violations(counts):
 
 @pytest.mark.parametrize("collector, sampler", collector_sampler_pairs(LOCAL_COLLECTORS, SAMPLERS))
 def test_collector_writes_complete_episodes_and_samples_stay_inside_them(collector, sampler):
-    cfg = trajrl.compose([f"collector={collector}", "debug=smoke", f"storage.capacity={CAPACITY}", TIME_LIMIT,
-                          "sampler.slices_per_batch=32" if "slice" in sampler else "seed=0", *SAMPLERS[sampler]])
+    cfg = trajrl.compose(
+        [
+            f"collector={collector}",
+            "debug=smoke",
+            f"storage.capacity={CAPACITY}",
+            TIME_LIMIT,
+            "sampler.slices_per_batch=32" if "slice" in sampler else "seed=0",
+            *SAMPLERS[sampler],
+        ]
+    )
     with trajrl.build(cfg) as pipe:
         assert pipe.buffer is pipe.sequences.buffer
         pipe.collector.start()
@@ -107,15 +116,25 @@ VECTORS = {  # name -> (collector, vectorization)
 SLOW_VECTORS = ("async", "multi_sync", "sync_over_async_vector")
 
 
-@pytest.mark.parametrize("case", [pytest.param(case, marks=pytest.mark.slow) if case in SLOW_VECTORS else case
-                                  for case in VECTORS])
+@pytest.mark.parametrize(
+    "case", [pytest.param(case, marks=pytest.mark.slow) if case in SLOW_VECTORS else case for case in VECTORS]
+)
 def test_vector_envs_store_each_environments_episodes_whole(case):
     """env.num_envs=3 with every collector kind: the storage wraps, holds only complete
     episodes whose steps chain (no step of one environment inside another's episode),
     and the frame counters close against what was stored."""
     collector, vectorization = VECTORS[case]
-    cfg = trajrl.compose([f"collector={collector}", "debug=smoke", f"storage.capacity={CAPACITY}", TIME_LIMIT,
-                          "env.num_envs=3", f"env.vectorization={vectorization}", "sampler.slice_len=12"])
+    cfg = trajrl.compose(
+        [
+            f"collector={collector}",
+            "debug=smoke",
+            f"storage.capacity={CAPACITY}",
+            TIME_LIMIT,
+            "env.num_envs=3",
+            f"env.vectorization={vectorization}",
+            "sampler.slice_len=12",
+        ]
+    )
     with trajrl.build(cfg) as pipe:
         pipe.collector.start()
         try:

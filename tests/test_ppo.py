@@ -1,12 +1,14 @@
 """PPO on whole episodes: what is easy to get wrong with padding and recurrence."""
+
 import pytest
 import torch
+from helpers import random_episodes, rows_of
+from helpers import trajrl as cli
 
 import trajrl
-from helpers import random_episodes, rows_of, trajrl as cli
 from trajrl.algos.ppo import LOG_PROB_KEY, PPO, ActorCritic, masked_gae
-from trajrl.settings import PPOSettings
 from trajrl.replay.episodes import MASK_KEY
+from trajrl.settings import PPOSettings
 
 
 def gae_of_one_episode(reward, value, next_value, terminated, gamma, lam):
@@ -32,9 +34,14 @@ def test_masked_gae_equals_gae_computed_on_each_unpadded_episode(seed):
     terminated[torch.arange(6), lengths - 1] = ends_by_failure
     advantage = masked_gae(reward, value, next_value, terminated, mask, 0.97, 0.9)
     for row, length in enumerate(lengths.tolist()):
-        expected = gae_of_one_episode(reward[row, :length].tolist(), value[row, :length].tolist(),
-                                      next_value[row, :length].tolist(), terminated[row, :length].float().tolist(),
-                                      0.97, 0.9)
+        expected = gae_of_one_episode(
+            reward[row, :length].tolist(),
+            value[row, :length].tolist(),
+            next_value[row, :length].tolist(),
+            terminated[row, :length].float().tolist(),
+            0.97,
+            0.9,
+        )
         torch.testing.assert_close(advantage[row, :length], expected)
         assert (advantage[row, length:] == 0).all()
 
@@ -76,8 +83,17 @@ def test_the_learner_recomputes_the_log_probs_the_recurrent_policy_acted_with(co
     so the first PPO ratio on fresh episodes is exactly 1."""
     from trajrl.replay.episodes import as_sequences
 
-    cfg = trajrl.compose([f"collector={collector}", "algo=ppo", "algo.recurrent=true", "env=cartpole_novel",
-                          f"traj_format={traj_format}", "trajs_per_batch=6", "debug=smoke"])
+    cfg = trajrl.compose(
+        [
+            f"collector={collector}",
+            "algo=ppo",
+            "algo.recurrent=true",
+            "env=cartpole_novel",
+            f"traj_format={traj_format}",
+            "trajs_per_batch=6",
+            "debug=smoke",
+        ]
+    )
     with trajrl.build(cfg) as pipe:
         batch = next(iter(pipe.collector))
     if traj_format == "cat":
@@ -120,8 +136,16 @@ def test_strict_on_policy_learns_only_from_episodes_of_the_current_weights(colle
     maxima = {}
     for on_policy in ("mixed", "strict"):
         run_dir = tmp_path / on_policy
-        proc = cli("algo=ppo", "debug=smoke", f"collector={collector}", f"algo.on_policy={on_policy}",
-                   "total_frames=3000", "loop.log_every_frames=100", f"hydra.run.dir={run_dir}", cwd=tmp_path)
+        proc = cli(
+            "algo=ppo",
+            "debug=smoke",
+            f"collector={collector}",
+            f"algo.on_policy={on_policy}",
+            "total_frames=3000",
+            "loop.log_every_frames=100",
+            f"hydra.run.dir={run_dir}",
+            cwd=tmp_path,
+        )
         assert proc.returncode == 0, proc.stderr[-3000:]
         rows = rows_of(run_dir)
         maxima[on_policy] = [row["batch/staleness_max"] for row in rows if "batch/staleness_max" in row]

@@ -1,13 +1,14 @@
 """Recurrent DQN: targets, burn-in, and the state the policy used (invariant 5)."""
+
 import pytest
 import torch
+from helpers import acting_rollout
 from tensordict import TensorDict
 
 import trajrl
 from trajrl.algos.r2d2 import R2D2, RecurrentQNet, signed_hyperbolic, signed_parabolic
 from trajrl.replay.batches import TD_KEY, sequence_priority
 from trajrl.settings import R2D2Settings
-from helpers import acting_rollout
 
 
 def brute_force_target(reward, terminated, bootstrap, length, gamma, n):
@@ -17,10 +18,10 @@ def brute_force_target(reward, terminated, bootstrap, length, gamma, n):
     for t in range(length):
         g, k = 0.0, 0
         while k < n and t + k < length:
-            g += gamma ** k * reward[t + k]
+            g += gamma**k * reward[t + k]
             k += 1
         j = t + k - 1
-        out[t] = g + gamma ** k * (1 - terminated[j]) * bootstrap[j]
+        out[t] = g + gamma**k * (1 - terminated[j]) * bootstrap[j]
     return out
 
 
@@ -31,15 +32,18 @@ def test_n_step_target_matches_the_loops():
     terminated = torch.zeros(n_seq, horizon)
     terminated[2, 3] = 1  # an episode ending inside the sequence's last valid step
     terminated[3, 8] = 1
-    batch = TensorDict({("next", "reward"): torch.randn(n_seq, horizon, 1),
-                        ("next", "terminated"): terminated.bool().unsqueeze(-1)}, [n_seq, horizon])
+    batch = TensorDict(
+        {("next", "reward"): torch.randn(n_seq, horizon, 1), ("next", "terminated"): terminated.bool().unsqueeze(-1)},
+        [n_seq, horizon],
+    )
     bootstrap = torch.randn(n_seq, horizon)
     for n in (1, 3, 5):
         algo = R2D2(RecurrentQNet(2, 2, [8], 8), R2D2Settings(gamma=gamma, n_step=n))
         got = algo.n_step_target(batch, bootstrap, lengths, horizon)
         for row in range(n_seq):
-            want = brute_force_target(batch["next", "reward"][row, :, 0], terminated[row], bootstrap[row],
-                                      int(lengths[row]), gamma, n)
+            want = brute_force_target(
+                batch["next", "reward"][row, :, 0], terminated[row], bootstrap[row], int(lengths[row]), gamma, n
+            )
             valid = slice(0, int(lengths[row]))
             torch.testing.assert_close(got[row, valid], want[valid])
 
@@ -60,7 +64,9 @@ def test_learning_pass_reproduces_the_acting_policy_q_values():
         assert len(ends) >= 3
         for start in (0, 3, ends[0] + 1, ends[1] + 4):
             stop = next(e for e in ends if e >= start) + 1
-            state = tuple(steps[k][start:start + 1].transpose(0, 1) for k in ("recurrent_state_h", "recurrent_state_c"))
+            state = tuple(
+                steps[k][start : start + 1].transpose(0, 1) for k in ("recurrent_state_h", "recurrent_state_c")
+            )
             with torch.no_grad():
                 q = qnet.sequence_q(steps["observation"][start:stop].unsqueeze(0), state)[0]
             torch.testing.assert_close(q, steps["action_value"][start:stop], rtol=1e-5, atol=1e-5)
@@ -70,14 +76,20 @@ def test_burn_in_steps_are_not_learned_unless_the_slice_starts_its_episode():
     torch.manual_seed(0)
     algo = R2D2(RecurrentQNet(2, 2, [8], 8), R2D2Settings(), burn_in=3)
     n_seq, horizon = 2, 6
-    batch = TensorDict({
-        "observation": torch.randn(n_seq, horizon, 2), ("next", "observation"): torch.randn(n_seq, horizon, 2),
-        "action": torch.zeros(n_seq, horizon, dtype=torch.long),
-        ("next", "reward"): torch.ones(n_seq, horizon, 1), ("next", "terminated"): torch.zeros(n_seq, horizon, 1, dtype=torch.bool),
-        "recurrent_state_h": torch.zeros(n_seq, horizon, 1, 8), "recurrent_state_c": torch.zeros(n_seq, horizon, 1, 8),
-        "step_count": torch.tensor([[0, 1, 2, 3, 4, 5], [7, 8, 9, 10, 11, 12]]).unsqueeze(-1),
-        ("collector", "mask"): torch.tensor([[1, 1, 1, 1, 1, 0], [1, 1, 1, 1, 1, 1]]).bool(),
-    }, [n_seq, horizon])
+    batch = TensorDict(
+        {
+            "observation": torch.randn(n_seq, horizon, 2),
+            ("next", "observation"): torch.randn(n_seq, horizon, 2),
+            "action": torch.zeros(n_seq, horizon, dtype=torch.long),
+            ("next", "reward"): torch.ones(n_seq, horizon, 1),
+            ("next", "terminated"): torch.zeros(n_seq, horizon, 1, dtype=torch.bool),
+            "recurrent_state_h": torch.zeros(n_seq, horizon, 1, 8),
+            "recurrent_state_c": torch.zeros(n_seq, horizon, 1, 8),
+            "step_count": torch.tensor([[0, 1, 2, 3, 4, 5], [7, 8, 9, 10, 11, 12]]).unsqueeze(-1),
+            ("collector", "mask"): torch.tensor([[1, 1, 1, 1, 1, 0], [1, 1, 1, 1, 1, 1]]).bool(),
+        },
+        [n_seq, horizon],
+    )
     stats = algo.update(batch)
     # row 0 starts its episode: 5 valid steps learned; row 1: 6 - 3 burn-in steps.
     assert stats["learn_frac"] == pytest.approx((5 + 3) / 12)
@@ -99,7 +111,9 @@ def test_padded_steps_change_no_update():
         torch.manual_seed(0)
         algo = R2D2(RecurrentQNet(2, 2, [8], 8), R2D2Settings(n_step=3), burn_in=3)
         stats = [algo.update(data) for _ in range(3)]
-        results.append((stats, sequence_priority(data.get(TD_KEY), eta=0.9), [p.detach().clone() for p in algo.qnet.parameters()]))
+        results.append(
+            (stats, sequence_priority(data.get(TD_KEY), eta=0.9), [p.detach().clone() for p in algo.qnet.parameters()])
+        )
     (stats_a, prio_a, params_a) = results[0]
     for stats_b, prio_b, params_b in results[1:]:
         for a, b in zip(stats_a, stats_b):
@@ -119,8 +133,10 @@ def test_evaluation_acts_with_the_network_it_is_asked_for(network):
     from trajrl.factory.agent import build_agent
 
     cfg = trajrl.compose(["debug=smoke", f"algo.eval_network={network}"])
-    agent = build_agent(validate(cfg), env_spaces(cfg.env, 'r2d2'))
-    chosen, other = (agent.algo.qnet, agent.algo.target) if network == "online" else (agent.algo.target, agent.algo.qnet)
+    agent = build_agent(validate(cfg), env_spaces(cfg.env, "r2d2"))
+    chosen, other = (
+        (agent.algo.qnet, agent.algo.target) if network == "online" else (agent.algo.target, agent.algo.qnet)
+    )
     learner = {id(p) for net in (chosen, other) for p in net.parameters()}
     assert not {id(p) for p in agent.greedy.parameters()} & learner  # copies, not the learner's own
     assert not {id(p) for p in agent.explore.parameters()} & learner
@@ -131,7 +147,7 @@ def test_evaluation_acts_with_the_network_it_is_asked_for(network):
 
     def acted(policy, net):  # the policy's copy of ``net``: its parameters, in the same order
         copies = [p for p in policy.parameters() if p.shape != torch.Size([])]
-        return copies[:len(list(net.parameters()))]
+        return copies[: len(list(net.parameters()))]
 
     with torch.no_grad():
         for p in chosen.parameters():
@@ -153,13 +169,22 @@ def test_lr_decays_linearly_to_lr_end_over_the_planned_updates():
     """algo.lr_end: the factory plans (total_frames - warmup) * updates_per_frame updates;
     the lr falls linearly from lr to lr_end over them, then stays."""
     from helpers import slices
+
     from trajrl.config import validate
     from trajrl.envs import env_spaces
     from trajrl.factory.agent import build_agent
 
-    cfg = trajrl.compose(["debug=smoke", "algo.lr=1e-3", "algo.lr_end=1e-4", "total_frames=2400",
-                          "loop.warmup_frames=400", "loop.updates_per_frame=0.002"])
-    assert build_agent(validate(cfg), env_spaces(cfg.env, 'r2d2')).algo.planned_updates == 4
+    cfg = trajrl.compose(
+        [
+            "debug=smoke",
+            "algo.lr=1e-3",
+            "algo.lr_end=1e-4",
+            "total_frames=2400",
+            "loop.warmup_frames=400",
+            "loop.updates_per_frame=0.002",
+        ]
+    )
+    assert build_agent(validate(cfg), env_spaces(cfg.env, "r2d2")).algo.planned_updates == 4
     algo = R2D2(RecurrentQNet(2, 2, [8], 8), R2D2Settings(lr=1e-3, lr_end=1e-4), planned_updates=4)
     batch = slices([12, 5], horizon=12)
     batch.set("action", torch.randint(2, (2, 12)))
@@ -194,14 +219,20 @@ def test_advantage_learning_lowers_the_target_of_an_action_by_its_shortfall(alph
     algo = R2D2(qnet, R2D2Settings(gamma=0.9, n_step=1, advantage_learning=alpha))
     n_seq, horizon = 2, 5
     action = torch.tensor([[0, 1, 0, 0, 1], [1, 1, 0, 1, 0]])
-    batch = TensorDict({
-        "observation": torch.randn(n_seq, horizon, 2), ("next", "observation"): torch.randn(n_seq, horizon, 2),
-        "action": action, ("next", "reward"): torch.ones(n_seq, horizon, 1),
-        ("next", "terminated"): torch.zeros(n_seq, horizon, 1, dtype=torch.bool),
-        "recurrent_state_h": torch.zeros(n_seq, horizon, 1, 8), "recurrent_state_c": torch.zeros(n_seq, horizon, 1, 8),
-        "step_count": torch.arange(horizon).expand(n_seq, horizon).unsqueeze(-1),
-        ("collector", "mask"): torch.ones(n_seq, horizon, dtype=torch.bool),
-    }, [n_seq, horizon])
+    batch = TensorDict(
+        {
+            "observation": torch.randn(n_seq, horizon, 2),
+            ("next", "observation"): torch.randn(n_seq, horizon, 2),
+            "action": action,
+            ("next", "reward"): torch.ones(n_seq, horizon, 1),
+            ("next", "terminated"): torch.zeros(n_seq, horizon, 1, dtype=torch.bool),
+            "recurrent_state_h": torch.zeros(n_seq, horizon, 1, 8),
+            "recurrent_state_c": torch.zeros(n_seq, horizon, 1, 8),
+            "step_count": torch.arange(horizon).expand(n_seq, horizon).unsqueeze(-1),
+            ("collector", "mask"): torch.ones(n_seq, horizon, dtype=torch.bool),
+        },
+        [n_seq, horizon],
+    )
     algo.update(batch)
     want = torch.where(action == 1, torch.tensor(0.7), torch.tensor(2.7 - alpha * 2.0))
     torch.testing.assert_close(batch.get(TD_KEY), want)

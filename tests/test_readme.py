@@ -1,4 +1,5 @@
 """The README's Python examples run as written."""
+
 import re
 import subprocess
 import sys
@@ -11,8 +12,14 @@ def run_block(title: str, tmp_path) -> str:
     blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
     script = tmp_path / "example.py"
     script.write_text(next(b for b in blocks if b.startswith(f"# {title}\n")))
-    proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=180, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        stdin=subprocess.DEVNULL,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc.stdout
 

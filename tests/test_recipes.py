@@ -1,10 +1,12 @@
 """What the learning recipes need: the previous action and reward as inputs, a hard target
 sync every N updates, a slower recurrent core, and time limits that bootstrap where
 terminations do not, for each algorithm."""
+
 import copy
 
 import pytest
 import torch
+from helpers import acting_rollout, random_episodes, slices, wait_for_frames
 
 import trajrl
 from trajrl.algos.networks import recurrent_parameters
@@ -13,7 +15,6 @@ from trajrl.algos.r2d2 import R2D2, RecurrentQNet
 from trajrl.algos.rsac import RSAC, RecurrentActor, RecurrentCritic
 from trajrl.replay.episodes import MASK_KEY
 from trajrl.settings import PPOSettings, R2D2Settings, RSACSettings
-from helpers import acting_rollout, random_episodes, slices, wait_for_frames
 
 PREVIOUS = ["env.previous_action=true", "env.previous_reward=true"]
 
@@ -23,7 +24,7 @@ def check_previous_inputs(steps, observed: int, actions: int) -> int:
     action (one-hot) and reward are the step before's, and zero at its first step; the
     number of steps checked after a first one."""
     obs = steps["observation"]
-    previous_action, previous_reward = obs[:, observed:observed + actions], obs[:, observed + actions]
+    previous_action, previous_reward = obs[:, observed : observed + actions], obs[:, observed + actions]
     first = steps["step_count"].reshape(-1) == 0  # an episode's first step (a slice may start later in it)
     assert (previous_action[first] == 0).all() and (previous_reward[first] == 0).all()
     later = (~first[1:]).nonzero().reshape(-1) + 1
@@ -34,8 +35,16 @@ def check_previous_inputs(steps, observed: int, actions: int) -> int:
 
 
 def test_the_previous_action_and_reward_are_the_step_befores_in_acting_and_in_the_stored_slices():
-    cfg = trajrl.compose(["collector=sync", "debug=smoke", "algo.eps_start=0.5", "storage.capacity=2000",
-                          "+env.kwargs.max_episode_steps=40", *PREVIOUS])
+    cfg = trajrl.compose(
+        [
+            "collector=sync",
+            "debug=smoke",
+            "algo.eps_start=0.5",
+            "storage.capacity=2000",
+            "+env.kwargs.max_episode_steps=40",
+            *PREVIOUS,
+        ]
+    )
     with trajrl.build(cfg) as pipe:
         # Acting: the observation the policy acts on carries them (CartPole: 2 observed numbers, 2 actions).
         steps = acting_rollout(pipe, 300)
@@ -70,8 +79,7 @@ def test_a_goal_environment_keeps_its_goals_beside_the_previous_action():
     from trajrl.envs import env_spaces
 
     plain = validate(trajrl.compose(["experiment=r2d2_bit_flipping_her", "debug=smoke"]))
-    cfg = validate(trajrl.compose(["experiment=r2d2_bit_flipping_her", "debug=smoke",
-                                          "env.previous_action=true"]))
+    cfg = validate(trajrl.compose(["experiment=r2d2_bit_flipping_her", "debug=smoke", "env.previous_action=true"]))
     before, after = env_spaces(plain.env, "r2d2"), env_spaces(cfg.env, "r2d2")
     n = plain.env.kwargs.n
     assert after.observations == before.observations + n + 1  # one-hot of n + 1 actions
@@ -125,8 +133,9 @@ def test_the_recurrent_core_learns_at_its_own_rate(algo_name):
         nets, batch = [actor, critics], slices([12, 5, 1, 9], horizon=12)
     else:
         net = ActorCritic(2, 2, [8], "lstm", 8)
-        algo = PPO(net, PPOSettings(lr=lr, rnn_lr=rnn_lr, recurrent=True, epochs=1, anneal_lr=False),
-                   minibatch_episodes=4)
+        algo = PPO(
+            net, PPOSettings(lr=lr, rnn_lr=rnn_lr, recurrent=True, epochs=1, anneal_lr=False), minibatch_episodes=4
+        )
         nets, batch = [net], ppo_episodes([12, 5, 1, 9], terminated=True)
     before = [copy.deepcopy(net) for net in nets]
     algo.update(batch)
@@ -139,8 +148,11 @@ def test_the_recurrent_core_learns_at_its_own_rate(algo_name):
                 assert moved <= rnn_lr * 1.01, name
             elif moved > 0:
                 assert moved <= lr * 1.01, name
-        heads = [(new - old_p).abs().max().item() for new, old_p in zip(net.parameters(), old.parameters())
-                 if id(new) not in core]
+        heads = [
+            (new - old_p).abs().max().item()
+            for new, old_p in zip(net.parameters(), old.parameters())
+            if id(new) not in core
+        ]
         assert max(heads) > 0.5 * lr
 
 
@@ -209,19 +221,24 @@ def test_a_time_limit_bootstraps_from_the_next_observation_and_a_termination_doe
         else:
             batch, lengths = ending_batch(terminated)
             moved = learn(batch.clone()) != learn(with_other_last_observation(batch, lengths))
-        assert moved is (not terminated), f"terminated={terminated}: the next observation {'mattered' if moved else 'did not matter'}"
+        assert moved is (not terminated), (
+            f"terminated={terminated}: the next observation {'mattered' if moved else 'did not matter'}"
+        )
 
 
 # ---------------------------------------------------------------- sampler.state_every=auto
-@pytest.mark.parametrize("overrides, expected", [
-    ([], 30),                                                  # slice_len 40 - burn_in 10
-    (["sampler.slice_len=20", "sampler.burn_in=5"], 15),
-    (["sampler.weighting=episode"], None),                     # TorchRL's slices start anywhere
-    (["algo.initial_state=zero"], None),                       # no stored state is read
-    (["algo.refresh_states_every=100"], None),                 # every step's state is recomputed
-    (["trajs_per_batch=null"], None),                          # fixed-frame lanes keep every step's state
-    (["sampler=prioritized_slice"], 30),
-])
+@pytest.mark.parametrize(
+    "overrides, expected",
+    [
+        ([], 30),  # slice_len 40 - burn_in 10
+        (["sampler.slice_len=20", "sampler.burn_in=5"], 15),
+        (["sampler.weighting=episode"], None),  # TorchRL's slices start anywhere
+        (["algo.initial_state=zero"], None),  # no stored state is read
+        (["algo.refresh_states_every=100"], None),  # every step's state is recomputed
+        (["trajs_per_batch=null"], None),  # fixed-frame lanes keep every step's state
+        (["sampler=prioritized_slice"], 30),
+    ],
+)
 def test_state_every_auto_keeps_a_state_where_slices_can_start_and_every_step_elsewhere(overrides, expected):
     from trajrl.config import validate
 

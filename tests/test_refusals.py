@@ -1,5 +1,6 @@
 """Bad input, through the real CLI: one clear message naming the setting, the value and
 what would work; exit code 2; under 10 s; no run directory written; no process left."""
+
 import os
 import signal
 import subprocess
@@ -9,7 +10,6 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from helpers import processes_in_group
 
 #: Config files a user might write (``hydra.searchpath`` adds their directory).
@@ -18,7 +18,9 @@ USER_CONFIGS = {
     "experiment/unknown_key.yaml": "# @package _global_\nloop:\n  warmup: 10\n",
     "experiment/broken_yaml.yaml": "# @package _global_\nloop: [1, 2\n",
     "experiment/unknown_option.yaml": "# @package _global_\ndefaults:\n  - override /collector: threads\n",
-    "experiment/contradiction.yaml": "# @package _global_\ndefaults:\n  - override /algo: ppo\ncollector:\n  kind: multi_async\n",
+    "experiment/contradiction.yaml": (
+        "# @package _global_\ndefaults:\n  - override /algo: ppo\ncollector:\n  kind: multi_async\n"
+    ),
 }
 
 #: A test environment with MultiBinary actions (tests/action_envs.py).
@@ -29,8 +31,10 @@ CASES = [
     (["collector=nope"], ["collector/nope", "Available options", "multi_async"]),
     (["algo=dqn"], ["algo/dqn", "r2d2", "rsac"]),
     (["foo=1"], ["foo=1", "the top level has no such setting", "total_frames"]),
-    (["sampler=random", "sampler.burn_in=3"], ["sampler.burn_in=3", "sampler=random has no such setting",
-                                               "transitions_per_batch"]),
+    (
+        ["sampler=random", "sampler.burn_in=3"],
+        ["sampler.burn_in=3", "sampler=random has no such setting", "transitions_per_batch"],
+    ),
     (["+sampler.foo=1"], ["sampler.foo=1", "sampler=slice has no such setting", "slice_len"]),
     (["seed=[1,2"], ["seed=[1,2", "override_grammar"]),
     # types
@@ -47,12 +51,24 @@ CASES = [
     (["algo.hidden_size=0"], ["algo.hidden_size=0", "must be >= 1", "the default is 64"]),
     (["env.vectorization=threads"], ["env.vectorization='threads'", "use one of sync, async"]),
     (["sampler=episode", "trajs_per_batch=null"], ["sampler='episode'", "fixed-frame", "sampler=slice"]),
-    (["sampler=slice_without_replacement", "trajs_per_batch=null"],
-     ["sampler='slice_without_replacement'", "sampler=prioritized_slice or sampler=random"]),
-    (["trajs_per_batch=null", "collector=async_batched", "collector.num_workers=2", "env.num_envs=2",
-      "storage.ndim=3"], ["storage.ndim=3", "4 single environments", "[N=4, T]", "storage.ndim=auto or 2"]),
-    (["trajs_per_batch=null", "env.num_envs=4", "storage.capacity=100"],
-     ["storage.capacity=100", "8 lanes", "storage.capacity>=400"]),
+    (
+        ["sampler=slice_without_replacement", "trajs_per_batch=null"],
+        ["sampler='slice_without_replacement'", "sampler=prioritized_slice or sampler=random"],
+    ),
+    (
+        [
+            "trajs_per_batch=null",
+            "collector=async_batched",
+            "collector.num_workers=2",
+            "env.num_envs=2",
+            "storage.ndim=3",
+        ],
+        ["storage.ndim=3", "4 single environments", "[N=4, T]", "storage.ndim=auto or 2"],
+    ),
+    (
+        ["trajs_per_batch=null", "env.num_envs=4", "storage.capacity=100"],
+        ["storage.capacity=100", "8 lanes", "storage.capacity>=400"],
+    ),
     (["collector=async_batched", "trajs_per_batch=4"], ["trajs_per_batch=4", "async_batched", "trajs_per_batch=1"]),
     # the recipes' settings: out of range, or contradicting another
     (["algo.rnn_lr=0"], ["algo.rnn_lr=0", "must be > 0"]),
@@ -61,33 +77,50 @@ CASES = [
     (["algo.target_sync_every=100"], ["algo.target_sync_every=100", "algo.target_tau=1"]),
     (["algo=rsac", "env=pendulum_novel", "algo.target_sync_every=100"], ["algo.target_sync_every=100", "algo.tau=1"]),
     (["env.previous_action=often"], ["env.previous_action='often'", "true or false"]),
-    (["experiment=r2d2_bit_flipping_her", "env.previous_reward=true"],
-     ["env.previous_reward=True", "env.previous_reward=false", "sampler.her_ratio=0"]),
+    (
+        ["experiment=r2d2_bit_flipping_her", "env.previous_reward=true"],
+        ["env.previous_reward=True", "env.previous_reward=false", "sampler.her_ratio=0"],
+    ),
     # the recurrent state kept every k steps only
     (["sampler.state_every=often"], ["sampler.state_every='often'", ">= 1, null or auto"]),
     (["sampler.state_every=0"], ["sampler.state_every=0", "must be >= 1, null or auto"]),
     (["sampler.state_every=10", "sampler.weighting=episode"], ["sampler.state_every=10", "sampler.weighting=step"]),
     (["sampler.state_every=10", "trajs_per_batch=null"], ["sampler.state_every=10", "trajs_per_batch=4"]),
     (["sampler.state_every=10", "algo.initial_state=zero"], ["sampler.state_every=10", "no state is read"]),
-    (["sampler.state_every=10", "algo.refresh_states_every=50"],
-     ["sampler.state_every=10", "algo.refresh_states_every", "null"]),
+    (
+        ["sampler.state_every=10", "algo.refresh_states_every=50"],
+        ["sampler.state_every=10", "algo.refresh_states_every", "null"],
+    ),
     (["sampler=episode", "sampler.state_every=10"], ["sampler.state_every=10", "sampler=episode has no such setting"]),
     (["sampler.state_every=31"], ["sampler.state_every=31", "never be learnt from", "sampler.state_every<=30"]),
     # hindsight relabelling
     (["sampler.her_ratio=0.5"], ["env.id='trajrl/CartPoleNoVel-v1'", "not a Dict with keys", "env=bit_flipping"]),
     (["sampler.her_ratio=1.5"], ["sampler.her_ratio=1.5", "must be between 0 and 1"]),
-    (["env=bit_flipping", "sampler=random", "sampler.her_ratio=0.5"],
-     ["sampler.her_ratio=0.5", "sampler=random has no such setting", "a setting of sampler=slice"]),
-    (["env=bit_flipping", "sampler=slice_without_replacement", "sampler.her_ratio=0.5"],
-     ["sampler='slice_without_replacement'", "episode index", "sampler=prioritized_slice or sampler=episode"]),
-    (["env=bit_flipping", "sampler.her_ratio=0.5", "algo.initial_state=zero"],
-     ["sampler.her_state='recompute'", "algo.initial_state=zero", "sampler.her_state=zero"]),
-    (["env=bit_flipping", "trajs_per_batch=null", "sampler.her_ratio=0.5"],
-     ["trajs_per_batch=None", "complete stored episodes", "trajs_per_batch=4"]),
-    (["env=bit_flipping", "algo=ppo", "storage=none", "sampler=episode", "sampler.her_ratio=0.5"],
-     ["sampler.her_ratio=0.5", "on-policy", "algo=r2d2 or algo=rsac"]),
+    (
+        ["env=bit_flipping", "sampler=random", "sampler.her_ratio=0.5"],
+        ["sampler.her_ratio=0.5", "sampler=random has no such setting", "a setting of sampler=slice"],
+    ),
+    (
+        ["env=bit_flipping", "sampler=slice_without_replacement", "sampler.her_ratio=0.5"],
+        ["sampler='slice_without_replacement'", "episode index", "sampler=prioritized_slice or sampler=episode"],
+    ),
+    (
+        ["env=bit_flipping", "sampler.her_ratio=0.5", "algo.initial_state=zero"],
+        ["sampler.her_state='recompute'", "algo.initial_state=zero", "sampler.her_state=zero"],
+    ),
+    (
+        ["env=bit_flipping", "trajs_per_batch=null", "sampler.her_ratio=0.5"],
+        ["trajs_per_batch=None", "complete stored episodes", "trajs_per_batch=4"],
+    ),
+    (
+        ["env=bit_flipping", "algo=ppo", "storage=none", "sampler=episode", "sampler.her_ratio=0.5"],
+        ["sampler.her_ratio=0.5", "on-policy", "algo=r2d2 or algo=rsac"],
+    ),
     (["sampler.burn_in=40"], ["sampler.burn_in=40", "slice_len", "sampler.burn_in<=39"]),
-    (["algo=ppo", "collector=multi_async"], ["collector='multi_async'", "on-policy", "collector=sync or collector=multi_sync"]),
+    (
+        ["algo=ppo", "collector=multi_async"],
+        ["collector='multi_async'", "on-policy", "collector=sync or collector=multi_sync"],
+    ),
     (["algo=ppo", "collector=async_batched"], ["collector='async_batched'", "collector=sync or collector=multi_sync"]),
     (["algo=ppo", "storage=lazy_tensor"], ["storage='lazy_tensor'", "storage=none"]),
     (["algo=ppo", "sampler=slice"], ["sampler='slice'", "sampler=episode"]),
@@ -97,43 +130,80 @@ CASES = [
     (["traj_format=stacked"], ["traj_format='stacked'", "cat, padded"]),
     (["storage.ndim=2"], ["storage.ndim=2", "complete episodes flat", "storage.ndim=auto or 1"]),
     (["storage.ndim=4"], ["storage.ndim=4", "use one of auto, 1, 2, 3"]),
-    (["trajs_per_batch=null", "collector=sync", "env.num_envs=4", "storage.ndim=1"],
-     ["storage.ndim=1", "[B=4, T=50]", "storage.ndim=auto or 2"]),
-    (["trajs_per_batch=null", "collector=multi_async", "collector.num_workers=2", "env.num_envs=4", "storage.ndim=2"],
-     ["storage.ndim=2", "[W=2, B=4, T=50]", "storage.ndim=auto or 3"]),
+    (
+        ["trajs_per_batch=null", "collector=sync", "env.num_envs=4", "storage.ndim=1"],
+        ["storage.ndim=1", "[B=4, T=50]", "storage.ndim=auto or 2"],
+    ),
+    (
+        [
+            "trajs_per_batch=null",
+            "collector=multi_async",
+            "collector.num_workers=2",
+            "env.num_envs=4",
+            "storage.ndim=2",
+        ],
+        ["storage.ndim=2", "[W=2, B=4, T=50]", "storage.ndim=auto or 3"],
+    ),
     (["collector=sync", "collector.num_workers=2"], ["collector.num_workers=2", "multi_sync or multi_async"]),
     (["collector.num_workers=64"], ["collector.num_workers=64", "cores", "at most"]),
     (["device=tpu"], ["device='tpu'", "use one of cpu, cuda, auto"]),
-    *([(["device=cuda"], ["device='cuda'", "no CUDA device", "device=cpu, or device=auto"])]
-      if not torch.cuda.is_available() else []),  # a machine with one runs it (tests/test_device.py)
+    *(
+        [(["device=cuda"], ["device='cuda'", "no CUDA device", "device=cpu, or device=auto"])]
+        if not torch.cuda.is_available()
+        else []
+    ),  # a machine with one runs it (tests/test_device.py)
     (["loop.warmup_frames=5000", "total_frames=1000"], ["loop.warmup_frames=5000", "below total_frames=1000"]),
     (["algo=ppo", "loop.updates_per_frame=2"], ["loop.updates_per_frame='2'", "off-policy loop only", "algo.epochs"]),
     (["logger.backends=[mlflow]"], ["logger.backends='mlflow'", "use one of csv, tensorboard, wandb"]),
-    (["algo.refresh_states_every=100", "sampler=episode"],
-     ["algo.refresh_states_every=100", "sampler=episode starts every sequence", "no stored state is read"]),
-    (["algo.refresh_states_every=100", "algo.initial_state=zero"],
-     ["algo.refresh_states_every=100", "algo.initial_state=zero", "no stored state is read"]),
+    (
+        ["algo.refresh_states_every=100", "sampler=episode"],
+        ["algo.refresh_states_every=100", "sampler=episode starts every sequence", "no stored state is read"],
+    ),
+    (
+        ["algo.refresh_states_every=100", "algo.initial_state=zero"],
+        ["algo.refresh_states_every=100", "algo.initial_state=zero", "no stored state is read"],
+    ),
     # against the environment
     (["env=gym"], ["env.id", "required"]),
     (["env=gym", "env.id=NoSuchEnv-v0"], ["env.id='NoSuchEnv-v0'", "not a registered gymnasium id"]),
     (["env=gym", "env.id=Pendulum-v1"], ["algo=r2d2 takes Discrete actions", "use algo=ppo or algo=rsac"]),
-    (["algo=rsac", *MATCH_BITS], ["algo=rsac takes Discrete or continuous (a 1-D Box) actions", "MultiBinary(4)",
-                                  "use algo=ppo"]),
+    (
+        ["algo=rsac", *MATCH_BITS],
+        ["algo=rsac takes Discrete or continuous (a 1-D Box) actions", "MultiBinary(4)", "use algo=ppo"],
+    ),
     (["algo=r2d2", *MATCH_BITS], ["algo=r2d2 takes Discrete actions", "MultiBinary(4)", "use algo=ppo"]),
-    (["env=gym", "env.id=DictActions-v0", "env.import_module=action_envs"],
-     ["env.id='DictActions-v0'", "Dict(", "no algorithm takes", "MultiDiscrete (1-D)", "algo=ppo"]),
-    (["algo=ppo", "env=gym", "env.id=TupleActions-v0", "env.import_module=action_envs"],
-     ["env.id='TupleActions-v0'", "Tuple(", "no algorithm takes", "continuous (a 1-D Box)"]),
-    (["experiment=rsac_pendulum_novel", "algo.target_entropy_fraction=0.5"],
-     ["algo.target_entropy_fraction=0.5", "SAC-discrete", "continuous actions", "algo.target_entropy"]),
-    (["algo=rsac", "algo.target_entropy_fraction=0.5", "algo.target_entropy=0.3"],
-     ["algo.target_entropy_fraction=0.5", "algo.target_entropy=0.3", "keep one"]),
-    (["loop.stop_at_return=475", "loop.eval_episodes=0"],
-     ["loop.stop_at_return=475", "loop.eval_episodes=0 never evaluates", "loop.eval_episodes>=1"]),
-    (["loop.stop_at_return=475", "loop.eval_every_frames=0"],
-     ["loop.stop_at_return=475", "loop.eval_every_frames=0 evaluates only at the end", "loop.eval_every_frames between"]),
-    (["env=gym", "env.id=CartPole-v1", "env.import_module=no_such_module"],
-     ["env.import_module='no_such_module'", "cannot be imported"]),
+    (
+        ["env=gym", "env.id=DictActions-v0", "env.import_module=action_envs"],
+        ["env.id='DictActions-v0'", "Dict(", "no algorithm takes", "MultiDiscrete (1-D)", "algo=ppo"],
+    ),
+    (
+        ["algo=ppo", "env=gym", "env.id=TupleActions-v0", "env.import_module=action_envs"],
+        ["env.id='TupleActions-v0'", "Tuple(", "no algorithm takes", "continuous (a 1-D Box)"],
+    ),
+    (
+        ["experiment=rsac_pendulum_novel", "algo.target_entropy_fraction=0.5"],
+        ["algo.target_entropy_fraction=0.5", "SAC-discrete", "continuous actions", "algo.target_entropy"],
+    ),
+    (
+        ["algo=rsac", "algo.target_entropy_fraction=0.5", "algo.target_entropy=0.3"],
+        ["algo.target_entropy_fraction=0.5", "algo.target_entropy=0.3", "keep one"],
+    ),
+    (
+        ["loop.stop_at_return=475", "loop.eval_episodes=0"],
+        ["loop.stop_at_return=475", "loop.eval_episodes=0 never evaluates", "loop.eval_episodes>=1"],
+    ),
+    (
+        ["loop.stop_at_return=475", "loop.eval_every_frames=0"],
+        [
+            "loop.stop_at_return=475",
+            "loop.eval_every_frames=0 evaluates only at the end",
+            "loop.eval_every_frames between",
+        ],
+    ),
+    (
+        ["env=gym", "env.id=CartPole-v1", "env.import_module=no_such_module"],
+        ["env.import_module='no_such_module'", "cannot be imported"],
+    ),
     (["+env.kwargs.gravity_well=1"], ["env.kwargs=", "unexpected keyword argument 'gravity_well'"]),
     (["env=cue_memory", "env.kwargs.length=1"], ["env.kwargs=", "CueMemory needs length >= 2"]),
     (["sampler.slice_len=600"], ["sampler.slice_len=600", "at most 500 steps", "sampler.slice_len<=500"]),
@@ -141,8 +211,10 @@ CASES = [
     (["resume=nowhere"], ["resume='nowhere'", "checkpoints/latest.pt", "outputs/<date>/<time>"]),
     # config files
     (["experiment=wrong_type"], ["loop.weight_sync_every='often'", "must be an integer"]),
-    (["experiment=unknown_key"], ["loop.warmup (set in experiment/unknown_key.yaml)", "loop has no such setting",
-                                  "warmup_frames"]),
+    (
+        ["experiment=unknown_key"],
+        ["loop.warmup (set in experiment/unknown_key.yaml)", "loop has no such setting", "warmup_frames"],
+    ),
     (["experiment=broken_yaml"], ["broken_yaml.yaml", "line 2", "expected ',' or ']'"]),
     (["experiment=unknown_option"], ["collector/threads", "Available options", "multi_sync"]),
     (["experiment=contradiction"], ["collector='multi_async'", "algo=ppo", "collector=sync or collector=multi_sync"]),
@@ -159,8 +231,14 @@ def test_a_setting_that_cannot_work_is_refused_with_a_clear_message(overrides, w
     start = time.monotonic()
     proc = subprocess.Popen(
         [sys.executable, "-m", "trajrl", *overrides, "debug=smoke", f"hydra.searchpath=[file://{tmp_path / 'conf'}]"],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-        stdin=subprocess.DEVNULL, start_new_session=True)
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         out, err = proc.communicate(timeout=30)
     finally:

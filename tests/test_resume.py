@@ -1,13 +1,15 @@
 """``resume=<run dir>``: a stopped run continues from its checkpoint, with its
 learner, its replay buffer and its counters exactly as they were saved."""
+
 import torch
+from helpers import read_metrics
+from helpers import trajrl as cli
 from tensordict import TensorDict
 
 import trajrl
-from helpers import read_metrics, trajrl as cli
-from trajrl.training.checkpoint import load_checkpoint
 from trajrl.replay.audit import audit_storage
 from trajrl.replay.episodes import TRAJ_KEY
+from trajrl.training.checkpoint import load_checkpoint
 
 
 def tensors(tree, prefix=""):
@@ -28,8 +30,15 @@ def stored(buffer_state) -> TensorDict:
 
 def test_a_resumed_run_continues_where_its_checkpoint_stopped(tmp_path):
     run_dir = tmp_path / "run"
-    first = cli("collector=multi_async", "debug=smoke", "total_frames=1500", "storage.capacity=6000",
-                "loop.log_every_frames=500", f"hydra.run.dir={run_dir}", cwd=tmp_path)
+    first = cli(
+        "collector=multi_async",
+        "debug=smoke",
+        "total_frames=1500",
+        "storage.capacity=6000",
+        "loop.log_every_frames=500",
+        f"hydra.run.dir={run_dir}",
+        cwd=tmp_path,
+    )
     assert first.returncode == 0, first.stderr[-3000:]
     saved = load_checkpoint(run_dir)
     frames, updates = saved["frames"], saved["algo"]["updates"]
@@ -65,7 +74,7 @@ def test_a_resumed_run_continues_where_its_checkpoint_stopped(tmp_path):
     rows = read_metrics(run_dir)
     kept = [r for r in rows if int(r["frames"]) <= frames]
     assert kept == [r for r in rows_before if int(r["frames"]) <= frames]
-    resumed_rows = rows[len(kept):]
+    resumed_rows = rows[len(kept) :]
     assert resumed_rows and all(int(r["frames"]) > frames for r in resumed_rows)
     assert float(resumed_rows[0]["train/updates"]) > updates
     assert float(resumed_rows[-1]["collect/frames_stepped"]) >= float(resumed_rows[-1]["frames"])
@@ -86,8 +95,14 @@ def assert_same_steps(now, then) -> None:
 
 def test_a_resumed_ppo_run_continues_its_frames_and_updates(tmp_path):
     run_dir = tmp_path / "run"
-    first = cli("algo=ppo", "debug=smoke", "total_frames=1000", "loop.log_every_frames=200",
-                f"hydra.run.dir={run_dir}", cwd=tmp_path)
+    first = cli(
+        "algo=ppo",
+        "debug=smoke",
+        "total_frames=1000",
+        "loop.log_every_frames=200",
+        f"hydra.run.dir={run_dir}",
+        cwd=tmp_path,
+    )
     assert first.returncode == 0, first.stderr[-3000:]
     saved = load_checkpoint(run_dir)
     assert "buffer" not in saved and saved["frames"] >= 1000
@@ -104,13 +119,19 @@ def test_a_resumed_ppo_run_continues_its_frames_and_updates(tmp_path):
 
 def test_resuming_from_a_checkpoint_that_does_not_fit_is_refused_and_the_run_kept(tmp_path):
     run_dir = tmp_path / "run"
-    assert cli("debug=smoke", "total_frames=1000", "loop.warmup_frames=400", f"hydra.run.dir={run_dir}",
-               cwd=tmp_path).returncode == 0
+    assert (
+        cli(
+            "debug=smoke", "total_frames=1000", "loop.warmup_frames=400", f"hydra.run.dir={run_dir}", cwd=tmp_path
+        ).returncode
+        == 0
+    )
     metrics = (run_dir / "metrics.csv").read_bytes()
     proc = cli(f"resume={run_dir}", "storage.capacity=3000", cwd=tmp_path)
     assert proc.returncode == 2
-    assert "trajrl: cannot resume: the checkpoint's buffer holds 1,500 frames and this run's 3,000; " \
-           "resume with storage.capacity=1500" in proc.stderr
+    assert (
+        "trajrl: cannot resume: the checkpoint's buffer holds 1,500 frames and this run's 3,000; "
+        "resume with storage.capacity=1500" in proc.stderr
+    )
 
     checkpoint = run_dir / "checkpoints" / "latest.pt"
     checkpoint.write_bytes(checkpoint.read_bytes()[:1000])

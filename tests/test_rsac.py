@@ -1,17 +1,18 @@
 """Recurrent SAC: squashed-Gaussian log-probs, burn-in, padding, and the state the actor used."""
+
 import copy
 import math
 
 import pytest
 import torch
+from helpers import slices
 from torch import nn
 from torch.distributions import AffineTransform, Normal, TanhTransform, TransformedDistribution
 
 import trajrl
 from trajrl.algos.rsac import RSAC, RecurrentActor, RecurrentCritic, SquashedGaussian, run_core
-from trajrl.settings import RSACSettings
 from trajrl.replay.episodes import MASK_KEY
-from helpers import slices
+from trajrl.settings import RSACSettings
 
 
 def test_squashed_gaussian_log_prob_is_the_change_of_variables():
@@ -20,8 +21,9 @@ def test_squashed_gaussian_log_prob_is_the_change_of_variables():
     features = torch.randn(7, 5)
     action, log_prob = head.sample(features)
     mean, log_std = head.net(features).chunk(2, -1)
-    reference = TransformedDistribution(Normal(mean, log_std.clamp(-5, 2).exp()), [
-        TanhTransform(), AffineTransform(head.loc, head.scale)])
+    reference = TransformedDistribution(
+        Normal(mean, log_std.clamp(-5, 2).exp()), [TanhTransform(), AffineTransform(head.loc, head.scale)]
+    )
     torch.testing.assert_close(log_prob, reference.log_prob(action).sum(-1), rtol=1e-3, atol=1e-3)
     assert ((action >= head.loc - head.scale) & (action <= head.loc + head.scale)).all()
 

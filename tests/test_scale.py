@@ -1,6 +1,7 @@
 """Past one machine: collector=ray, parallel sweeps, Optuna. Ray and the sweep plugins
 are optional extras (``trajrl[ray]``, ``trajrl[sweep]``); the long tests are marked
 slow (``pytest -m slow``), the refusals run by default."""
+
 import importlib.util
 import subprocess
 import sys
@@ -9,21 +10,26 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from helpers import read_metrics, trajrl
+
 from trajrl.training.checkpoint import load_checkpoint
 
 HAS_RAY = importlib.util.find_spec("ray") is not None
-HAS_SWEEP = all(importlib.util.find_spec(m) is not None
-                for m in ("hydra_plugins.hydra_submitit_launcher", "hydra_plugins.hydra_optuna_sweeper"))
+HAS_SWEEP = all(
+    importlib.util.find_spec(m) is not None
+    for m in ("hydra_plugins.hydra_submitit_launcher", "hydra_plugins.hydra_optuna_sweeper")
+)
 HAS_JOBLIB = importlib.util.find_spec("hydra_plugins.hydra_joblib_launcher") is not None
 
 
 def ray_processes() -> list[str]:
     """Ray's daemons running on this machine (they start in sessions of their own)."""
     out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
-    return [line for line in out.splitlines()
-            if any(name in line for name in ("raylet", "gcs_server", "ray::", "dashboard.py", "log_monitor.py"))]
+    return [
+        line
+        for line in out.splitlines()
+        if any(name in line for name in ("raylet", "gcs_server", "ray::", "dashboard.py", "log_monitor.py"))
+    ]
 
 
 @pytest.mark.slow
@@ -34,8 +40,18 @@ def test_collector_ray_trains_with_two_actors_audits_clean_and_leaves_no_ray_pro
     frames (trajs_per_batch=null) in [L, W=2, B=2] lanes."""
     assert ray_processes() == [], "a Ray instance is already running"
     run_dir = tmp_path / "run"
-    proc = trajrl("collector=ray", "collector.num_workers=2", "env.num_envs=2", f"trajs_per_batch={trajs}",
-                  "debug=smoke", "audit=true", "audit_every=1", f"hydra.run.dir={run_dir}", cwd=tmp_path, timeout=300)
+    proc = trajrl(
+        "collector=ray",
+        "collector.num_workers=2",
+        "env.num_envs=2",
+        f"trajs_per_batch={trajs}",
+        "debug=smoke",
+        "audit=true",
+        "audit_every=1",
+        f"hydra.run.dir={run_dir}",
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     last = read_metrics(run_dir)[-1]
     assert int(last["frames"]) >= 2000 and float(last["train/updates"]) > 0
@@ -59,7 +75,9 @@ def test_an_unreachable_ray_address_ends_the_run_within_10_s_with_one_line(tmp_p
     assert time.monotonic() - start < 10
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
     last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith("trajrl: run failed: collector.address=ray://127.0.0.1:1: nothing answers at 127.0.0.1:1"), last
+    assert last.startswith("trajrl: run failed: collector.address=ray://127.0.0.1:1: nothing answers at 127.0.0.1:1"), (
+        last
+    )
     assert ray_processes() == []
 
 
@@ -77,12 +95,23 @@ def test_collector_ray_joins_a_running_cluster_and_leaves_it_running(tmp_path):
     stops only its own actors (the cluster's daemons are the cluster owner's)."""
     assert ray_processes() == [], "a Ray instance is already running"
     ray_cli = str(Path(sys.executable).with_name("ray"))
-    subprocess.run([ray_cli, "start", "--head", "--num-cpus=2", "--include-dashboard=false", "--disable-usage-stats"],
-                   check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        [ray_cli, "start", "--head", "--num-cpus=2", "--include-dashboard=false", "--disable-usage-stats"],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     try:
         run_dir = tmp_path / "run"
-        proc = trajrl("collector=ray", "collector.address=auto", "debug=smoke", "audit=true",
-                      f"hydra.run.dir={run_dir}", cwd=tmp_path, timeout=300)
+        proc = trajrl(
+            "collector=ray",
+            "collector.address=auto",
+            "debug=smoke",
+            "audit=true",
+            f"hydra.run.dir={run_dir}",
+            cwd=tmp_path,
+            timeout=300,
+        )
         assert proc.returncode == 0, proc.stderr[-3000:]
         last = read_metrics(run_dir)[-1]
         assert int(last["frames"]) >= 2000 and float(last["audit/violations"]) == 0
@@ -112,8 +141,14 @@ def test_a_sweep_launcher_without_its_extra_names_the_extra(tmp_path):
 
 @pytest.mark.skipif(not HAS_JOBLIB, reason="needs hydra-joblib-launcher (the test extra)")
 def test_the_joblib_launcher_is_refused_with_multi_process_collectors(tmp_path):
-    proc = trajrl("--multirun", "hydra/launcher=joblib", "collector=multi_async", "debug=smoke",
-                  f"hydra.sweep.dir={tmp_path / 'sweep'}", cwd=tmp_path)
+    proc = trajrl(
+        "--multirun",
+        "hydra/launcher=joblib",
+        "collector=multi_async",
+        "debug=smoke",
+        f"hydra.sweep.dir={tmp_path / 'sweep'}",
+        cwd=tmp_path,
+    )
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "hydra/launcher='joblib': cannot start collector=multi_async's worker processes" in proc.stderr
     assert "hydra/launcher=parallel" in proc.stderr and "Traceback" not in proc.stderr
@@ -123,8 +158,17 @@ def test_the_joblib_launcher_is_refused_with_multi_process_collectors(tmp_path):
 @pytest.mark.skipif(not HAS_SWEEP, reason="needs the sweep extra: pip install 'trajrl[sweep]'")
 def test_a_parallel_sweep_runs_two_jobs_with_worker_processes_at_once(tmp_path):
     sweep = tmp_path / "sweep"
-    proc = trajrl("--multirun", "hydra/launcher=parallel", "collector=multi_async", "seed=0,1", "debug=smoke",
-                  "total_frames=4000", f"hydra.sweep.dir={sweep}", cwd=tmp_path, timeout=600)
+    proc = trajrl(
+        "--multirun",
+        "hydra/launcher=parallel",
+        "collector=multi_async",
+        "seed=0,1",
+        "debug=smoke",
+        "total_frames=4000",
+        f"hydra.sweep.dir={sweep}",
+        cwd=tmp_path,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     spans = []
     for job in ("0", "1"):
@@ -140,8 +184,15 @@ def test_a_parallel_sweep_runs_two_jobs_with_worker_processes_at_once(tmp_path):
 @pytest.mark.skipif(not HAS_SWEEP, reason="needs the sweep extra: pip install 'trajrl[sweep]'")
 def test_an_optuna_search_of_three_trials_reports_the_best_parameters(tmp_path):
     sweep = tmp_path / "sweep"
-    proc = trajrl("--multirun", "hparams_search=r2d2_optuna", "hydra.sweeper.n_trials=3", "debug=smoke",
-                  f"hydra.sweep.dir={sweep}", cwd=tmp_path, timeout=600)
+    proc = trajrl(
+        "--multirun",
+        "hparams_search=r2d2_optuna",
+        "hydra.sweeper.n_trials=3",
+        "debug=smoke",
+        f"hydra.sweep.dir={sweep}",
+        cwd=tmp_path,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = yaml.safe_load((sweep / "optimization_results.yaml").read_text())
     assert set(results["best_params"]) == {"algo.lr", "algo.n_step", "loop.updates_per_frame"}

@@ -2,6 +2,7 @@
 composes and what the code reads; every numeric setting declares its range, and a
 value outside it is refused before anything is built (table-driven over the registry,
 so that a new field without a range, or with one nobody checks, fails here)."""
+
 import math
 from dataclasses import MISSING, fields
 
@@ -16,15 +17,19 @@ from trajrl.errors import ConfigError
 
 #: How to compose a config that has each group's option (the default config has the others).
 OPTION_OVERRIDES = {
-    ("storage", "none"): ["algo=ppo"], ("sampler", "episode"): ["algo=ppo"],
-    ("collector", "multi_sync"): ["algo=ppo"], ("collector", "async_batched"): ["collector=async_batched"],
+    ("storage", "none"): ["algo=ppo"],
+    ("sampler", "episode"): ["algo=ppo"],
+    ("collector", "multi_sync"): ["algo=ppo"],
+    ("collector", "async_batched"): ["collector=async_batched"],
 }
 
 
 def numeric_settings() -> list:
     """``(group, option, field)`` of every numeric setting, once per option that declares it."""
-    return [pytest.param(group, option, f, id=f"{group}={option}:{f.name}" if group else f.name)
-            for group, option, f in S.numeric_fields()]
+    return [
+        pytest.param(group, option, f, id=f"{group}={option}:{f.name}" if group else f.name)
+        for group, option, f in S.numeric_fields()
+    ]
 
 
 def outside(span: S.Range) -> float:
@@ -69,11 +74,17 @@ def test_every_numeric_setting_declares_its_range_and_a_value_outside_it_is_refu
 def test_each_option_dataclass_is_what_hydra_composes_with_its_defaults():
     """The YAML files add no defaults of their own: a composed option's values are its
     dataclass's defaults, except the few an option file says it changes."""
-    changed = {("collector", "multi_async"): {"kind", "num_workers"}, ("sampler", "slice"): set(),
-               ("algo", "r2d2"): set(), ("storage", "lazy_tensor"): {"kind"}, ("logger", ""): set(),
-               ("env", ""): {"id"}, ("loop", ""): set()}
+    changed = {
+        ("collector", "multi_async"): {"kind", "num_workers"},
+        ("sampler", "slice"): set(),
+        ("algo", "r2d2"): set(),
+        ("storage", "lazy_tensor"): {"kind"},
+        ("logger", ""): set(),
+        ("env", ""): {"id"},
+        ("loop", ""): set(),
+    }
     cfg = trajrl.compose([])
-    for (group, option), allowed in changed.items():
+    for (group, _option), allowed in changed.items():
         schema = S.option_schema(group, cfg[group])
         for f in fields(schema):
             if f.default is MISSING and f.default_factory is MISSING:
@@ -93,7 +104,12 @@ def test_choices_come_from_the_registries():
         files = sorted(p.stem for p in (REPO / "configs" / group).glob("*.yaml"))
         assert files == sorted(options), group
         for name in options:
-            assert trajrl.compose([f"{group}={name}"] if group != "storage" or name != "none" else ["algo=ppo"])[group][selector] == name
+            assert (
+                trajrl.compose([f"{group}={name}"] if group != "storage" or name != "none" else ["algo=ppo"])[group][
+                    selector
+                ]
+                == name
+            )
 
 
 def test_the_factory_builds_every_option_of_the_registries():

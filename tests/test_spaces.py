@@ -1,11 +1,13 @@
 """Every observation space gymnasium has, and continuous actions for PPO: flattened as
 gymnasium flattens them, encoded part by part, and learnt from by each algorithm's update."""
+
 import math
 
 import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from space_envs import KINDS
 
 import trajrl
 from trajrl.algos.networks import Inputs, ObservationInputs
@@ -15,12 +17,14 @@ from trajrl.errors import ConfigError
 from trajrl.replay.episodes import MASK_KEY
 from trajrl.spaces import CODES, IMAGE, NUMBERS, flat_observations, parts_of
 
-from space_envs import KINDS
-
 
 def spaces_env(kind: str, actions: str = "discrete") -> list[str]:
-    return ["env.id=Spaces-v0", "env.import_module=space_envs", f"+env.kwargs.kind={kind}",
-            f"+env.kwargs.actions={actions}"]
+    return [
+        "env.id=Spaces-v0",
+        "env.import_module=space_envs",
+        f"+env.kwargs.kind={kind}",
+        f"+env.kwargs.actions={actions}",
+    ]
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -38,14 +42,22 @@ def test_the_flat_observation_is_gymnasiums_flatten_and_its_parts_tile_it(kind):
     parts = parts_of(raw.observation_space)
     assert [p.start for p in parts] == [0] + list(np.cumsum([p.size for p in parts])[:-1])
     assert sum(p.size for p in parts) == obs.size
-    kinds = {"box2d": [NUMBERS], "float64": [NUMBERS], "image": [IMAGE], "image_chw": [IMAGE], "discrete": [CODES],
-             "multi_discrete": [CODES], "multibinary": [CODES], "dict": [IMAGE, CODES, NUMBERS],
-             "tuple": [CODES, NUMBERS, CODES]}[kind]
+    kinds = {
+        "box2d": [NUMBERS],
+        "float64": [NUMBERS],
+        "image": [IMAGE],
+        "image_chw": [IMAGE],
+        "discrete": [CODES],
+        "multi_discrete": [CODES],
+        "multibinary": [CODES],
+        "dict": [IMAGE, CODES, NUMBERS],
+        "tuple": [CODES, NUMBERS, CODES],
+    }[kind]
     assert [p.kind for p in parts] == kinds
     for part in parts:  # an image part holds the image, pixel for pixel
         if part.kind == IMAGE:
             image = raw_obs["camera"] if kind == "dict" else raw_obs
-            np.testing.assert_array_equal(obs[part.start:part.start + part.size], image.reshape(-1))
+            np.testing.assert_array_equal(obs[part.start : part.start + part.size], image.reshape(-1))
     assert space_envs  # the module registered Spaces-v0
 
 
@@ -56,15 +68,15 @@ def test_codes_are_not_standardised_and_images_reach_a_convolution(squash):
     size = sum(p.size for p in parts)
     inputs = ObservationInputs(parts, Inputs(torch.full((size,), 5.0), torch.full((size,), 2.0), squash=squash))
     obs = torch.zeros(4, size)
-    obs[:, 1600 + 1] = 1.0      # the cue code
-    obs[:, 1603] = 7.0          # the position
+    obs[:, 1600 + 1] = 1.0  # the cue code
+    obs[:, 1603] = 7.0  # the position
     obs[:, 1604] = -19.0
     out = inputs(obs)
     assert out.shape == (4, inputs.out_features) and inputs.out_features > 5
-    torch.testing.assert_close(out[:, :3], obs[:, 1600:1603])               # codes as they are
-    standardised = torch.tensor([1.0, -12.0]).expand(4, 2)                  # (7 - 5) / 2, (-19 - 5) / 2
+    torch.testing.assert_close(out[:, :3], obs[:, 1600:1603])  # codes as they are
+    standardised = torch.tensor([1.0, -12.0]).expand(4, 2)  # (7 - 5) / 2, (-19 - 5) / 2
     expected = standardised.sign() * standardised.abs().log1p() if squash else standardised
-    torch.testing.assert_close(out[:, 3:5], expected)                       # symlog: log(2), -log(13)
+    torch.testing.assert_close(out[:, 3:5], expected)  # symlog: log(2), -log(13)
     assert len(inputs.images) == 1 and isinstance(inputs.images[0].net[0], torch.nn.Conv2d)
 
 
@@ -74,8 +86,11 @@ def test_a_space_with_no_flat_form_and_actions_an_algorithm_cannot_take_are_refu
     with pytest.raises(ConfigError, match=r"algo=r2d2 takes Discrete actions: .* \(use algo=ppo or algo=rsac\)"):
         validate(trajrl.compose(["env=pendulum_novel"]))
     with pytest.raises(ConfigError, match=r"has MultiDiscrete.*algo=r2d2 takes Discrete actions \(use algo=ppo\)"):
-        validate(trajrl.compose(["algo=r2d2", "env.id=Spaces-v0", "env.import_module=space_envs",
-                                 "+env.kwargs.actions=multi"]))
+        validate(
+            trajrl.compose(
+                ["algo=r2d2", "env.id=Spaces-v0", "env.import_module=space_envs", "+env.kwargs.actions=multi"]
+            )
+        )
     assert validate(trajrl.compose(["algo=rsac", "env=cartpole_novel"])).algo.name == "rsac"  # SAC-discrete
 
 
@@ -123,8 +138,10 @@ def test_each_algorithm_learns_from_each_observation_space(kind, algo, actions):
         assert any(not torch.equal(w, p) for w, p in zip(weights, pipe.policy.parameters())), "nothing learnt"
 
 
-@pytest.mark.parametrize("env_id,algo", [("FrozenLake-v1", "r2d2"), ("FrozenLake-v1", "ppo"),
-                                         ("Blackjack-v1", "r2d2"), ("Blackjack-v1", "ppo")])
+@pytest.mark.parametrize(
+    "env_id,algo",
+    [("FrozenLake-v1", "r2d2"), ("FrozenLake-v1", "ppo"), ("Blackjack-v1", "r2d2"), ("Blackjack-v1", "ppo")],
+)
 def test_gymnasiums_own_discrete_and_tuple_observations_are_learnt_from(env_id, algo):
     """FrozenLake observes a Discrete cell, Blackjack a Tuple of three Discrete."""
     cfg = trajrl.compose(["collector=sync", "debug=smoke", *algo_overrides(algo), f"env.id={env_id}"])
@@ -139,8 +156,16 @@ def test_gymnasiums_own_discrete_and_tuple_observations_are_learnt_from(env_id, 
 def test_ppo_continuous_log_probs_are_the_gaussians_of_the_sample_and_the_env_gets_it_clipped(recurrent):
     """By hand: log N(u; mu, sigma) summed over the action, u the stored sample before
     clipping; the environment's action is u clipped to [-1, 1] and scaled to [-2, 2]."""
-    cfg = trajrl.compose(["collector=sync", "algo=ppo", f"algo.recurrent={recurrent}", "env=pendulum_novel",
-                          "debug=smoke", "trajs_per_batch=2"])
+    cfg = trajrl.compose(
+        [
+            "collector=sync",
+            "algo=ppo",
+            f"algo.recurrent={recurrent}",
+            "env=pendulum_novel",
+            "debug=smoke",
+            "trajs_per_batch=2",
+        ]
+    )
     with trajrl.build(cfg) as pipe:
         with torch.no_grad():
             pipe.algo.net.std.log_std.fill_(0.3)  # wide: some samples fall outside the bounds
@@ -169,6 +194,11 @@ def test_layer_norm_is_in_every_algorithms_networks_when_asked(algo):
     for on in (False, True):
         cfg = trajrl.compose(["collector=sync", "debug=smoke", *algo_overrides(algo), *env, f"algo.layer_norm={on}"])
         with trajrl.build(cfg) as pipe:
-            norms = [m for m in pipe.algo.__dict__.values() if isinstance(m, torch.nn.Module)
-                     for m in m.modules() if isinstance(m, torch.nn.LayerNorm)]
+            norms = [
+                m
+                for m in pipe.algo.__dict__.values()
+                if isinstance(m, torch.nn.Module)
+                for m in m.modules()
+                if isinstance(m, torch.nn.LayerNorm)
+            ]
         assert bool(norms) == on

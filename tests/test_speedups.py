@@ -2,6 +2,7 @@
 without them (the plain per-parameter Adam step and Polyak loop torch and the
 textbook write) give the same losses, gradients and weights, on batches of a real
 pipeline (real environments, collector, buffer and sampler)."""
+
 import copy
 
 import pytest
@@ -11,8 +12,11 @@ from torch import nn
 import trajrl
 from trajrl.algos.networks import soft_update
 
-PRESETS = {"r2d2": "experiment=r2d2_cartpole_novel", "rsac": "experiment=rsac_pendulum_novel",
-           "ppo": "experiment=rppo_cartpole_novel"}
+PRESETS = {
+    "r2d2": "experiment=r2d2_cartpole_novel",
+    "rsac": "experiment=rsac_pendulum_novel",
+    "ppo": "experiment=rppo_cartpole_novel",
+}
 
 
 def test_soft_update_is_polyak_averaging_parameter_by_parameter():
@@ -42,8 +46,16 @@ def plain(algo):
 def a_batch(algo_name: str):
     """A pipeline of the algorithm's preset (one environment process, a tiny budget) and a batch
     of what it collected: sampled from its buffer, or PPO's batch of episodes."""
-    cfg = trajrl.compose([PRESETS[algo_name], "debug=smoke", "collector=sync", "env.num_envs=4",
-                          "collector.frames_per_batch=400", *(["trajs_per_batch=8"] if algo_name == "ppo" else [])])
+    cfg = trajrl.compose(
+        [
+            PRESETS[algo_name],
+            "debug=smoke",
+            "collector=sync",
+            "env.num_envs=4",
+            "collector.frames_per_batch=400",
+            *(["trajs_per_batch=8"] if algo_name == "ppo" else []),
+        ]
+    )
     pipe = trajrl.build(cfg)
     for batch in pipe.collector:
         if pipe.buffer is None:

@@ -1,12 +1,15 @@
 """loop.stop_at_return: the run ends at its first evaluation at or above the return, says so in its
 summary and metrics.csv, and keeps best.pt and latest.pt as any run does."""
+
 import io
+
+from helpers import read_metrics
+from helpers import trajrl as run_trajrl
 
 import trajrl
 from trajrl.report.summary import summary_table
 from trajrl.training.progress import Progress
 from trajrl.training.run import summary
-from helpers import read_metrics, trajrl as run_trajrl
 
 
 def check_stopped_at_first_evaluation_over(threshold: float, run_dir, total: int, printed: str) -> None:
@@ -14,7 +17,7 @@ def check_stopped_at_first_evaluation_over(threshold: float, run_dir, total: int
     evals = [(float(r["frames"]), float(r["eval/return"])) for r in rows if r["eval/return"]]
     *before, (last_frames, last_return) = evals
     assert all(value < threshold for _, value in before), evals  # the first evaluation at the threshold ...
-    assert last_return >= threshold                              # ... is the last one
+    assert last_return >= threshold  # ... is the last one
     solved = [float(r["run/solved_at_frames"]) for r in rows if r.get("run/solved_at_frames")]
     assert len(solved) == 1 and rows[-1]["run/solved_at_frames"] != ""  # in the closing row only
     assert solved[0] <= last_frames < total
@@ -27,9 +30,16 @@ def check_stopped_at_first_evaluation_over(threshold: float, run_dir, total: int
 def test_a_ppo_run_from_the_cli_stops_at_its_first_evaluation_at_the_threshold(tmp_path):
     """Episodic PPO: CartPole's return climbs over evaluations; 150 is past its first ones."""
     run_dir = tmp_path / "run"
-    proc = run_trajrl("experiment=ppo_cartpole", "total_frames=40000", "loop.eval_every_frames=1000",
-                      "loop.stop_at_return=150", "logger.plots=false", f"hydra.run.dir={run_dir}", cwd=tmp_path,
-                      timeout=240)
+    proc = run_trajrl(
+        "experiment=ppo_cartpole",
+        "total_frames=40000",
+        "loop.eval_every_frames=1000",
+        "loop.stop_at_return=150",
+        "logger.plots=false",
+        f"hydra.run.dir={run_dir}",
+        cwd=tmp_path,
+        timeout=240,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     check_stopped_at_first_evaluation_over(150.0, run_dir, 40_000, proc.stdout)
 
@@ -37,8 +47,15 @@ def test_a_ppo_run_from_the_cli_stops_at_its_first_evaluation_at_the_threshold(t
 def test_an_off_policy_run_stops_at_its_first_evaluation_at_the_threshold(tmp_path):
     """The off-policy loop (``train``, as the CLI runs it): any evaluation of CartPole reaches 5
     (an episode lasts 8 steps or more), so the first one stops it."""
-    cfg = trajrl.compose(["debug=smoke", "total_frames=6000", "loop.eval_every_frames=1000", "loop.eval_episodes=2",
-                          "loop.stop_at_return=5"])
+    cfg = trajrl.compose(
+        [
+            "debug=smoke",
+            "total_frames=6000",
+            "loop.eval_every_frames=1000",
+            "loop.eval_episodes=2",
+            "loop.stop_at_return=5",
+        ]
+    )
     final = trajrl.train(cfg, tmp_path / "run", progress=Progress(6000, stream=io.StringIO()))
     check_stopped_at_first_evaluation_over(5.0, tmp_path / "run", 6000, summary(final))
     assert final["run/solved_at_frames"] >= 1000

@@ -1,27 +1,37 @@
 """The recurrent state stored with every step, recomputed with the learner's current
 network (``algo.refresh_states_every``): it is the state that network reaches from the
 start of each stored episode, also across the storage's wrap-around."""
+
 from functools import partial
 
 import pytest
 import torch
+from helpers import wait_for_frames
 
 import trajrl
 from trajrl.algos.networks import states_along
 from trajrl.replay.episodes import TRAJ_KEY, find_runs, run_steps
 from trajrl.replay.states import refresh_states
-from helpers import wait_for_frames
 
 
 def stored(buffer):
-    return buffer.storage[:len(buffer.storage)]
+    return buffer.storage[: len(buffer.storage)]
 
 
 @pytest.mark.parametrize("algo, env, rnn", [("r2d2", "cartpole_novel", "lstm"), ("rsac", "pendulum_novel", "gru")])
 def test_refreshed_states_are_the_ones_the_current_network_reaches_from_each_episode_start(algo, env, rnn):
-    cfg = trajrl.compose([f"algo={algo}", f"env={env}", f"algo.rnn={rnn}", "collector=sync", "debug=smoke",
-                          "storage.capacity=1500", "+env.kwargs.max_episode_steps=120",
-                          "sampler.state_every=null"])  # every step's state stored, as refreshing needs
+    cfg = trajrl.compose(
+        [
+            f"algo={algo}",
+            f"env={env}",
+            f"algo.rnn={rnn}",
+            "collector=sync",
+            "debug=smoke",
+            "storage.capacity=1500",
+            "+env.kwargs.max_episode_steps=120",
+            "sampler.state_every=null",
+        ]
+    )  # every step's state stored, as refreshing needs
     with trajrl.build(cfg) as pipe:
         pipe.collector.start()
         wait_for_frames(pipe, 2500)  # the storage has wrapped around
@@ -48,8 +58,9 @@ def test_refreshed_states_are_the_ones_the_current_network_reaches_from_each_epi
             for t in range(length):
                 for key, s in zip(keys, state):
                     torch.testing.assert_close(run.get(key)[t], s[:, 0], rtol=1e-4, atol=1e-5)
-                _, after = net.rnn(net.encoder(run.get("observation")[t].view(1, 1, -1)),
-                                   state if rnn == "lstm" else state[0])
+                _, after = net.rnn(
+                    net.encoder(run.get("observation")[t].view(1, 1, -1)), state if rnn == "lstm" else state[0]
+                )
                 state = after if rnn == "lstm" else (after,)
         assert (acted.get(keys[0]) - steps.get(keys[0])).abs().max() > 1e-3
         starts_of_episodes = steps.get("is_init").reshape(-1)
@@ -57,14 +68,22 @@ def test_refreshed_states_are_the_ones_the_current_network_reaches_from_each_epi
 
 
 def test_a_run_refreshes_its_stored_states_on_the_configured_cadence(tmp_path):
-    cfg = trajrl.compose(["collector=multi_async", "debug=smoke", "algo.refresh_states_every=20",
-                          "total_frames=3000", "loop.log_every_frames=1000"])
+    cfg = trajrl.compose(
+        [
+            "collector=multi_async",
+            "debug=smoke",
+            "algo.refresh_states_every=20",
+            "total_frames=3000",
+            "loop.log_every_frames=1000",
+        ]
+    )
     final = trajrl.train(cfg, run_dir=tmp_path / "run")
     assert final["buffer/state_refreshes"] == final["train/updates"] // 20 > 0
 
 
 def test_a_kept_state_is_lost_only_to_the_step_that_takes_its_slot():
     from trajrl.replay.states import SparseStates
+
     kept = SparseStates({"h": (1, 2)}, capacity=20, every=5)
     state = lambda v: {"h": torch.full((1, 1, 2), float(v))}  # noqa: E731
     kept.write(torch.tensor([13]), torch.tensor([10]), state(13))  # the last lap's step 10, at position 13
@@ -83,8 +102,15 @@ def test_with_state_every_slices_start_only_where_the_state_is_kept_and_from_the
     (what its network, unchanged, reaches from the episode's first step), also after the
     storage wrapped around and when worker processes wrote the steps."""
     every = 7
-    cfg = trajrl.compose([f"collector={collector}", "debug=smoke", "storage.capacity=1500",
-                          "+env.kwargs.max_episode_steps=120", f"sampler.state_every={every}"])
+    cfg = trajrl.compose(
+        [
+            f"collector={collector}",
+            "debug=smoke",
+            "storage.capacity=1500",
+            "+env.kwargs.max_episode_steps=120",
+            f"sampler.state_every={every}",
+        ]
+    )
     with trajrl.build(cfg) as pipe:
         pipe.collector.start()
         wait_for_frames(pipe, 2500)  # the storage has wrapped around
@@ -120,8 +146,9 @@ def test_the_kept_states_are_saved_with_the_buffer_and_a_buffer_that_keeps_them_
     from trajrl.errors import CheckpointError
 
     def pipeline(every):
-        return trajrl.build(trajrl.compose(["collector=sync", "debug=smoke", "storage.capacity=1500",
-                                            f"sampler.state_every={every}"]))
+        return trajrl.build(
+            trajrl.compose(["collector=sync", "debug=smoke", "storage.capacity=1500", f"sampler.state_every={every}"])
+        )
 
     with pipeline(7) as pipe:
         pipe.collector.start()

@@ -16,13 +16,18 @@ The packages follow the data: ``collect`` (environments, episode assembly, worke
 loops, evaluation, metrics, checkpoints), ``report`` (plots and summaries of finished
 runs); ``settings`` declares every setting, ``config`` checks them, ``factory`` builds.
 """
+
 from __future__ import annotations
 
 import importlib
 
 _HOME = {
-    "CheckpointError": "trajrl.errors", "ConfigError": "trajrl.errors", "compose": "trajrl.config",
-    "Pipeline": "trajrl.factory", "build": "trajrl.factory", "load_agent": "trajrl.factory",
+    "CheckpointError": "trajrl.errors",
+    "ConfigError": "trajrl.errors",
+    "compose": "trajrl.config",
+    "Pipeline": "trajrl.factory",
+    "build": "trajrl.factory",
+    "load_agent": "trajrl.factory",
     "train": "trajrl.training.run",
 }
 __all__ = sorted(_HOME)

@@ -3,6 +3,7 @@
 ``trajrl plot <dir>``, ``trajrl summary <dir>`` and ``trajrl evaluate <run dir>`` read
 finished runs instead.
 """
+
 from __future__ import annotations
 
 import logging
@@ -47,8 +48,10 @@ def workers_from_a_fork_server() -> None:
     part ``startup``). Unless the start method is already set (TorchRL's own default is ``spawn``)."""
     import multiprocessing
 
-    if multiprocessing.get_start_method(allow_none=True) is None and \
-            "forkserver" in multiprocessing.get_all_start_methods():  # not on Windows
+    if (
+        multiprocessing.get_start_method(allow_none=True) is None
+        and "forkserver" in multiprocessing.get_all_start_methods()
+    ):  # not on Windows
         multiprocessing.set_start_method("forkserver")
         multiprocessing.set_forkserver_preload(["trajrl.collect.forkserver"])
 
@@ -70,8 +73,9 @@ def run(cfg: DictConfig) -> float:
     run_dir = Path(hydra_cfg.runtime.output_dir)
     try:  # before torch is even imported: a refusal takes a second and leaves nothing behind
         cfg = validate(cfg)
-        check_launcher(hydra_cfg.launcher.get("_target_", ""), cfg.collector.kind,
-                       cfg.collector.get("env_backend", "threading"))
+        check_launcher(
+            hydra_cfg.launcher.get("_target_", ""), cfg.collector.kind, cfg.collector.get("env_backend", "threading")
+        )
         check_overrides(list(hydra_cfg.overrides.task), cfg.algo.name)
     except ConfigError as err:
         resumed = cfg.get("resume")
@@ -93,14 +97,18 @@ def run(cfg: DictConfig) -> float:
         if SHOW_TRACEBACK:
             raise
         kind = {ConfigError: "configuration error", CheckpointError: "cannot resume"}.get(type(err), "run failed")
-        print(f"trajrl: {kind}: {err} (run directory {run_dir}; HYDRA_FULL_ERROR=1 shows the traceback)",
-              file=sys.stderr)
+        print(
+            f"trajrl: {kind}: {err} (run directory {run_dir}; HYDRA_FULL_ERROR=1 shows the traceback)", file=sys.stderr
+        )
         sys.exit(2 if isinstance(err, (ConfigError, CheckpointError)) else 1)
     except RunInterrupted as stop:
         if SHOW_TRACEBACK:
             raise
-        print(f"trajrl: run stopped: {stop}; collectors shut down; {Path(run_dir) / 'metrics.csv'} holds the rows "
-              f"logged up to {last_logged_frames(Path(run_dir))} frames", file=sys.stderr)
+        print(
+            f"trajrl: run stopped: {stop}; collectors shut down; {Path(run_dir) / 'metrics.csv'} holds the rows "
+            f"logged up to {last_logged_frames(Path(run_dir))} frames",
+            file=sys.stderr,
+        )
         sys.exit(128 + stop.signum)
     print(summary(final), flush=True)
     if cfg.logger.plots:
@@ -151,7 +159,9 @@ def record_command(run_dir: Path, overrides: list[str]) -> None:
         return
     (run_dir / "overrides.yaml").write_text(yaml.safe_dump(overrides, default_flow_style=False))
     command = shlex.join(["python", "-m", "trajrl", *overrides])
-    (run_dir / "command.txt").write_text(command + "\n" + (f"# launched by: {launched}\n" if launched != command else ""))
+    (run_dir / "command.txt").write_text(
+        command + "\n" + (f"# launched by: {launched}\n" if launched != command else "")
+    )
 
 
 def resume_arguments(argv: list[str]) -> list[str]:
@@ -163,8 +173,11 @@ def resume_arguments(argv: list[str]) -> list[str]:
         return argv
     run_dir = Path(given[-1].split("=", 1)[1])
     if "-m" in argv or "--multirun" in argv:
-        print(f"trajrl: configuration error: resume={run_dir}: a resumed run cannot be swept; "
-              "resume one run at a time, without --multirun", file=sys.stderr)
+        print(
+            f"trajrl: configuration error: resume={run_dir}: a resumed run cannot be swept; "
+            "resume one run at a time, without --multirun",
+            file=sys.stderr,
+        )
         sys.exit(2)
     try:
         original = yaml.safe_load((run_dir / "overrides.yaml").read_text()) or []
@@ -213,8 +226,11 @@ def main() -> None:
         if SHOW_TRACEBACK:
             raise
         where = f"{err.filename}: " if err.filename else ""
-        print(f"trajrl: run failed: {where}{err.strerror or err} (the run directory must be writable, with room "
-              "for its checkpoints; hydra.run.dir=<dir> puts it elsewhere)", file=sys.stderr)
+        print(
+            f"trajrl: run failed: {where}{err.strerror or err} (the run directory must be writable, with room "
+            "for its checkpoints; hydra.run.dir=<dir> puts it elsewhere)",
+            file=sys.stderr,
+        )
         sys.exit(1)
 
 

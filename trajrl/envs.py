@@ -1,5 +1,6 @@
 """The environments: partially observable ones trajrl registers with gymnasium, and
 the checks of an environment setting (gymnasium only: no torch is loaded)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -7,17 +8,30 @@ import difflib
 import functools
 import importlib
 from collections import OrderedDict
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
 from trajrl.errors import ConfigError, EnvironmentFailed
 from trajrl.settings import ACTIONS
-from trajrl.spaces import (CONTINUOUS, DISCRETE, GOAL_KEYS, MULTI_BINARY, MULTI_DISCRETE, GoalLayout, Part,
-                           action_kind, action_parts, action_size,
-                           flat_observations, goal_layout, parts_of)
+from trajrl.spaces import (
+    CONTINUOUS,
+    DISCRETE,
+    GOAL_KEYS,
+    MULTI_BINARY,
+    MULTI_DISCRETE,
+    GoalLayout,
+    Part,
+    action_kind,
+    action_parts,
+    action_size,
+    flat_observations,
+    goal_layout,
+    parts_of,
+)
 from trajrl.training.interrupts import raise_after
 
 
@@ -58,12 +72,15 @@ class CueMemory(gym.Env):
 
     def __init__(self, length: int = 60, cues: int = 2, continuous: bool = False):
         if length < 2 or cues < 2 or (continuous and cues != 2):
-            raise ValueError(f"CueMemory needs length >= 2 and cues >= 2 (exactly 2 when continuous); "
-                             f"got length={length}, cues={cues}, continuous={continuous}")
+            raise ValueError(
+                f"CueMemory needs length >= 2 and cues >= 2 (exactly 2 when continuous); "
+                f"got length={length}, cues={cues}, continuous={continuous}"
+            )
         self.length, self.cues, self.continuous = length, cues, continuous
         self.observation_space = gym.spaces.Box(0.0, 1.0, (cues + 1,), dtype=np.float32)
-        self.action_space = (gym.spaces.Box(-1.0, 1.0, (1,), dtype=np.float32) if continuous
-                             else gym.spaces.Discrete(cues))
+        self.action_space = (
+            gym.spaces.Box(-1.0, 1.0, (1,), dtype=np.float32) if continuous else gym.spaces.Discrete(cues)
+        )
         self.cue, self.t = 0, 0
 
     def _observation(self) -> np.ndarray:
@@ -82,7 +99,9 @@ class CueMemory(gym.Env):
         last = self.t == self.length - 1
         reward = 0.0
         if last and self.continuous:
-            reward = float(np.clip(np.asarray(action, dtype=np.float32).reshape(-1)[0], -1, 1)) * (1 if self.cue else -1)
+            reward = float(np.clip(np.asarray(action, dtype=np.float32).reshape(-1)[0], -1, 1)) * (
+                1 if self.cue else -1
+            )
         elif last:
             reward = 1.0 if int(action) == self.cue else -1.0
         self.t += 1
@@ -151,8 +170,10 @@ class PointReach(gym.Env):
 
     def __init__(self, length: int = 25, speed: float = 0.15, radius: float = 0.1):
         if length < 1 or speed <= 0 or radius <= 0:
-            raise ValueError(f"PointReach needs length >= 1, speed > 0 and radius > 0; got length={length}, "
-                             f"speed={speed}, radius={radius}")
+            raise ValueError(
+                f"PointReach needs length >= 1, speed > 0 and radius > 0; got length={length}, "
+                f"speed={speed}, radius={radius}"
+            )
         self.length, self.speed, self.radius = length, speed, radius
         square = gym.spaces.Box(-1.0, 1.0, (2,), dtype=np.float32)
         self.observation_space = gym.spaces.Dict(observation=square, achieved_goal=square, desired_goal=square)
@@ -197,8 +218,9 @@ class PreviousActionReward(gym.Wrapper):
         parts = OrderedDict(space.spaces if isinstance(space, gym.spaces.Dict) else {"observation": space})
         taken = gym.spaces.flatten_space(env.action_space)
         if action:
-            parts["previous_action"] = gym.spaces.Box(taken.low.astype(np.float32), taken.high.astype(np.float32),
-                                                      dtype=np.float32)
+            parts["previous_action"] = gym.spaces.Box(
+                taken.low.astype(np.float32), taken.high.astype(np.float32), dtype=np.float32
+            )
         if reward:
             parts["previous_reward"] = gym.spaces.Box(-np.inf, np.inf, (1,), dtype=np.float32)
         self.observation_space = gym.spaces.Dict(parts)
@@ -208,8 +230,11 @@ class PreviousActionReward(gym.Wrapper):
         out = OrderedDict(obs) if self.wraps_dict else OrderedDict(observation=obs)
         if self.action:
             box = self.observation_space["previous_action"]
-            out["previous_action"] = (np.zeros(box.shape, np.float32) if action is None else np.clip(
-                gym.spaces.flatten(self.env.action_space, action).astype(np.float32), box.low, box.high))
+            out["previous_action"] = (
+                np.zeros(box.shape, np.float32)
+                if action is None
+                else np.clip(gym.spaces.flatten(self.env.action_space, action).astype(np.float32), box.low, box.high)
+            )
         if self.reward:
             out["previous_reward"] = np.array([reward], np.float32)
         return out
@@ -251,7 +276,9 @@ def import_env_module(module: str | None) -> None:
         try:
             importlib.import_module(module)
         except ImportError as err:
-            raise ConfigError("env.import_module", module, f"cannot be imported ({err}); install it or fix the name") from None
+            raise ConfigError(
+                "env.import_module", module, f"cannot be imported ({err}); install it or fix the name"
+            ) from None
 
 
 def check_env_id(env_id: str, module: str | None) -> None:
@@ -261,7 +288,8 @@ def check_env_id(env_id: str, module: str | None) -> None:
         close = difflib.get_close_matches(env_id, list(gym.registry), n=5, cutoff=0.5)
         hint = f"did you mean {', '.join(close)}?" if close else "no close match"
         raise ConfigError(
-            "env.id", env_id,
+            "env.id",
+            env_id,
             f"is not a registered gymnasium id ({hint}); for a third-party package set env.import_module=<package>",
         )
 
@@ -270,10 +298,13 @@ def check_env_id(env_id: str, module: str | None) -> None:
 def stepping(env_id: str, doing: str, timeout_s: float | None = None) -> Iterator[None]:
     """Turn an exception the environment raises while ``doing`` into one that names it;
     with ``timeout_s`` (``loop.stall_timeout_s``), a call that has not returned by then also fails."""
+
     def stuck() -> EnvironmentFailed:
-        return EnvironmentFailed(f"the environment env.id={env_id} did not answer for {timeout_s:g} s while {doing} "
-                                 f"(loop.stall_timeout_s={timeout_s:g}): it is stuck, or slower than that; "
-                                 "raise loop.stall_timeout_s if it is only slow")
+        return EnvironmentFailed(
+            f"the environment env.id={env_id} did not answer for {timeout_s:g} s while {doing} "
+            f"(loop.stall_timeout_s={timeout_s:g}): it is stuck, or slower than that; "
+            "raise loop.stall_timeout_s if it is only slow"
+        )
 
     try:
         with raise_after(timeout_s, stuck) if timeout_s else contextlib.nullcontext():
@@ -281,16 +312,22 @@ def stepping(env_id: str, doing: str, timeout_s: float | None = None) -> Iterato
     except EnvironmentFailed:
         raise
     except Exception as err:
-        raise EnvironmentFailed(f"the environment env.id={env_id} raised while {doing}: "
-                                f"{type(err).__name__}: {err}") from err
+        raise EnvironmentFailed(
+            f"the environment env.id={env_id} raised while {doing}: {type(err).__name__}: {err}"
+        ) from err
 
 
 #: How a vector of environments steps: all in this process, or one process each.
 VECTORIZATION = ("sync", "async")
 
 
-def make_gym(env_id: str, kwargs: dict[str, Any], import_module: str | None = None,
-             previous_action: bool = False, previous_reward: bool = False) -> gym.Env:
+def make_gym(
+    env_id: str,
+    kwargs: dict[str, Any],
+    import_module: str | None = None,
+    previous_action: bool = False,
+    previous_reward: bool = False,
+) -> gym.Env:
     """One gymnasium environment observing one flat vector (``trajrl.spaces``), with its
     previous action and reward where asked (``with_previous``); picklable by reference:
     async vector envs make theirs in subprocesses, where trajrl's ids and the user's
@@ -301,8 +338,10 @@ def make_gym(env_id: str, kwargs: dict[str, Any], import_module: str | None = No
 
 def previous_of(env_cfg: Any) -> dict[str, bool]:
     """``env.previous_action`` and ``env.previous_reward`` as ``make_gym``'s keyword arguments."""
-    return {"previous_action": bool(env_cfg.get("previous_action", False)),
-            "previous_reward": bool(env_cfg.get("previous_reward", False))}
+    return {
+        "previous_action": bool(env_cfg.get("previous_action", False)),
+        "previous_reward": bool(env_cfg.get("previous_reward", False)),
+    }
 
 
 def make_vector(make: Callable[[], gym.Env], num_envs: int, vectorization: str = "sync") -> gym.vector.VectorEnv:
@@ -315,18 +354,16 @@ def make_vector(make: Callable[[], gym.Env], num_envs: int, vectorization: str =
     return vector_class(fns, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
 
 
-
-
 @dataclass(frozen=True)
 class EnvSpaces:
-    observations: int        # size of the flat observation (trajrl.spaces)
+    observations: int  # size of the flat observation (trajrl.spaces)
     parts: tuple[Part, ...]  # what each stretch of it is
-    actions: int             # number of discrete actions, size of a continuous or MultiBinary action, or the
-                             # categories of a MultiDiscrete one altogether (trajrl.spaces.action_size)
-    action_kind: str         # DISCRETE, CONTINUOUS, MULTI_DISCRETE or MULTI_BINARY
-    step_limit: int          # most steps an episode can last (gymnasium's TimeLimit; 1000 when it has none)
+    actions: int  # number of discrete actions, size of a continuous or MultiBinary action, or the
+    # categories of a MultiDiscrete one altogether (trajrl.spaces.action_size)
+    action_kind: str  # DISCRETE, CONTINUOUS, MULTI_DISCRETE or MULTI_BINARY
+    step_limit: int  # most steps an episode can last (gymnasium's TimeLimit; 1000 when it has none)
     goal: GoalLayout | None = None  # a goal environment's goals in the flat observation (trajrl.spaces)
-    goal_problem: str = ""   # why it is not a goal environment hindsight can relabel ("" when it is)
+    goal_problem: str = ""  # why it is not a goal environment hindsight can relabel ("" when it is)
     action_parts: tuple[int, ...] = ()  # a MultiDiscrete action: the categories of each part
 
 
@@ -342,8 +379,14 @@ def env_spaces(env_cfg: Any, algo: str | None = None) -> EnvSpaces:
 
 
 @functools.lru_cache(maxsize=32)
-def _env_spaces(env_id: str, kwargs_json: str, import_module: str | None, algo: str | None,
-                previous_action: bool = False, previous_reward: bool = False) -> EnvSpaces:
+def _env_spaces(
+    env_id: str,
+    kwargs_json: str,
+    import_module: str | None,
+    algo: str | None,
+    previous_action: bool = False,
+    previous_reward: bool = False,
+) -> EnvSpaces:
     import json
 
     kwargs = json.loads(kwargs_json)
@@ -359,22 +402,38 @@ def _env_spaces(env_id: str, kwargs_json: str, import_module: str | None, algo: 
             env = with_previous(env, previous_action, previous_reward)
             obs_space = env.observation_space
         if kind is None:
-            raise ConfigError("env.id", env_id, f"has {act_space} actions, which no algorithm takes: wrap them "
-                              f"into one of {', '.join(ACTION_SPACES.values())} (algo=ppo takes each of these)")
+            raise ConfigError(
+                "env.id",
+                env_id,
+                f"has {act_space} actions, which no algorithm takes: wrap them "
+                f"into one of {', '.join(ACTION_SPACES.values())} (algo=ppo takes each of these)",
+            )
         takes = ACTIONS.get(algo, tuple(ACTION_SPACES))
         if kind not in takes:
             fix = " or ".join(f"algo={name}" for name, kinds in ACTIONS.items() if kind in kinds)
             why = WHY_NOT.get((algo, kind), "")
-            raise ConfigError("env.id", env_id, f"has {act_space} actions; algo={algo} takes "
-                              f"{' or '.join(ACTION_SPACES[k] for k in takes)} actions{why} (use {fix})")
+            raise ConfigError(
+                "env.id",
+                env_id,
+                f"has {act_space} actions; algo={algo} takes "
+                f"{' or '.join(ACTION_SPACES[k] for k in takes)} actions{why} (use {fix})",
+            )
         try:
             parts = parts_of(obs_space)
         except ValueError as err:
             raise ConfigError("env.id", env_id, f"observes {err}") from None
         limit = env.spec.max_episode_steps if env.spec and env.spec.max_episode_steps else 1000
         goal, problem = goal_layout(obs_space), goal_problem(env)
-        return EnvSpaces(gym.spaces.flatdim(obs_space), parts, action_size(act_space), kind, int(limit), goal, problem,
-                         action_parts(act_space))
+        return EnvSpaces(
+            gym.spaces.flatdim(obs_space),
+            parts,
+            action_size(act_space),
+            kind,
+            int(limit),
+            goal,
+            problem,
+            action_parts(act_space),
+        )
     finally:
         env.close()
 
@@ -386,8 +445,10 @@ def goal_problem(env: gym.Env) -> str:
     space = env.observation_space
     keys = sorted(space.spaces) if isinstance(space, gym.spaces.Dict) else None
     if keys is None or not set(GOAL_KEYS) <= set(keys):
-        return (f"observes {keys if keys is not None else type(space).__name__}, not a Dict with keys "
-                f"{', '.join(GOAL_KEYS)} (gymnasium's goal convention)")
+        return (
+            f"observes {keys if keys is not None else type(space).__name__}, not a Dict with keys "
+            f"{', '.join(GOAL_KEYS)} (gymnasium's goal convention)"
+        )
     compute = getattr(env.unwrapped, "compute_reward", None)
     if not callable(compute):
         return "has no compute_reward(achieved_goal, desired_goal, info) to recompute rewards for a new goal"
@@ -402,7 +463,11 @@ def goal_problem(env: gym.Env) -> str:
 
 
 #: How each kind of actions reads in a message.
-ACTION_SPACES = {DISCRETE: "Discrete", CONTINUOUS: "continuous (a 1-D Box)", MULTI_DISCRETE: "MultiDiscrete (1-D)",
-                 MULTI_BINARY: "MultiBinary (1-D)"}
+ACTION_SPACES = {
+    DISCRETE: "Discrete",
+    CONTINUOUS: "continuous (a 1-D Box)",
+    MULTI_DISCRETE: "MultiDiscrete (1-D)",
+    MULTI_BINARY: "MultiBinary (1-D)",
+}
 #: Why an algorithm does not take a kind of actions.
 WHY_NOT = {("r2d2", CONTINUOUS): ": it picks the action of highest Q-value among finitely many"}

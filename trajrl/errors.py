@@ -4,6 +4,7 @@ The CLI turns each into one line and an exit code: ``ConfigError`` and
 ``CheckpointError`` (exit 2: fix the command), ``CollectorFailed`` and
 ``EnvironmentFailed`` (exit 1: the run failed), ``RunInterrupted`` (128 + the signal).
 """
+
 from __future__ import annotations
 
 import signal

@@ -10,11 +10,12 @@ derive from them. A new hyperparameter is one field here plus its use.
 
 Nothing here imports torch: a config is checked in about a second.
 """
+
 from __future__ import annotations
 
 import math
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Any, Optional
+from typing import Any
 
 from trajrl.errors import ConfigError
 
@@ -62,8 +63,9 @@ ANY_NUMBER = Range()
 FRACTION = between(0, 1)
 
 
-def setting(default: Any, help: str, *, range: Range | None = None, choices: tuple[str, ...] | None = None,
-            auto: bool = False) -> Any:
+def setting(
+    default: Any, help: str, *, range: Range | None = None, choices: tuple[str, ...] | None = None, auto: bool = False
+) -> Any:
     """A dataclass field with its description and its range (numbers) or choices (names);
     ``auto``: the value "auto" is admitted too (trajrl derives it from other settings).
     A list default is copied for each instance."""
@@ -81,23 +83,38 @@ def option(name: str) -> Any:
 # ---------------------------------------------------------------- env
 @dataclass
 class EnvSettings:
-    id: str = setting(MISSING, "gymnasium id of the environment (trajrl's ids: trajrl/CartPoleNoVel-v1, "
-                               "trajrl/PendulumNoVel-v1)")
+    id: str = setting(
+        MISSING, "gymnasium id of the environment (trajrl's ids: trajrl/CartPoleNoVel-v1, trajrl/PendulumNoVel-v1)"
+    )
     kwargs: dict[str, Any] = setting({}, "keyword arguments for gymnasium.make (+env.kwargs.<name>=<value>)")
-    import_module: Optional[str] = setting(None, "module to import first (where third-party ids register)")
-    num_envs: int = setting(1, "environments each collector worker steps together as one gymnasium vector env "
-                               "(with collector=async_batched: num_workers x num_envs single environments)",
-                            range=at_least(1))
-    vectorization: str = setting("sync", "sync: the vector steps its environments in the worker's process; "
-                                         "async: each in a process of its own", choices=("sync", "async"))
-    stepping: str = setting("lean", "how the collector steps its environments: lean: trajrl steps gymnasium itself "
-                                    "and keeps the episode bookkeeping in bulk (what torchrl writes, faster); "
-                                    "torchrl: TorchRL's GymWrapper and transforms", choices=("lean", "torchrl"))
-    previous_action: bool = setting(False, "observe the action taken at the step before as well (one-hot for "
-                                           "discrete actions; zeros at an episode's first step), as POPGym and "
-                                           "Ni et al. (2022) feed recurrent agents")
-    previous_reward: bool = setting(False, "observe the reward of the step before as well (0 at an episode's first "
-                                           "step)")
+    import_module: str | None = setting(None, "module to import first (where third-party ids register)")
+    num_envs: int = setting(
+        1,
+        "environments each collector worker steps together as one gymnasium vector env "
+        "(with collector=async_batched: num_workers x num_envs single environments)",
+        range=at_least(1),
+    )
+    vectorization: str = setting(
+        "sync",
+        "sync: the vector steps its environments in the worker's process; async: each in a process of its own",
+        choices=("sync", "async"),
+    )
+    stepping: str = setting(
+        "lean",
+        "how the collector steps its environments: lean: trajrl steps gymnasium itself "
+        "and keeps the episode bookkeeping in bulk (what torchrl writes, faster); "
+        "torchrl: TorchRL's GymWrapper and transforms",
+        choices=("lean", "torchrl"),
+    )
+    previous_action: bool = setting(
+        False,
+        "observe the action taken at the step before as well (one-hot for "
+        "discrete actions; zeros at an episode's first step), as POPGym and "
+        "Ni et al. (2022) feed recurrent agents",
+    )
+    previous_reward: bool = setting(
+        False, "observe the reward of the step before as well (0 at an episode's first step)"
+    )
 
 
 # ---------------------------------------------------------------- collect
@@ -105,13 +122,17 @@ class EnvSettings:
 class CollectorSettings:
     kind: str = option("sync")
     num_workers: int = setting(1, "collector worker processes (actors with collector=ray)", range=at_least(1))
-    frames_per_batch: int = setting(200, "frames each worker steps per rollout (rounded up to whole vector steps)",
-                                    range=at_least(1))
-    max_restarts: int = setting(5, "restarts of one collector environment that raised (rebuilt, its episode "
-                                   "dropped), within restart_window_s, before the run ends; 0: the first "
-                                   "error ends the run (debug=smoke)", range=at_least(0))
-    restart_window_s: float = setting(3600.0, "the window max_restarts counts restarts in, in seconds",
-                                      range=above(0))
+    frames_per_batch: int = setting(
+        200, "frames each worker steps per rollout (rounded up to whole vector steps)", range=at_least(1)
+    )
+    max_restarts: int = setting(
+        5,
+        "restarts of one collector environment that raised (rebuilt, its episode "
+        "dropped), within restart_window_s, before the run ends; 0: the first "
+        "error ends the run (debug=smoke)",
+        range=at_least(0),
+    )
+    restart_window_s: float = setting(3600.0, "the window max_restarts counts restarts in, in seconds", range=above(0))
 
 
 @dataclass
@@ -121,14 +142,19 @@ class AsyncBatchedCollectorSettings(CollectorSettings):
 
 @dataclass
 class RayCollectorSettings(CollectorSettings):
-    address: Optional[str] = setting(None, "null: a local Ray instance for the run; \"auto\" or "
-                                           "\"ray://<head>:10001\": join that cluster")
+    address: str | None = setting(
+        None, 'null: a local Ray instance for the run; "auto" or "ray://<head>:10001": join that cluster'
+    )
 
 
 #: Collectors on this machine (threads and worker processes), and the one on Ray.
 COLLECTORS: dict[str, type] = {
-    "sync": CollectorSettings, "async": CollectorSettings, "multi_sync": CollectorSettings,
-    "multi_async": CollectorSettings, "async_batched": AsyncBatchedCollectorSettings, "ray": RayCollectorSettings,
+    "sync": CollectorSettings,
+    "async": CollectorSettings,
+    "multi_sync": CollectorSettings,
+    "multi_async": CollectorSettings,
+    "async_batched": AsyncBatchedCollectorSettings,
+    "ray": RayCollectorSettings,
 }
 LOCAL_COLLECTORS = tuple(kind for kind in COLLECTORS if kind != "ray")
 #: Collectors whose workers are separate processes writing into a shared buffer.
@@ -177,26 +203,33 @@ def lane_ndim(workers: int, envs: int) -> int:
 class StorageSettings:
     kind: str = option("lazy_tensor")
     capacity: int = setting(100_000, "frames the buffer holds; the oldest are overwritten first", range=at_least(1))
-    ndim: Any = setting("auto", "storage dimensions: auto derives them from the collector: 1 for complete "
-                                "episodes (trajs_per_batch set); fixed frames (trajs_per_batch=null) keep one lane "
-                                "per environment, 1 + (num_workers > 1) + (env.num_envs > 1)",
-                        choices=("auto", "1", "2", "3"))
+    ndim: Any = setting(
+        "auto",
+        "storage dimensions: auto derives them from the collector: 1 for complete "
+        "episodes (trajs_per_batch set); fixed frames (trajs_per_batch=null) keep one lane "
+        "per environment, 1 + (num_workers > 1) + (env.num_envs > 1)",
+        choices=("auto", "1", "2", "3"),
+    )
 
 
 @dataclass
 class MemmapStorageSettings(StorageSettings):
-    scratch_dir: Optional[str] = setting(None, "where the memory-mapped files go (null: <run dir>/buffer)")
+    scratch_dir: str | None = setting(None, "where the memory-mapped files go (null: <run dir>/buffer)")
 
 
 @dataclass
 class NoStorageSettings:
     kind: str = option("none")
-    capacity: Optional[int] = setting(None, "unused (debug=smoke sets it for whichever storage is chosen)",
-                                      range=at_least(1))
+    capacity: int | None = setting(
+        None, "unused (debug=smoke sets it for whichever storage is chosen)", range=at_least(1)
+    )
 
 
-STORAGES: dict[str, type] = {"lazy_tensor": StorageSettings, "lazy_memmap": MemmapStorageSettings,
-                             "none": NoStorageSettings}
+STORAGES: dict[str, type] = {
+    "lazy_tensor": StorageSettings,
+    "lazy_memmap": MemmapStorageSettings,
+    "none": NoStorageSettings,
+}
 
 
 #: Hindsight Experience Replay: where a substituted goal comes from (``trajrl.replay.hindsight``).
@@ -204,52 +237,72 @@ HER_STRATEGIES = ("future", "final", "episode")
 
 
 def her_ratio() -> Any:
-    return setting(0.0, "share of sampled slices (or episodes) given a goal their own episode achieved, the rewards "
-                        "recomputed for it (Hindsight Experience Replay; goal environments only); 0: off",
-                   range=FRACTION)
+    return setting(
+        0.0,
+        "share of sampled slices (or episodes) given a goal their own episode achieved, the rewards "
+        "recomputed for it (Hindsight Experience Replay; goal environments only); 0: off",
+        range=FRACTION,
+    )
 
 
 def her_strategy() -> Any:
-    return setting("future", "where a substituted goal comes from: future: what was achieved at a step at or after "
-                             "the slice's end; final: at the episode's last step; episode: at any step of it",
-                   choices=HER_STRATEGIES)
+    return setting(
+        "future",
+        "where a substituted goal comes from: future: what was achieved at a step at or after "
+        "the slice's end; final: at the episode's last step; episode: at any step of it",
+        choices=HER_STRATEGIES,
+    )
 
 
 def her_state() -> Any:
-    return setting("recompute", "recurrent state a relabelled slice starts from: recompute: the current network's "
-                                "over the episode's steps before the slice, the new goal shown (what a policy "
-                                "pursuing it would have had); zero: a zero state, warmed over burn_in steps",
-                   choices=("recompute", "zero"))
+    return setting(
+        "recompute",
+        "recurrent state a relabelled slice starts from: recompute: the current network's "
+        "over the episode's steps before the slice, the new goal shown (what a policy "
+        "pursuing it would have had); zero: a zero state, warmed over burn_in steps",
+        choices=("recompute", "zero"),
+    )
 
 
 @dataclass
 class SliceSamplerSettings:
     kind: str = option("slice_without_replacement")
     slices_per_batch: int = setting(16, "slices in each [N, T] training batch", range=at_least(1))
-    slice_len: int = setting(40, "steps of each slice (T); shorter episodes come back whole, padded",
-                             range=at_least(1))
-    burn_in: int = setting(10, "first steps of a slice that starts mid-episode which only warm the recurrent "
-                               "state (no loss); a slice that starts its episode learns from every step",
-                           range=at_least(0))
+    slice_len: int = setting(40, "steps of each slice (T); shorter episodes come back whole, padded", range=at_least(1))
+    burn_in: int = setting(
+        10,
+        "first steps of a slice that starts mid-episode which only warm the recurrent "
+        "state (no loss); a slice that starts its episode learns from every step",
+        range=at_least(0),
+    )
     her_ratio: float = her_ratio()
     her_strategy: str = her_strategy()
     her_state: str = her_state()
 
 
 def state_every() -> Any:
-    return setting("auto", "keep the recurrent state only at every k-th step of each episode (k, 2k, ...; zero at "
-                           "its first step) and start slices only there, at the one at or before a drawn step "
-                           "(R2D2's stored sequence starts); a slice ends at its episode's end; null: every step; "
-                           "auto: slice_len - burn_in (slices overlap by their burn-in) where slices read a stored "
-                           "state from complete episodes, else null", range=at_least(1), auto=True)
+    return setting(
+        "auto",
+        "keep the recurrent state only at every k-th step of each episode (k, 2k, ...; zero at "
+        "its first step) and start slices only there, at the one at or before a drawn step "
+        "(R2D2's stored sequence starts); a slice ends at its episode's end; null: every step; "
+        "auto: slice_len - burn_in (slices overlap by their burn-in) where slices read a stored "
+        "state from complete episodes, else null",
+        range=at_least(1),
+        auto=True,
+    )
 
 
 @dataclass
 class StepSliceSamplerSettings(SliceSamplerSettings):
     kind: str = option("slice")
-    weighting: str = setting("step", "step: every stored step equally likely to start a slice (long episodes get "
-                                      "their share); episode: every stored episode equally likely (TorchRL's "
-                                      "SliceSampler)", choices=("step", "episode"))
+    weighting: str = setting(
+        "step",
+        "step: every stored step equally likely to start a slice (long episodes get "
+        "their share); episode: every stored episode equally likely (TorchRL's "
+        "SliceSampler)",
+        choices=("step", "episode"),
+    )
     state_every: Any = state_every()
 
 
@@ -258,8 +311,7 @@ class PrioritizedSliceSamplerSettings(SliceSamplerSettings):
     kind: str = option("prioritized_slice")
     alpha: float = setting(0.6, "priority exponent (0: uniform)", range=at_least(0))
     beta: float = setting(0.4, "importance-sampling exponent", range=FRACTION)
-    eta: float = setting(0.9, "priority of a sequence: eta * max |td| + (1 - eta) * mean |td| (R2D2)",
-                         range=FRACTION)
+    eta: float = setting(0.9, "priority of a sequence: eta * max |td| + (1 - eta) * mean |td| (R2D2)", range=FRACTION)
     state_every: Any = state_every()
 
 
@@ -274,13 +326,16 @@ class EpisodeSamplerSettings:
 @dataclass
 class RandomSamplerSettings:
     kind: str = option("random")
-    transitions_per_batch: int = setting(256, "single transitions per batch (no burn-in: nothing before them)",
-                                         range=at_least(1))
+    transitions_per_batch: int = setting(
+        256, "single transitions per batch (no burn-in: nothing before them)", range=at_least(1)
+    )
 
 
 SAMPLERS: dict[str, type] = {
-    "slice": StepSliceSamplerSettings, "slice_without_replacement": SliceSamplerSettings,
-    "prioritized_slice": PrioritizedSliceSamplerSettings, "episode": EpisodeSamplerSettings,
+    "slice": StepSliceSamplerSettings,
+    "slice_without_replacement": SliceSamplerSettings,
+    "prioritized_slice": PrioritizedSliceSamplerSettings,
+    "episode": EpisodeSamplerSettings,
     "random": RandomSamplerSettings,
 }
 TRAJECTORY_SAMPLERS = tuple(kind for kind in SAMPLERS if kind != "random")
@@ -295,21 +350,33 @@ class NetworkSettings:
     hidden_size: int = setting(64, "recurrent cells", range=at_least(1))
     encoder_sizes: list[int] = setting([64], "MLP layers before the recurrent core (or the head)", range=at_least(1))
     normalize_observations: bool = setting(True, "standardise inputs with statistics of 2,000 random-policy steps")
-    observation_stats: str = setting("fixed", "fixed: standardise with the statistics measured at the start; "
-                                              "running: they follow the observations the learner trains on (the "
-                                              "mean over every batch, then a moving one, rate observation_rate)",
-                                     choices=("fixed", "running"))
-    observation_rate: float = setting(1e-3, "observation_stats=running: the least weight of each batch",
-                                      range=between(0, 1))
-    squash_observations: bool = setting(False, "symlog the standardised inputs: states a learnt policy reaches far "
-                                               "outside a random policy's statistics stay within a few units")
+    observation_stats: str = setting(
+        "fixed",
+        "fixed: standardise with the statistics measured at the start; "
+        "running: they follow the observations the learner trains on (the "
+        "mean over every batch, then a moving one, rate observation_rate)",
+        choices=("fixed", "running"),
+    )
+    observation_rate: float = setting(
+        1e-3, "observation_stats=running: the least weight of each batch", range=between(0, 1)
+    )
+    squash_observations: bool = setting(
+        False,
+        "symlog the standardised inputs: states a learnt policy reaches far "
+        "outside a random policy's statistics stay within a few units",
+    )
     gamma: float = setting(0.99, "discount", range=FRACTION)
     lr: float = setting(1e-3, "learning rate (Adam)", range=above(0))
-    rnn_lr: Optional[float] = setting(None, "learning rate of the recurrent core (LSTM/GRU), which RESeL (Luo et al., "
-                                            "2024) trains far slower than the rest; null: lr", range=above(0))
+    rnn_lr: float | None = setting(
+        None,
+        "learning rate of the recurrent core (LSTM/GRU), which RESeL (Luo et al., "
+        "2024) trains far slower than the rest; null: lr",
+        range=above(0),
+    )
     max_grad_norm: float = setting(10.0, "gradient norm clipping", range=above(0))
-    layer_norm: bool = setting(False, "layer-normalise each encoder's output, and the recurrent features of "
-                                      "the Q-network and the critics")
+    layer_norm: bool = setting(
+        False, "layer-normalise each encoder's output, and the recurrent features of the Q-network and the critics"
+    )
 
 
 @dataclass
@@ -317,31 +384,45 @@ class R2D2Settings(NetworkSettings):
     """Recurrent DQN, R2D2-style."""
 
     n_step: int = setting(3, "rewards summed before bootstrapping", range=at_least(1))
-    initial_state: str = setting("stored", "state at a slice's first step: stored (the one the policy used) | zero",
-                                 choices=("stored", "zero"))
-    refresh_states_every: Optional[int] = setting(
-        None, "recompute the recurrent state stored with every step with the current network every this many "
-              "updates (null: never; the state stored by the acting network ages as the network learns)",
-        range=at_least(1))
+    initial_state: str = setting(
+        "stored", "state at a slice's first step: stored (the one the policy used) | zero", choices=("stored", "zero")
+    )
+    refresh_states_every: int | None = setting(
+        None,
+        "recompute the recurrent state stored with every step with the current network every this many "
+        "updates (null: never; the state stored by the acting network ages as the network learns)",
+        range=at_least(1),
+    )
     double_q: bool = setting(True, "the online network picks the next action, the target network scores it")
     value_rescaling: bool = setting(False, "h(x) = sign(x)(sqrt(|x|+1)-1) + 1e-3 x on targets")
-    lr_end: Optional[float] = setting(None, "decay lr linearly to this over the run's planned updates "
-                                            "(null: constant)", range=at_least(0))
-    target_tau: float = setting(0.002, "share of the way the target network moves toward the online one at each "
-                                       "sync (1: a copy)", range=between(0, 1, low_open=True))
-    target_sync_every: int = setting(1, "updates between two target syncs (1: a soft update every step; with "
-                                        "target_tau=1, a hard copy every this many updates, as DQN's target network)",
-                                     range=at_least(1))
+    lr_end: float | None = setting(
+        None, "decay lr linearly to this over the run's planned updates (null: constant)", range=at_least(0)
+    )
+    target_tau: float = setting(
+        0.002,
+        "share of the way the target network moves toward the online one at each sync (1: a copy)",
+        range=between(0, 1, low_open=True),
+    )
+    target_sync_every: int = setting(
+        1,
+        "updates between two target syncs (1: a soft update every step; with "
+        "target_tau=1, a hard copy every this many updates, as DQN's target network)",
+        range=at_least(1),
+    )
     eps_start: float = setting(1.0, "epsilon-greedy exploration at the start", range=FRACTION)
     eps_end: float = setting(0.05, "epsilon after eps_decay_frames", range=FRACTION)
     eps_decay_frames: int = setting(20_000, "frames over which epsilon anneals", range=at_least(0))
-    eval_network: str = setting("online", "network that acts in evaluation: online | target (a slow average)",
-                                choices=("online", "target"))
+    eval_network: str = setting(
+        "online", "network that acts in evaluation: online | target (a slow average)", choices=("online", "target")
+    )
     dueling: bool = setting(False, "Q = V + A - mean(A) instead of one linear head")
     advantage_learning: float = setting(
-        0.0, "alpha of advantage learning (Bellemare et al., 2016): each target less alpha x (max_b Q'(s,b) - "
-             "Q'(s,a)), which widens the gap between the best action and the others so that small errors in Q "
-             "do not flip the greedy action (0: off)", range=between(0, 1, high_open=True))
+        0.0,
+        "alpha of advantage learning (Bellemare et al., 2016): each target less alpha x (max_b Q'(s,b) - "
+        "Q'(s,a)), which widens the gap between the best action and the others so that small errors in Q "
+        "do not flip the greedy action (0: off)",
+        range=between(0, 1, high_open=True),
+    )
 
 
 @dataclass
@@ -349,22 +430,40 @@ class RSACSettings(NetworkSettings):
     """Recurrent SAC (continuous actions; SAC-discrete for Discrete ones)."""
 
     name: str = option("rsac")
-    initial_state: str = setting("stored", "actor's state at a slice's first step: stored | zero "
-                                           "(critics start at zero)", choices=("stored", "zero"))
-    refresh_states_every: Optional[int] = setting(
-        None, "recompute the actor's recurrent state stored with every step with the current actor every this "
-              "many updates (null: never)", range=at_least(1))
-    tau: float = setting(0.005, "share of the way the target critics move toward the critics at each sync (1: a "
-                                "copy)", range=between(0, 1, low_open=True))
-    target_sync_every: int = setting(1, "updates between two target syncs (1: a soft update every step; with tau=1, "
-                                        "a hard copy every this many updates)", range=at_least(1))
+    initial_state: str = setting(
+        "stored",
+        "actor's state at a slice's first step: stored | zero (critics start at zero)",
+        choices=("stored", "zero"),
+    )
+    refresh_states_every: int | None = setting(
+        None,
+        "recompute the actor's recurrent state stored with every step with the current actor every this "
+        "many updates (null: never)",
+        range=at_least(1),
+    )
+    tau: float = setting(
+        0.005,
+        "share of the way the target critics move toward the critics at each sync (1: a copy)",
+        range=between(0, 1, low_open=True),
+    )
+    target_sync_every: int = setting(
+        1,
+        "updates between two target syncs (1: a soft update every step; with tau=1, "
+        "a hard copy every this many updates)",
+        range=at_least(1),
+    )
     init_alpha: float = setting(1.0, "initial entropy temperature (learnt)", range=above(0))
-    target_entropy: Optional[float] = setting(None, "entropy the temperature aims at (null: -action size for "
-                                                    "continuous actions, target_entropy_fraction for Discrete ones)",
-                                              range=ANY_NUMBER)
-    target_entropy_fraction: Optional[float] = setting(
-        None, "Discrete actions only: the target entropy as a fraction of log |A|, the uniform policy's (null: 0.7)",
-        range=between(0, 1, low_open=True))
+    target_entropy: float | None = setting(
+        None,
+        "entropy the temperature aims at (null: -action size for "
+        "continuous actions, target_entropy_fraction for Discrete ones)",
+        range=ANY_NUMBER,
+    )
+    target_entropy_fraction: float | None = setting(
+        None,
+        "Discrete actions only: the target entropy as a fraction of log |A|, the uniform policy's (null: 0.7)",
+        range=between(0, 1, low_open=True),
+    )
 
 
 @dataclass
@@ -373,23 +472,31 @@ class PPOSettings(NetworkSettings):
 
     name: str = option("ppo")
     recurrent: bool = setting(False, "LSTM/GRU actor and critic over whole episodes")
-    encoder_sizes: list[int] = setting([64, 64], "MLP layers (tanh) before the recurrent core or the head",
-                                       range=at_least(1))
+    encoder_sizes: list[int] = setting(
+        [64, 64], "MLP layers (tanh) before the recurrent core or the head", range=at_least(1)
+    )
     max_grad_norm: float = setting(0.5, "gradient norm clipping", range=above(0))
     gae_lambda: float = setting(0.95, "GAE lambda", range=FRACTION)
-    clip_epsilon: float = setting(0.2, "ratio clipping of the surrogate objective",
-                                  range=between(0, 1, low_open=True, high_open=True))
+    clip_epsilon: float = setting(
+        0.2, "ratio clipping of the surrogate objective", range=between(0, 1, low_open=True, high_open=True)
+    )
     epochs: int = setting(10, "passes over each batch of episodes", range=at_least(1))
     anneal_lr: bool = setting(True, "lr decays linearly to 0 over total_frames")
     value_coef: float = setting(0.5, "weight of the value loss", range=at_least(0))
     entropy_coef: float = setting(0.0, "weight of the entropy bonus", range=at_least(0))
     normalize_advantage: bool = setting(True, "standardise advantages over the valid steps of each minibatch")
-    normalize_rewards: bool = setting(False, "divide rewards by the running std of the discounted return "
-                                             "(value targets at unit scale whatever the task's reward scale)")
-    on_policy: str = setting("mixed", "strict: learn only from episodes every step of which the current weights "
-                                      "took (an episode a weight push cut is dropped: batch/episodes_dropped_stale); "
-                                      "mixed: every complete episode, some begun before the last push",
-                             choices=("mixed", "strict"))
+    normalize_rewards: bool = setting(
+        False,
+        "divide rewards by the running std of the discounted return "
+        "(value targets at unit scale whatever the task's reward scale)",
+    )
+    on_policy: str = setting(
+        "mixed",
+        "strict: learn only from episodes every step of which the current weights "
+        "took (an episode a weight push cut is dropped: batch/episodes_dropped_stale); "
+        "mixed: every complete episode, some begun before the last push",
+        choices=("mixed", "strict"),
+    )
 
 
 ALGOS: dict[str, type] = {"r2d2": R2D2Settings, "rsac": RSACSettings, "ppo": PPOSettings}
@@ -397,46 +504,71 @@ ALGOS: dict[str, type] = {"r2d2": R2D2Settings, "rsac": RSACSettings, "ppo": PPO
 #: the others learn off-policy from a replay buffer.
 ON_POLICY_ALGOS = ("ppo",)
 #: The kinds of actions (trajrl.spaces) each algorithm acts with.
-ACTIONS = {"r2d2": ("discrete",), "ppo": ("discrete", "continuous", "multi_discrete", "multi_binary"),
-           "rsac": ("discrete", "continuous")}
+ACTIONS = {
+    "r2d2": ("discrete",),
+    "ppo": ("discrete", "continuous", "multi_discrete", "multi_binary"),
+    "rsac": ("discrete", "continuous"),
+}
 
 
 # ---------------------------------------------------------------- report
 @dataclass
 class LoggerSettings:
-    backends: list[str] = setting(["csv"], "csv (metrics.csv, always written), tensorboard, wandb; several at once",
-                                  choices=("csv", "tensorboard", "wandb"))
-    wandb_mode: str = setting("offline", "wandb without an account or network unless online",
-                              choices=("offline", "online"))
-    plots: bool = setting(True, "the CLI draws the run's metrics into <run dir>/plots at its end "
-                                "(trajrl plot <run dir> draws them any time)")
+    backends: list[str] = setting(
+        ["csv"],
+        "csv (metrics.csv, always written), tensorboard, wandb; several at once",
+        choices=("csv", "tensorboard", "wandb"),
+    )
+    wandb_mode: str = setting(
+        "offline", "wandb without an account or network unless online", choices=("offline", "online")
+    )
+    plots: bool = setting(
+        True,
+        "the CLI draws the run's metrics into <run dir>/plots at its end (trajrl plot <run dir> draws them any time)",
+    )
 
 
 # ---------------------------------------------------------------- the loop and the run
 @dataclass
 class LoopSettings:
     warmup_frames: int = setting(2_000, "off-policy: frames stored before the first update", range=at_least(0))
-    updates_per_frame: float = setting(0.5, "off-policy: gradient updates per stored frame (update-to-data ratio)",
-                                       range=above(0))
-    max_update_lag: Optional[int] = setting(
-        200, "off-policy: pause collection while the learner is this many updates behind the ratio (null: never); "
-             "keep it above collector.frames_per_batch x updates_per_frame", range=at_least(1))
-    weight_sync_every: int = setting(10, "off-policy: push the learner's weights every this many updates",
-                                     range=at_least(1))
-    eval_every_frames: int = setting(5_000, "evaluate (deterministic policy) every this many frames; 0: only at "
-                                             "the end", range=at_least(0))
+    updates_per_frame: float = setting(
+        0.5, "off-policy: gradient updates per stored frame (update-to-data ratio)", range=above(0)
+    )
+    max_update_lag: int | None = setting(
+        200,
+        "off-policy: pause collection while the learner is this many updates behind the ratio (null: never); "
+        "keep it above collector.frames_per_batch x updates_per_frame",
+        range=at_least(1),
+    )
+    weight_sync_every: int = setting(
+        10, "off-policy: push the learner's weights every this many updates", range=at_least(1)
+    )
+    eval_every_frames: int = setting(
+        5_000, "evaluate (deterministic policy) every this many frames; 0: only at the end", range=at_least(0)
+    )
     eval_episodes: int = setting(10, "episodes averaged in each evaluation; 0: no evaluation", range=at_least(0))
-    log_every_frames: int = setting(2_000, "a progress line and a metrics row every this many frames",
-                                    range=at_least(1))
-    checkpoint_every_frames: int = setting(10_000, "save checkpoints/latest.pt every this many frames "
-                                                   "(0: only at the end)", range=at_least(0))
-    stall_timeout_s: float = setting(120.0, "give up when nothing is stored (PPO: no batch) for this long, or an "
-                                            "environment call or an update waits this long", range=at_least(1))
-    time_limit_s: Optional[float] = setting(None, "stop after this many seconds as if total_frames were reached "
-                                                  "(null: no limit)", range=above(0))
-    stop_at_return: Optional[float] = setting(
-        None, "end the run at the first evaluation whose mean return is at least this (null: train to total_frames); "
-              "it is the run's last evaluation, best.pt and latest.pt are saved as at any end", range=ANY_NUMBER)
+    log_every_frames: int = setting(
+        2_000, "a progress line and a metrics row every this many frames", range=at_least(1)
+    )
+    checkpoint_every_frames: int = setting(
+        10_000, "save checkpoints/latest.pt every this many frames (0: only at the end)", range=at_least(0)
+    )
+    stall_timeout_s: float = setting(
+        120.0,
+        "give up when nothing is stored (PPO: no batch) for this long, or an "
+        "environment call or an update waits this long",
+        range=at_least(1),
+    )
+    time_limit_s: float | None = setting(
+        None, "stop after this many seconds as if total_frames were reached (null: no limit)", range=above(0)
+    )
+    stop_at_return: float | None = setting(
+        None,
+        "end the run at the first evaluation whose mean return is at least this (null: train to total_frames); "
+        "it is the run's last evaluation, best.pt and latest.pt are saved as at any end",
+        range=ANY_NUMBER,
+    )
 
 
 #: Settings only the off-policy loop reads (algo=r2d2, rsac).
@@ -448,19 +580,30 @@ class RunSettings:
     """The top level; each group (env, collector, ...) is one of its options' dataclasses."""
 
     seed: int = setting(0, "seed of torch, the environments and evaluation", range=at_least(0))
-    device: str = setting("cpu", "where the learner trains: cpu, cuda (refused without a CUDA device) or auto "
-                                 "(cuda where there is one); collectors and evaluation act on CPU copies",
-                          choices=("cpu", "cuda", "auto"))
-    total_frames: int = setting(60_000, "frames stored (PPO: learnt from) before the run stops; the step axis",
-                                range=at_least(1))
-    trajs_per_batch: Optional[int] = setting(4, "complete episodes a collector gathers per write (or PPO batch); "
-                                                "null: fixed-frame batches", range=at_least(1))
-    traj_format: str = setting("cat", "cat: episodes one after the other; padded: [N, T] with "
-                                      "('collector', 'mask'), stored as valid steps", choices=("cat", "padded"))
+    device: str = setting(
+        "cpu",
+        "where the learner trains: cpu, cuda (refused without a CUDA device) or auto "
+        "(cuda where there is one); collectors and evaluation act on CPU copies",
+        choices=("cpu", "cuda", "auto"),
+    )
+    total_frames: int = setting(
+        60_000, "frames stored (PPO: learnt from) before the run stops; the step axis", range=at_least(1)
+    )
+    trajs_per_batch: int | None = setting(
+        4,
+        "complete episodes a collector gathers per write (or PPO batch); null: fixed-frame batches",
+        range=at_least(1),
+    )
+    traj_format: str = setting(
+        "cat",
+        "cat: episodes one after the other; padded: [N, T] with ('collector', 'mask'), stored as valid steps",
+        choices=("cat", "padded"),
+    )
     audit: bool = setting(False, "check the trajectory invariants while training (audit/... metrics)")
-    audit_every: int = setting(100, "audit every this many sampled batches, and the whole buffer at the end",
-                               range=at_least(1))
-    resume: Optional[str] = setting(None, "continue a stopped run from its directory's last checkpoint")
+    audit_every: int = setting(
+        100, "audit every this many sampled batches, and the whole buffer at the end", range=at_least(1)
+    )
+    resume: str | None = setting(None, "continue a stopped run from its directory's last checkpoint")
     loop: LoopSettings = field(default_factory=LoopSettings)
     env: Any = None  # each group: set by its option (configs/<group>/<option>.yaml)
     collector: Any = None
@@ -486,7 +629,6 @@ def register() -> None:
     """Put the dataclasses in Hydra's ConfigStore (``trajrl_<group>_<class>``, and
     ``trajrl_run`` for the top level), where the YAML files of ``configs/`` extend them."""
     from hydra.core.config_store import ConfigStore
-
     from omegaconf import OmegaConf
 
     if not OmegaConf.has_resolver("trajrl_settings"):  # --help's list of every setting (configs/config.yaml)
@@ -520,8 +662,11 @@ def check_section(group: str, section: Any) -> None:
     declared = {f.name: f for f in fields(schema)}
     for key in section.keys():
         if key not in declared:
-            raise ConfigError(f"{group}.{key}", section.get(key),
-                              f"{where} has no such setting; its settings are {', '.join(sorted(declared))}")
+            raise ConfigError(
+                f"{group}.{key}",
+                section.get(key),
+                f"{where} has no such setting; its settings are {', '.join(sorted(declared))}",
+            )
     for name, f in declared.items():
         check_value(f"{group}.{name}", f, section.get(name))
 
@@ -539,7 +684,11 @@ def check_value(key: str, f: Any, value: Any) -> None:
         if choices is not None and str(item) not in choices:
             raise ConfigError(key, item, f"use one of {', '.join(choices)}")
         if span is not None and not span.admits(item):
-            default = f.default if f.default is not MISSING else (f.default_factory() if f.default_factory is not MISSING else None)
+            default = (
+                f.default
+                if f.default is not MISSING
+                else (f.default_factory() if f.default_factory is not MISSING else None)
+            )
             span = f"{span}, null or auto" if f.metadata.get("auto") else span
             raise ConfigError(key, item, f"must be {span}; the default is {default} ({f.metadata['help']})")
 
@@ -594,8 +743,11 @@ def describe() -> str:
         for f in fields(schema):
             if f.name in skip or f.metadata.get("help") is None or f.name in GROUPS:
                 continue
-            default = f.default if f.default is not MISSING else (
-                f.default_factory() if f.default_factory is not MISSING else "(required)")
+            default = (
+                f.default
+                if f.default is not MISSING
+                else (f.default_factory() if f.default_factory is not MISSING else "(required)")
+            )
             span, choices = f.metadata.get("range"), f.metadata.get("choices")
             allowed = f" | {span}" if span is not None else (f" | {', '.join(choices)}" if choices else "")
             lines.append(f"  {prefix}{f.name} = {default}{allowed}: {f.metadata['help']}")
@@ -604,7 +756,7 @@ def describe() -> str:
     add("", RunSettings)
     for group, (selector, options) in GROUPS.items():
         seen: set = set()
-        for name, schema in options.items():
+        for schema in options.values():
             if schema in seen:
                 continue
             seen.add(schema)

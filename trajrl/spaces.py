@@ -8,6 +8,7 @@ One flat ``observation`` keeps the rest of the pipeline (collectors, storage, sl
 the recurrent state) unchanged for every space; a ``uint8`` image alone stays ``uint8``
 in the buffer (four times smaller than floats).
 """
+
 from __future__ import annotations
 
 import warnings
@@ -24,17 +25,21 @@ NUMBERS, CODES, IMAGE = "numbers", "codes", "image"
 class Part:
     """A stretch ``[start, start + size)`` of the flat observation."""
 
-    kind: str                              # NUMBERS (standardised), CODES (one-hot or bits: as they are), IMAGE
+    kind: str  # NUMBERS (standardised), CODES (one-hot or bits: as they are), IMAGE
     start: int
     size: int
-    image_shape: tuple[int, ...] = ()      # (channels, height, width) of an IMAGE part
-    channels_last: bool = True             # an IMAGE part stored height x width x channels
+    image_shape: tuple[int, ...] = ()  # (channels, height, width) of an IMAGE part
+    channels_last: bool = True  # an IMAGE part stored height x width x channels
 
 
 def is_image(space: gym.Space) -> bool:
     """A 3-D ``uint8`` Box with its channels (1, 3 or 4) first or last."""
-    return (isinstance(space, gym.spaces.Box) and space.dtype == np.uint8 and len(space.shape) == 3
-            and (space.shape[-1] in (1, 3, 4) or space.shape[0] in (1, 3, 4)))
+    return (
+        isinstance(space, gym.spaces.Box)
+        and space.dtype == np.uint8
+        and len(space.shape) == 3
+        and (space.shape[-1] in (1, 3, 4) or space.shape[0] in (1, 3, 4))
+    )
 
 
 def parts_of(space: gym.Space, start: int = 0) -> tuple[Part, ...]:
@@ -52,8 +57,10 @@ def parts_of(space: gym.Space, start: int = 0) -> tuple[Part, ...]:
         return (Part(IMAGE, start, int(np.prod(space.shape)), (c, h, w), last),)
     if isinstance(space, gym.spaces.Box):
         return (Part(NUMBERS, start, int(np.prod(space.shape))),)
-    raise ValueError(f"{space} has no fixed-size flat form (trajrl takes Box, Discrete, MultiDiscrete, "
-                     "MultiBinary, and Dict or Tuple of these)")
+    raise ValueError(
+        f"{space} has no fixed-size flat form (trajrl takes Box, Discrete, MultiDiscrete, "
+        "MultiBinary, and Dict or Tuple of these)"
+    )
 
 
 def _joined(spaces, start: int) -> tuple[Part, ...]:

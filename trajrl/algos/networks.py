@@ -1,4 +1,5 @@
 """Network pieces the algorithms share."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -85,7 +86,7 @@ class ObservationInputs(nn.Module):
         flat = [i for p in parts if p.kind != IMAGE for i in range(p.start, p.start + p.size)]
         numbers = torch.zeros(sum(p.size for p in parts), dtype=torch.bool)
         for p in parts:
-            numbers[p.start:p.start + p.size] = p.kind == NUMBERS
+            numbers[p.start : p.start + p.size] = p.kind == NUMBERS
         # Codes and bits keep loc 0 and scale 1: a one-hot code is an input at unit scale already.
         loc = torch.zeros(len(numbers)) if loc is None else torch.where(numbers, torch.as_tensor(loc).float(), 0.0)
         scale = torch.ones(len(numbers)) if scale is None else torch.where(numbers, torch.as_tensor(scale).float(), 1.0)
@@ -110,7 +111,7 @@ class ObservationInputs(nn.Module):
         if self.squash and inputs:
             inputs[0] = torch.where(self.numbers, symlog(inputs[0]), inputs[0])
         for part, image in zip(self.image_parts, self.images):
-            inputs.append(image(obs[..., part.start:part.start + part.size]))
+            inputs.append(image(obs[..., part.start : part.start + part.size]))
         return inputs[0] if len(inputs) == 1 else torch.cat(inputs, -1)
 
 
@@ -123,8 +124,14 @@ class ImageEncoder(nn.Module):
         channels, height, width = shape
         self.shape, self.channels_last = shape, channels_last
         if min(height, width) >= 36:
-            layers = [nn.Conv2d(channels, 32, 8, stride=4), nn.ReLU(), nn.Conv2d(32, 64, 4, stride=2), nn.ReLU(),
-                      nn.Conv2d(64, 64, 3, stride=1), nn.ReLU()]
+            layers = [
+                nn.Conv2d(channels, 32, 8, stride=4),
+                nn.ReLU(),
+                nn.Conv2d(32, 64, 4, stride=2),
+                nn.ReLU(),
+                nn.Conv2d(64, 64, 3, stride=1),
+                nn.ReLU(),
+            ]
         else:
             layers = [nn.Conv2d(channels, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 32, 3, padding=1), nn.ReLU()]
         self.net = nn.Sequential(*layers, nn.Flatten())
@@ -134,8 +141,7 @@ class ImageEncoder(nn.Module):
     def forward(self, pixels: torch.Tensor) -> torch.Tensor:
         batch = pixels.shape[:-1]
         c, h, w = self.shape
-        images = (pixels.reshape(-1, h, w, c).permute(0, 3, 1, 2) if self.channels_last
-                  else pixels.reshape(-1, c, h, w))
+        images = pixels.reshape(-1, h, w, c).permute(0, 3, 1, 2) if self.channels_last else pixels.reshape(-1, c, h, w)
         return self.net(images.float() / 255.0).reshape(*batch, self.out_features)
 
 
@@ -148,8 +154,13 @@ def track_observations(networks: list[nn.Module], obs: torch.Tensor, min_rate: f
                 module.track(obs, min_rate)
 
 
-def encoder(parts: Parts, sizes: list[int], inputs: Inputs | None = None, activation: type[nn.Module] = nn.ReLU,
-            layer_norm: bool = False) -> nn.Module:
+def encoder(
+    parts: Parts,
+    sizes: list[int],
+    inputs: Inputs | None = None,
+    activation: type[nn.Module] = nn.ReLU,
+    layer_norm: bool = False,
+) -> nn.Module:
     """observation -> its inputs (``ObservationInputs``: standardised numbers, codes, images)
     -> MLP of ``sizes`` (activated last layer) -> layer normalisation (with ``layer_norm``).
 
@@ -162,8 +173,13 @@ def encoder(parts: Parts, sizes: list[int], inputs: Inputs | None = None, activa
     prepared = ObservationInputs(parts, inputs)
     return nn.Sequential(
         prepared,
-        MLP(in_features=prepared.out_features, out_features=sizes[-1], num_cells=list(sizes[:-1]),
-            activation_class=activation, activate_last_layer=True),
+        MLP(
+            in_features=prepared.out_features,
+            out_features=sizes[-1],
+            num_cells=list(sizes[:-1]),
+            activation_class=activation,
+            activate_last_layer=True,
+        ),
         *([nn.LayerNorm(sizes[-1])] if layer_norm else []),
     )
 
@@ -178,8 +194,11 @@ class KeyedModule(TensorDictModule):
     def _write_to_tensordict(self, tensordict, tensors, tensordict_out=None, out_keys=None):
         out_keys = self.out_keys_source if out_keys is None else out_keys
         if tensordict_out is None:
-            tensordict_out = tensordict if self.inplace is True else (
-                tensordict.empty() if self.inplace == "empty" else TensorDict())
+            tensordict_out = (
+                tensordict
+                if self.inplace is True
+                else (tensordict.empty() if self.inplace == "empty" else TensorDict())
+            )
         if len(tensors) != len(out_keys):
             raise RuntimeError(f"{len(tensors)} outputs for out_keys {out_keys}")
         for key, tensor in zip(out_keys, tensors):
@@ -205,8 +224,15 @@ def acting_core(rnn: nn.Module, in_key: str, out_key: str):
 
 
 @torch.no_grad()
-def states_along(encoder: nn.Module, rnn: nn.Module, obs: torch.Tensor, run: torch.Tensor, offset: torch.Tensor,
-                 lengths: torch.Tensor, initial: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
+def states_along(
+    encoder: nn.Module,
+    rnn: nn.Module,
+    obs: torch.Tensor,
+    run: torch.Tensor,
+    offset: torch.Tensor,
+    lengths: torch.Tensor,
+    initial: tuple[torch.Tensor, ...],
+) -> tuple[torch.Tensor, ...]:
     """The recurrent state before each of the steps ``obs`` (``[N, obs]``): step ``i`` is step
     ``offset[i]`` of run ``run[i]``, the runs of ``lengths`` sorted longest first, each run from
     ``initial`` (each ``[layers, runs, H]``). Returns each ``[N, layers, H]``, in ``state_keys``
@@ -225,7 +251,7 @@ def states_along(encoder: nn.Module, rnn: nn.Module, obs: torch.Tensor, run: tor
         for out, s in zip(states, state):
             out[:active, t] = s[:, :active].transpose(0, 1)
         now = tuple(s[:, :active] for s in state)
-        _, after = rnn(grid[:active, t:t + 1], now if isinstance(rnn, nn.LSTM) else now[0])
+        _, after = rnn(grid[:active, t : t + 1], now if isinstance(rnn, nn.LSTM) else now[0])
         state = list(after) if isinstance(rnn, nn.LSTM) else [after]
     return tuple(out[run, offset].to(home) for out in states)
 
@@ -240,8 +266,9 @@ class PrefixStates:
         self.net = net
 
     @torch.no_grad()
-    def __call__(self, obs: torch.Tensor, run: torch.Tensor, offset: torch.Tensor,
-                 lengths: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    def __call__(
+        self, obs: torch.Tensor, run: torch.Tensor, offset: torch.Tensor, lengths: torch.Tensor
+    ) -> tuple[torch.Tensor, ...]:
         rnn = self.net.rnn
         if lengths.numel() == 0:
             return tuple(torch.zeros(0, rnn.num_layers, rnn.hidden_size) for _ in self.net.state_keys)
@@ -295,8 +322,10 @@ def adam(params, lr: float, rnn_lr: float | None = None, **kwargs) -> torch.opti
         module, params = params, list(params.parameters())
         if rnn_lr is not None:
             core = recurrent_parameters(module)
-            params = [{"params": [p for p in params if id(p) not in core], "lr": lr},
-                      {"params": [p for p in params if id(p) in core], "lr": rnn_lr}]
+            params = [
+                {"params": [p for p in params if id(p) not in core], "lr": lr},
+                {"params": [p for p in params if id(p) in core], "lr": rnn_lr},
+            ]
             params = [group for group in params if group["params"]]
     optimizer = torch.optim.Adam(params, lr=lr, fused=True, **kwargs)
     for group in optimizer.param_groups:

@@ -18,6 +18,7 @@ over it from a zero state at its first step: exactly what the acting policy did
 (its state restarts at ``is_init``). Padding never reaches an advantage, a loss
 or a statistic: every mean below is over valid steps only.
 """
+
 from __future__ import annotations
 
 import torch
@@ -27,14 +28,23 @@ from torch import nn
 from torch.distributions import Bernoulli, Categorical, Independent, Normal
 from torchrl.modules import IndependentNormal, ProbabilisticActor
 
-from trajrl.algos.networks import (Inputs, Parts, KeyedModule, acting_core, adam, encoder, recurrent_core, scale_lr,
-                                   track_observations)
+from trajrl.algos.networks import (
+    Inputs,
+    KeyedModule,
+    Parts,
+    acting_core,
+    adam,
+    encoder,
+    recurrent_core,
+    scale_lr,
+    track_observations,
+)
 from trajrl.algos.sequences import observations_with_next, without_padding_columns
 from trajrl.replay.episodes import MASK_KEY
 from trajrl.settings import PPOSettings
 
 LOG_PROB_KEY = "action_log_prob"  # where the acting policy stores log pi(a|s)
-SAMPLE_KEY = "action_sample"      # continuous actions: the Gaussian sample, before clipping to the bounds
+SAMPLE_KEY = "action_sample"  # continuous actions: the Gaussian sample, before clipping to the bounds
 
 
 # ---------------------------------------------------------------- network
@@ -49,7 +59,7 @@ class MultiCategorical(torch.distributions.Distribution):
         self.parts = [Categorical(logits=part) for part in logits.split(list(categories), -1)]
         super().__init__(logits.shape[:-1], torch.Size([len(categories)]), validate_args=False)
 
-    def sample(self, sample_shape: torch.Size = torch.Size()) -> torch.Tensor:
+    def sample(self, sample_shape: torch.Size = torch.Size()) -> torch.Tensor:  # noqa: B008 (torch's own signature)
         return torch.stack([part.sample(sample_shape) for part in self.parts], -1)
 
     def log_prob(self, value: torch.Tensor) -> torch.Tensor:
@@ -85,8 +95,16 @@ class Bernoullis(Independent):
 class Tower(nn.Module):
     """observation -> its inputs (``Inputs``) -> MLP -> (LSTM/GRU) -> head with ``out`` outputs."""
 
-    def __init__(self, parts: Parts, out: int, sizes: list[int], rnn: str | None, hidden_size: int,
-                 inputs: Inputs | None = None, layer_norm: bool = False):
+    def __init__(
+        self,
+        parts: Parts,
+        out: int,
+        sizes: list[int],
+        rnn: str | None,
+        hidden_size: int,
+        inputs: Inputs | None = None,
+        layer_norm: bool = False,
+    ):
         super().__init__()
         self.encoder = encoder(parts, sizes, inputs, activation=nn.Tanh, layer_norm=layer_norm)
         self.kind = rnn
@@ -135,9 +153,19 @@ class ActorCritic(nn.Module):
     Gaussian with a state-independent std (continuous actions within ``bounds``, a
     ``(low, high)`` pair)."""
 
-    def __init__(self, parts: Parts, actions: int, sizes: list[int], rnn: str | None, hidden_size: int,
-                 inputs: Inputs | None = None, bounds: tuple[torch.Tensor, torch.Tensor] | None = None,
-                 layer_norm: bool = False, categories: tuple[int, ...] = (), binary: bool = False):
+    def __init__(
+        self,
+        parts: Parts,
+        actions: int,
+        sizes: list[int],
+        rnn: str | None,
+        hidden_size: int,
+        inputs: Inputs | None = None,
+        bounds: tuple[torch.Tensor, torch.Tensor] | None = None,
+        layer_norm: bool = False,
+        categories: tuple[int, ...] = (),
+        binary: bool = False,
+    ):
         super().__init__()
         self.actor = Tower(parts, actions, sizes, rnn, hidden_size, inputs, layer_norm)
         self.critic = Tower(parts, 1, sizes, rnn, hidden_size, inputs, layer_norm)
@@ -183,21 +211,36 @@ def make_actor(net: ActorCritic, action_spec):
     if not net.continuous:
         modules.append(KeyedModule(tower.head, ["features"], ["logits"]))
         policy = ProbabilisticActor(
-            TensorDictSequential(*modules), in_keys=["logits"], distribution_class=net.policy,
-            return_log_prob=True, log_prob_key=LOG_PROB_KEY, spec=action_spec,
+            TensorDictSequential(*modules),
+            in_keys=["logits"],
+            distribution_class=net.policy,
+            return_log_prob=True,
+            log_prob_key=LOG_PROB_KEY,
+            spec=action_spec,
         )
         return policy, core
     modules += [KeyedModule(tower.head, ["features"], ["loc"]), KeyedModule(net.std, ["loc"], ["scale"])]
     sample = ProbabilisticActor(
-        TensorDictSequential(*modules), in_keys=["loc", "scale"], out_keys=[SAMPLE_KEY],
-        distribution_class=IndependentNormal, return_log_prob=True, log_prob_key=LOG_PROB_KEY,
+        TensorDictSequential(*modules),
+        in_keys=["loc", "scale"],
+        out_keys=[SAMPLE_KEY],
+        distribution_class=IndependentNormal,
+        return_log_prob=True,
+        log_prob_key=LOG_PROB_KEY,
     )
     return TensorDictSequential(sample, KeyedModule(net.bounds, [SAMPLE_KEY], ["action"])), core
 
 
 # ---------------------------------------------------------------- advantages
-def masked_gae(reward: torch.Tensor, value: torch.Tensor, next_value: torch.Tensor, terminated: torch.Tensor,
-               mask: torch.Tensor, gamma: float, lam: float) -> torch.Tensor:
+def masked_gae(
+    reward: torch.Tensor,
+    value: torch.Tensor,
+    next_value: torch.Tensor,
+    terminated: torch.Tensor,
+    mask: torch.Tensor,
+    gamma: float,
+    lam: float,
+) -> torch.Tensor:
     """GAE over ``[N, T]`` rows that each hold one episode (valid steps a prefix).
 
     The trace stops at each episode's last valid step; it bootstraps from the
@@ -234,9 +277,9 @@ class RewardScale:
         if n:
             mean, var = float(seen.mean()), float(seen.var(unbiased=False))
             delta = mean - self.mean
-            self.var = (self.var * self.count + var * n + delta ** 2 * self.count * n / total) / total
+            self.var = (self.var * self.count + var * n + delta**2 * self.count * n / total) / total
             self.mean, self.count = self.mean + delta * n / total, total
-        return reward / (self.var ** 0.5 + 1e-8)
+        return reward / (self.var**0.5 + 1e-8)
 
     def state_dict(self) -> dict:
         return {"count": self.count, "mean": self.mean, "var": self.var}
@@ -253,8 +296,14 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 class PPO:
     """Clipped-surrogate PPO over whole episodes; ``update`` runs every epoch and minibatch."""
 
-    def __init__(self, net: ActorCritic, settings: PPOSettings, minibatch_episodes: int = 8,
-                 total_frames: int = 50_000, seed: int = 0):
+    def __init__(
+        self,
+        net: ActorCritic,
+        settings: PPOSettings,
+        minibatch_episodes: int = 8,
+        total_frames: int = 50_000,
+        seed: int = 0,
+    ):
         """``minibatch_episodes``: whole episodes per gradient step (``sampler.episodes_per_batch``);
         ``total_frames``: the run's, over which the learning rate anneals (``anneal_lr``)."""
         self.net = net
@@ -310,7 +359,9 @@ class PPO:
         loss = policy_loss + s.value_coef * value_loss - s.entropy_coef * entropy
         with torch.no_grad():
             stats = {
-                "policy_loss": policy_loss.detach(), "value_loss": value_loss.detach(), "entropy": entropy.detach(),
+                "policy_loss": policy_loss.detach(),
+                "value_loss": value_loss.detach(),
+                "entropy": entropy.detach(),
                 "kl": masked_mean((ratio - 1) - log_ratio, mask),
                 "clip_fraction": masked_mean(((ratio - 1).abs() > s.clip_epsilon).float(), mask),
             }
@@ -343,17 +394,25 @@ class PPO:
         with torch.no_grad():
             value, _ = self.values(batch)
         explained = 1 - masked_mean((returns - value.detach()) ** 2, mask) / masked_mean(
-            (returns - masked_mean(returns, mask)) ** 2, mask).clamp_min(1e-8)
+            (returns - masked_mean(returns, mask)) ** 2, mask
+        ).clamp_min(1e-8)
         if s.observation_stats == "running":  # after learning: the next batch is collected and learnt with the same
             track_observations([self.net], batch.get("observation")[mask], s.observation_rate)
-        return {**{name: total / steps for name, total in totals.items()},
-                "explained_variance": float(explained), "lr": self.optimizer.param_groups[0]["lr"],
-                "gradient_steps": float(steps)}
+        return {
+            **{name: total / steps for name, total in totals.items()},
+            "explained_variance": float(explained),
+            "lr": self.optimizer.param_groups[0]["lr"],
+            "gradient_steps": float(steps),
+        }
 
     def state_dict(self) -> dict:
-        return {"net": self.net.state_dict(), "optimizer": self.optimizer.state_dict(), "updates": self.updates,
-                "frames_seen": self.frames_seen,
-                "reward_scale": self.reward_scale.state_dict() if self.reward_scale is not None else None}
+        return {
+            "net": self.net.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "updates": self.updates,
+            "frames_seen": self.frames_seen,
+            "reward_scale": self.reward_scale.state_dict() if self.reward_scale is not None else None,
+        }
 
     def load_state_dict(self, state: dict) -> None:
         """Network (in place: the policy built around it follows), optimiser, counters."""

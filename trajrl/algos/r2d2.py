@@ -10,6 +10,7 @@ the online pass starts from the stored one, so its targets are inconsistent.
 Here the online and target networks run over the same sequence of T + 1
 observations from the same initial state, and the target is read one step on.
 """
+
 from __future__ import annotations
 
 import copy
@@ -20,8 +21,19 @@ from tensordict.nn import TensorDictSequential
 from torch import nn
 from torchrl.modules import EGreedyModule, QValueModule
 
-from trajrl.algos.networks import (Inputs, Parts, KeyedModule, TargetSync, acting_core, adam, encoder, recurrent_core,
-                                   scale_lr, state_keys, track_observations)
+from trajrl.algos.networks import (
+    Inputs,
+    KeyedModule,
+    Parts,
+    TargetSync,
+    acting_core,
+    adam,
+    encoder,
+    recurrent_core,
+    scale_lr,
+    state_keys,
+    track_observations,
+)
 from trajrl.algos.sequences import learned_steps, observations_with_next, stored_state, without_padding_columns
 from trajrl.replay.batches import TD_KEY
 from trajrl.settings import R2D2Settings
@@ -45,8 +57,17 @@ class RecurrentQNet(nn.Module):
     -> one Q-value per action (a linear head, or a dueling one); with ``layer_norm``,
     the encoder's output and the core's features are layer-normalised."""
 
-    def __init__(self, parts: Parts, num_actions: int, encoder_sizes: list[int], hidden_size: int, rnn: str = "lstm",
-                 inputs: Inputs | None = None, dueling: bool = False, layer_norm: bool = False):
+    def __init__(
+        self,
+        parts: Parts,
+        num_actions: int,
+        encoder_sizes: list[int],
+        hidden_size: int,
+        rnn: str = "lstm",
+        inputs: Inputs | None = None,
+        dueling: bool = False,
+        layer_norm: bool = False,
+    ):
         super().__init__()
         self.encoder = encoder(parts, encoder_sizes, inputs, layer_norm=layer_norm)
         self.rnn = recurrent_core(rnn, encoder_sizes[-1], hidden_size)
@@ -200,7 +221,9 @@ class R2D2:
             "learn_frac": learn.float().mean().item(),
         }
 
-    def n_step_target(self, batch: TensorDictBase, bootstrap: torch.Tensor, lengths: torch.Tensor, horizon: int) -> torch.Tensor:
+    def n_step_target(
+        self, batch: TensorDictBase, bootstrap: torch.Tensor, lengths: torch.Tensor, horizon: int
+    ) -> torch.Tensor:
         """sum_{k<m} gamma^k r[t+k] + gamma^m (1 - terminated[t+m-1]) Q'[t+m-1], m = min(n, steps left)."""
         s = self.settings
         reward = batch.get(("next", "reward")).reshape(bootstrap.shape).float()
@@ -211,10 +234,10 @@ class R2D2:
         padded_reward = nn.functional.pad(reward, (0, s.n_step))
         ret = torch.zeros_like(reward)
         for k in range(s.n_step):
-            ret += (s.gamma ** k) * padded_reward[:, k:k + horizon] * (k < m)
+            ret += (s.gamma**k) * padded_reward[:, k : k + horizon] * (k < m)
         last = (steps + m - 1).clamp_max(horizon - 1)
         alive = 1.0 - terminated.gather(-1, last)
-        return ret + (s.gamma ** m) * alive * bootstrap.gather(-1, last)
+        return ret + (s.gamma**m) * alive * bootstrap.gather(-1, last)
 
     def set_lr(self) -> None:
         """The learning rates of this update: ``lr`` decayed linearly to ``lr_end``, and the
@@ -225,8 +248,12 @@ class R2D2:
             scale_lr(self.optimizer, (s.lr + (s.lr_end - s.lr) * progress) / s.lr)
 
     def state_dict(self) -> dict:
-        return {"qnet": self.qnet.state_dict(), "target": self.target.state_dict(),
-                "optimizer": self.optimizer.state_dict(), "updates": self.updates}
+        return {
+            "qnet": self.qnet.state_dict(),
+            "target": self.target.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "updates": self.updates,
+        }
 
     def load_state_dict(self, state: dict) -> None:
         """Networks (in place: the policies built around them follow), optimiser, counter."""

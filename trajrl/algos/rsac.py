@@ -16,6 +16,7 @@ which do not run while acting, start from zero. The first ``burn_in`` steps of a
 slice that starts mid-episode only warm those states: no loss on them, and no
 gradient through them.
 """
+
 from __future__ import annotations
 
 import copy
@@ -28,12 +29,21 @@ from torch import nn
 from torchrl.envs.utils import ExplorationType, exploration_type
 from torchrl.modules import MLP
 
-from trajrl.algos.networks import (Inputs, Parts, KeyedModule, TargetSync, acting_core, adam, encoder, recurrent_core,
-                                   state_keys, track_observations)
+from trajrl.algos.networks import (
+    Inputs,
+    KeyedModule,
+    Parts,
+    TargetSync,
+    acting_core,
+    adam,
+    encoder,
+    recurrent_core,
+    state_keys,
+    track_observations,
+)
 from trajrl.algos.sequences import learned_steps, observations_with_next, stored_state, without_padding_columns
 from trajrl.replay.episodes import MASK_KEY
 from trajrl.settings import RSACSettings
-
 
 #: Discrete actions' target entropy by default, as a fraction of log |A| (Ni et al., 2022; Christodoulou's
 #: 0.98 keeps a two-action policy almost uniform).
@@ -87,8 +97,11 @@ class SquashedGaussian(nn.Module):
         return self.loc + self.scale * torch.tanh(u), log_prob - log_det.sum(-1)
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
-        deterministic = exploration_type() in (ExplorationType.DETERMINISTIC, ExplorationType.MODE,
-                                               ExplorationType.MEAN)
+        deterministic = exploration_type() in (
+            ExplorationType.DETERMINISTIC,
+            ExplorationType.MODE,
+            ExplorationType.MEAN,
+        )
         return self.sample(features, deterministic)[0]
 
 
@@ -116,17 +129,29 @@ class RecurrentActor(nn.Module):
     continuous action of ``action_dim`` numbers, or (``low`` and ``high`` None) a categorical
     policy over ``action_dim`` discrete actions."""
 
-    def __init__(self, parts: Parts, action_dim: int, sizes: list[int], hidden_size: int, rnn: str,
-                 low: torch.Tensor | None, high: torch.Tensor | None, inputs: Inputs | None = None,
-                 layer_norm: bool = False):
+    def __init__(
+        self,
+        parts: Parts,
+        action_dim: int,
+        sizes: list[int],
+        hidden_size: int,
+        rnn: str,
+        low: torch.Tensor | None,
+        high: torch.Tensor | None,
+        inputs: Inputs | None = None,
+        layer_norm: bool = False,
+    ):
         super().__init__()
         self.kind = rnn
         self.discrete = low is None
         self.actions = action_dim
         self.encoder = encoder(parts, sizes, inputs, layer_norm=layer_norm)
         self.rnn = recurrent_core(rnn, sizes[-1], hidden_size)
-        self.head = (CategoricalHead(hidden_size, action_dim) if self.discrete
-                     else SquashedGaussian(hidden_size, action_dim, low, high))
+        self.head = (
+            CategoricalHead(hidden_size, action_dim)
+            if self.discrete
+            else SquashedGaussian(hidden_size, action_dim, low, high)
+        )
 
     @property
     def state_keys(self) -> list[str]:
@@ -138,15 +163,28 @@ class RecurrentCritic(nn.Module):
     joins after it (with ``layer_norm``, after the core's features are layer-normalised);
     with ``discrete``, the head gives the Q-value of each of ``action_dim`` actions at once."""
 
-    def __init__(self, parts: Parts, action_dim: int, sizes: list[int], hidden_size: int, rnn: str,
-                 inputs: Inputs | None = None, layer_norm: bool = False, discrete: bool = False):
+    def __init__(
+        self,
+        parts: Parts,
+        action_dim: int,
+        sizes: list[int],
+        hidden_size: int,
+        rnn: str,
+        inputs: Inputs | None = None,
+        layer_norm: bool = False,
+        discrete: bool = False,
+    ):
         super().__init__()
         self.discrete = discrete
         self.encoder = encoder(parts, sizes, inputs, layer_norm=layer_norm)
         self.rnn = recurrent_core(rnn, sizes[-1], hidden_size)
         self.norm = nn.LayerNorm(hidden_size) if layer_norm else nn.Identity()
-        self.q = MLP(in_features=hidden_size + (0 if discrete else action_dim),
-                     out_features=action_dim if discrete else 1, num_cells=[hidden_size], activation_class=nn.ReLU)
+        self.q = MLP(
+            in_features=hidden_size + (0 if discrete else action_dim),
+            out_features=action_dim if discrete else 1,
+            num_cells=[hidden_size],
+            activation_class=nn.ReLU,
+        )
 
     def features(self, obs: torch.Tensor, burn_in: int) -> torch.Tensor:
         return self.norm(run_core(self.rnn, self.encoder(obs), None, burn_in))
@@ -180,8 +218,9 @@ def make_policy(actor: RecurrentActor):
 Policy = tuple[torch.Tensor | None, torch.Tensor]
 
 
-def soft_value(critics: nn.ModuleList, features: list[torch.Tensor], policy: Policy,
-               alpha: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def soft_value(
+    critics: nn.ModuleList, features: list[torch.Tensor], policy: Policy, alpha: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Per step, E_pi[min_i Q_i(h, a) - alpha log pi(a|h)] and the policy's entropy: over the
     sampled action (continuous), or exactly, weighting every action by its probability (discrete)."""
     action, log_prob = policy
@@ -235,11 +274,15 @@ class RSAC:
         mask = batch.get(MASK_KEY)
         n_seq, horizon = mask.shape
         if s.observation_stats == "running":  # standardise with the statistics of what is learnt from
-            track_observations([self.actor, self.critics, self.target_critics], batch.get("observation")[mask],
-                               s.observation_rate)
+            track_observations(
+                [self.actor, self.critics, self.target_critics], batch.get("observation")[mask], s.observation_rate
+            )
         sequence = observations_with_next(batch)  # T + 1 observations
-        action = (batch.get("action").reshape(n_seq, horizon) if self.actor.discrete
-                  else batch.get("action").reshape(n_seq, horizon, -1).float())
+        action = (
+            batch.get("action").reshape(n_seq, horizon)
+            if self.actor.discrete
+            else batch.get("action").reshape(n_seq, horizon, -1).float()
+        )
         reward = batch.get(("next", "reward")).reshape(n_seq, horizon).float()
         alive = 1.0 - batch.get(("next", "terminated")).reshape(n_seq, horizon).float()
         burn_in = min(self.burn_in, horizon - 1)
@@ -266,8 +309,9 @@ class RSAC:
         self.critic_optimizer.step()
 
         # ---- actor: maximise E_pi[min Q(h, a) - alpha log pi(a|h)] (critic features fixed)
-        value, entropy = soft_value(self.critics, [f.detach() for f in critic_features],
-                                    steps_of(policy, slice(None, -1)), alpha)
+        value, entropy = soft_value(
+            self.critics, [f.detach() for f in critic_features], steps_of(policy, slice(None, -1)), alpha
+        )
         actor_loss = -(value * learn).sum() / n_learn
         self.actor_optimizer.zero_grad(set_to_none=True)
         actor_loss.backward()
@@ -284,17 +328,26 @@ class RSAC:
         self.updates += 1
         self.target_sync.after(self.updates, self.target_critics, self.critics)
         return {
-            "critic_loss": critic_loss.item(), "actor_loss": actor_loss.item(), "alpha": alpha.item(),
-            "entropy": entropy.item(), "q_mean": (q_taken[0].detach() * learn).sum().item() / n_learn.item(),
-            "critic_grad_norm": float(critic_grad), "learn_frac": learn.float().mean().item(),
+            "critic_loss": critic_loss.item(),
+            "actor_loss": actor_loss.item(),
+            "alpha": alpha.item(),
+            "entropy": entropy.item(),
+            "q_mean": (q_taken[0].detach() * learn).sum().item() / n_learn.item(),
+            "critic_grad_norm": float(critic_grad),
+            "learn_frac": learn.float().mean().item(),
         }
 
     def state_dict(self) -> dict:
-        return {"actor": self.actor.state_dict(), "critics": self.critics.state_dict(),
-                "target_critics": self.target_critics.state_dict(), "log_alpha": self.log_alpha.detach(),
-                "actor_optimizer": self.actor_optimizer.state_dict(),
-                "critic_optimizer": self.critic_optimizer.state_dict(),
-                "alpha_optimizer": self.alpha_optimizer.state_dict(), "updates": self.updates}
+        return {
+            "actor": self.actor.state_dict(),
+            "critics": self.critics.state_dict(),
+            "target_critics": self.target_critics.state_dict(),
+            "log_alpha": self.log_alpha.detach(),
+            "actor_optimizer": self.actor_optimizer.state_dict(),
+            "critic_optimizer": self.critic_optimizer.state_dict(),
+            "alpha_optimizer": self.alpha_optimizer.state_dict(),
+            "updates": self.updates,
+        }
 
     def load_state_dict(self, state: dict) -> None:
         """Networks (in place: the policy built around the actor follows), alpha, optimisers, counter."""

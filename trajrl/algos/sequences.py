@@ -1,4 +1,5 @@
 """What every sequence learner reads from a ``[B, T]`` batch with ``("collector", "mask")``."""
+
 from __future__ import annotations
 
 import torch

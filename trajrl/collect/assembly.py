@@ -9,10 +9,11 @@ replaced by ``EpisodesUnderWay`` when it writes into a replay buffer: it writes 
 same episodes, in the same order, in the same writes (tests/test_assembly.py
 compares the two buffers).
 """
+
 from __future__ import annotations
 
 import threading
-from typing import Iterator
+from collections.abc import Iterator
 
 import torch
 from tensordict import TensorDictBase
@@ -33,11 +34,11 @@ class EpisodesUnderWay:
     """
 
     def __init__(self, min_capacity: int = 1024) -> None:
-        self.min_capacity = min_capacity              # rows of the ring when it is first made
+        self.min_capacity = min_capacity  # rows of the ring when it is first made
         self.stage: TensorDictBase | None = None
-        self.ids = torch.empty(0, dtype=torch.int64)   # each step under way: its trajectory id, in arrival order
+        self.ids = torch.empty(0, dtype=torch.int64)  # each step under way: its trajectory id, in arrival order
         self.rows = torch.empty(0, dtype=torch.int64)  # and its place: a running count, its row modulo the capacity
-        self.count = 0                                  # steps copied in so far
+        self.count = 0  # steps copied in so far
 
     def add(self, steps: TensorDictBase) -> TensorDictBase:
         """The episodes ``steps`` complete, with their earlier steps: each contiguous
@@ -89,7 +90,7 @@ class EpisodesUnderWay:
         """Copy ``steps`` into the ring from running count ``start`` (in two pieces where it wraps)."""
         begin, n = start % self.capacity, steps.shape[0]
         first = min(n, self.capacity - begin)
-        self.stage[begin:begin + first] = steps[:first]
+        self.stage[begin : begin + first] = steps[:first]
         if first < n:
             self.stage[: n - first] = steps[first:]
 

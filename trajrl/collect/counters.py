@@ -1,13 +1,14 @@
 """What the collector's environments did, wherever they run, and the gate that holds
 them: a memory-mapped table every environment writes its running totals into
 (``WorkerCounters``), written by a transform on each environment (``CountSteps``)."""
+
 from __future__ import annotations
 
 import multiprocessing
 import os
 import tempfile
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -47,8 +48,9 @@ class WorkerCounters:
         self.retired = torch.zeros(slots, 7, dtype=torch.float64)
         self.worker_restarts, self.frames_lost_to_restarts, self.episodes_lost_to_restarts = 0, 0, 0
         # The gate: while it is closed (1), every environment waits before its next step.
-        self.gate = MemoryMappedTensor.from_tensor(torch.zeros(1, dtype=torch.int8),
-                                                   filename=f"{self._dir.name}/gate.memmap")
+        self.gate = MemoryMappedTensor.from_tensor(
+            torch.zeros(1, dtype=torch.int8), filename=f"{self._dir.name}/gate.memmap"
+        )
 
     def close_gate(self) -> None:
         """Hold every environment at its next step (takes effect within one step; no
@@ -105,8 +107,7 @@ class CountSteps(Transform):
     While the gate is closed it waits before handing the step back, unless the
     process that made the gate has died (then nobody would open it)."""
 
-    def __init__(self, counts: torch.Tensor, slot: int, gate: torch.Tensor | None = None,
-                 faulted_stored: bool = False):
+    def __init__(self, counts: torch.Tensor, slot: int, gate: torch.Tensor | None = None, faulted_stored: bool = False):
         super().__init__()
         self.counts, self.slot, self.gate = counts, slot, gate
         self.faulted_stored = faulted_stored  # fixed frames: an episode a fault cut is stored, not lost

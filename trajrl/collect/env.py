@@ -1,25 +1,25 @@
 """The collector's environments: a picklable factory that makes one TorchRL environment
 (or a vector of them) with episode bookkeeping, and what workers need to end with the learner."""
+
 from __future__ import annotations
 
 import functools
 import multiprocessing
-from dataclasses import dataclass
 import os
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import torch
-
 from tensordict import TensorDictBase
 from torchrl.data import Composite, Unbounded
 from torchrl.envs import Compose, EnvBase, GymWrapper, InitTracker, RewardSum, StepCounter, TransformedEnv
 from torchrl.envs.libs.gym import default_info_dict_reader
 from torchrl.envs.transforms import Transform
-
 
 from trajrl.collect.counters import CountSteps, WorkerCounters, parent_alive
 from trajrl.collect.faults import FaultLog, RestartOnError, read_faults
@@ -27,7 +27,6 @@ from trajrl.collect.lean import LeanEnv
 from trajrl.envs import make_gym, make_vector, previous_of, stepping
 from trajrl.replay.lanes import WORKER_KEY
 from trajrl.training.interrupts import stacks_on_sigusr1
-
 
 _exit_with_parent_started = False
 
@@ -53,12 +52,24 @@ def exit_with_parent(poll_s: float = 0.5) -> None:
     threading.Thread(target=watch, name="trajrl-exit-with-parent", daemon=True).start()
 
 
-def make_env(env_id: str, kwargs: dict[str, Any], import_module: str | None = None, primer=None,
-             counts: torch.Tensor | None = None, slot: int = 0, num_envs: int = 1,
-             vectorization: str = "sync", gate: torch.Tensor | None = None,
-             wrap: Callable[[gym.Env], gym.Env] | None = None, restarts: Restarts | None = None,
-             fixed_frames: bool = False, success: bool = False, lean: bool = False,
-             previous_action: bool = False, previous_reward: bool = False) -> EnvBase:
+def make_env(
+    env_id: str,
+    kwargs: dict[str, Any],
+    import_module: str | None = None,
+    primer=None,
+    counts: torch.Tensor | None = None,
+    slot: int = 0,
+    num_envs: int = 1,
+    vectorization: str = "sync",
+    gate: torch.Tensor | None = None,
+    wrap: Callable[[gym.Env], gym.Env] | None = None,
+    restarts: Restarts | None = None,
+    fixed_frames: bool = False,
+    success: bool = False,
+    lean: bool = False,
+    previous_action: bool = False,
+    previous_reward: bool = False,
+) -> EnvBase:
     """One environment, or a vector of ``num_envs`` (batch size ``[num_envs]``), with
     episode bookkeeping (and the recurrent-state primer, if given).
 
@@ -102,8 +113,12 @@ def make_env(env_id: str, kwargs: dict[str, Any], import_module: str | None = No
     else:
         env = TransformedEnv(env, Compose(*transforms))
     if lean:
-        return LeanEnv(env, count=count, slot=slot if fixed_frames else None,
-                       primer_keys=list(primer.primers.keys()) if primer is not None else [])
+        return LeanEnv(
+            env,
+            count=count,
+            slot=slot if fixed_frames else None,
+            primer_keys=list(primer.primers.keys()) if primer is not None else [],
+        )
     return env
 
 
@@ -154,10 +169,17 @@ class StampWorker(Transform):
         return observation_spec
 
 
-def env_factory(env_cfg, primer=None, counters: WorkerCounters | None = None,
-                num_envs: int | None = None, restarts: Restarts | None = None,
-                fixed_frames: bool = False, success: bool = False,
-                stepping: str = "torchrl", vectorization: str | None = None) -> Callable[..., EnvBase]:
+def env_factory(
+    env_cfg,
+    primer=None,
+    counters: WorkerCounters | None = None,
+    num_envs: int | None = None,
+    restarts: Restarts | None = None,
+    fixed_frames: bool = False,
+    success: bool = False,
+    stepping: str = "torchrl",
+    vectorization: str | None = None,
+) -> Callable[..., EnvBase]:
     """A picklable environment factory (it crosses into worker processes), making
     ``env_cfg.num_envs`` environments at once unless ``num_envs`` says otherwise.
 
@@ -169,12 +191,20 @@ def env_factory(env_cfg, primer=None, counters: WorkerCounters | None = None,
     process: ``vectorization="sync"``); ``vectorization``: ``env_cfg.vectorization`` unless given.
     """
     return functools.partial(
-        make_env, str(env_cfg.id), dict(env_cfg.kwargs or {}), env_cfg.import_module, primer,
+        make_env,
+        str(env_cfg.id),
+        dict(env_cfg.kwargs or {}),
+        env_cfg.import_module,
+        primer,
         counters.counts if counters is not None else None,
         num_envs=int(num_envs if num_envs is not None else env_cfg.get("num_envs", 1)),
         vectorization=vectorization or str(env_cfg.get("vectorization", "sync")),
-        gate=counters.gate if counters is not None else None, restarts=restarts, fixed_frames=fixed_frames,
-        success=success, lean=stepping == "lean", **previous_of(env_cfg),
+        gate=counters.gate if counters is not None else None,
+        restarts=restarts,
+        fixed_frames=fixed_frames,
+        success=success,
+        lean=stepping == "lean",
+        **previous_of(env_cfg),
     )
 
 
@@ -184,8 +214,9 @@ def eval_env_factory(env_cfg, primer=None, success: bool = False) -> Callable[..
     return env_factory(env_cfg, primer=primer, num_envs=1, success=success, stepping="lean", vectorization="sync")
 
 
-def observation_stats(env_cfg, steps: int, seed: int,
-                      step_timeout_s: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def observation_stats(
+    env_cfg, steps: int, seed: int, step_timeout_s: float | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Mean and std of observations under a uniformly random policy (fixed for the run);
     an environment call that takes longer than ``step_timeout_s`` fails."""
     env = make_gym(env_cfg.id, dict(env_cfg.kwargs or {}), env_cfg.get("import_module"), **previous_of(env_cfg))

@@ -13,6 +13,7 @@ go straight to the learner). More than ``max_restarts`` restarts of one environm
 within ``window_s`` seconds: the error is raised, and the run ends as it would have
 without restarts. An environment whose ``reset`` raises is not restarted.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -20,8 +21,8 @@ import json
 import logging
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import gymnasium as gym
 import numpy as np
@@ -61,8 +62,9 @@ class RestartLimit:
 class RestartOnError(gym.Wrapper):
     """A gymnasium environment rebuilt by ``make`` when its step raises (see the module)."""
 
-    def __init__(self, make: Callable[[], gym.Env], max_restarts: int, window_s: float,
-                 report: Callable[..., None] | None = None):
+    def __init__(
+        self, make: Callable[[], gym.Env], max_restarts: int, window_s: float, report: Callable[..., None] | None = None
+    ):
         super().__init__(make())
         self.make, self.report = make, report
         self.limit = RestartLimit(max_restarts, window_s)
@@ -138,11 +140,27 @@ class _Report:
 
     def __call__(self, error: BaseException, restarts: int, window_s: float, gave_up: bool = False) -> None:
         cause = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
-        append(self.path, {"what": "env", "slot": self.slot, "pid": os.getpid(), "time": time.time(), "cause": cause,
-                           "restarts": restarts, "window_s": window_s, "gave_up": gave_up})
+        append(
+            self.path,
+            {
+                "what": "env",
+                "slot": self.slot,
+                "pid": os.getpid(),
+                "time": time.time(),
+                "cause": cause,
+                "restarts": restarts,
+                "window_s": window_s,
+                "gave_up": gave_up,
+            },
+        )
         if not gave_up:
-            logging.getLogger("trajrl").warning("collector environment %d raised %s; rebuilt it (restart %d within "
-                                                "%g s), its episode dropped", self.slot, cause, restarts, window_s)
+            logging.getLogger("trajrl").warning(
+                "collector environment %d raised %s; rebuilt it (restart %d within %g s), its episode dropped",
+                self.slot,
+                cause,
+                restarts,
+                window_s,
+            )
 
 
 def without_faulted(episodes: TensorDictBase) -> TensorDictBase | None:

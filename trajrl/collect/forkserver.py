@@ -6,6 +6,7 @@ method (``trajrl.__main__.workers_from_a_fork_server``): a server process import
 module once, then forks each worker from itself, so that a worker starts with its
 imports done instead of making them anew (``spawn`` repeats the learner's own imports
 of torch, TorchRL and gymnasium in every worker)."""
+
 import trajrl.factory  # noqa: F401  (imports every piece a worker runs)
 from trajrl.training.interrupts import stacks_on_sigusr1
 

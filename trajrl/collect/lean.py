@@ -13,6 +13,7 @@ the counters, flags, returns, recurrent states, fault marks and resets written f
 all environments at once. It writes what TorchRL's path writes: the same keys and
 values, step for step (tests/test_lean.py compares the buffers both fill, byte for byte).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -54,8 +55,9 @@ class LeanEnv(EnvBase):
     entries, zero at each episode's first step. Where the reference reads ``env_fault`` or
     ``is_success`` from the environment's info, so does this."""
 
-    def __init__(self, reference: TransformedEnv, *, count: CountSteps | None, slot: int | None,
-                 primer_keys: list[str]):
+    def __init__(
+        self, reference: TransformedEnv, *, count: CountSteps | None, slot: int | None, primer_keys: list[str]
+    ):
         super().__init__(batch_size=reference.batch_size, device=reference.device)
         self.reference, self.base = reference, reference.base_env
         self.gym = self.base._env
@@ -88,8 +90,10 @@ class LeanEnv(EnvBase):
         """One step of one environment, without its reset (``step``; collectors call
         ``step_and_maybe_reset``): the episode that ends is reset by the next ``reset``."""
         if self.vector:  # gymnasium resets them within the step: only step_and_maybe_reset keeps that
-            raise NotImplementedError("a vector of environments stepped by env.stepping=lean steps with "
-                                      "step_and_maybe_reset only; use env.stepping=torchrl to call step()")
+            raise NotImplementedError(
+                "a vector of environments stepped by env.stepping=lean steps with "
+                "step_and_maybe_reset only; use env.stepping=torchrl to call step()"
+            )
         next_td, _ = self._transition(tensordict, reset=False)
         return next_td
 
@@ -168,7 +172,7 @@ class LeanEnv(EnvBase):
             values[WORKER_KEY] = torch.full(first.batch_size, self.slot, dtype=torch.int64)
         for key in self.primer_keys:
             spec = self.full_observation_spec[key]
-            values[key] = torch.zeros((*first.batch_size, *spec.shape[len(self.batch_size):]), dtype=spec.dtype)
+            values[key] = torch.zeros((*first.batch_size, *spec.shape[len(self.batch_size) :]), dtype=spec.dtype)
         return values
 
     def _final_info(self, info: dict, rows: np.ndarray) -> dict:
@@ -191,4 +195,6 @@ class LeanEnv(EnvBase):
         for key, dtype, read in ((FAULT_KEY, np.bool_, self.faults), (SUCCESS, np.float32, self.success)):
             if read:
                 value = torch.as_tensor(np.asarray(info.get(key, 0), dtype=dtype))
-                td.set(key, value.expand(self.batch_size).clone() if value.ndim == 0 else value.reshape(self.batch_size))
+                td.set(
+                    key, value.expand(self.batch_size).clone() if value.ndim == 0 else value.reshape(self.batch_size)
+                )

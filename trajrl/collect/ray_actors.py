@@ -13,17 +13,19 @@ way, each step stamped with its actor's slot, into that actor's storage lanes. T
 loop it is a collector like the others: ``start()``,
 ``pause()``, ``update_policy_weights_()``, ``async_shutdown()``.
 """
+
 from __future__ import annotations
 
 import contextlib
 import os
 import socket
 import threading
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
+
+from torchrl.data import ReplayBuffer
 
 from trajrl.collect.assembly import EpisodeCollector
 from trajrl.errors import CollectorFailed
-from torchrl.data import ReplayBuffer
 
 FOREVER = 2**62  # RayCollector stops at total_frames; the loop decides when to stop
 
@@ -37,17 +39,28 @@ def check_reachable(address: str, timeout_s: float = 5.0) -> None:
     try:
         socket.create_connection((host, int(port)), timeout=timeout_s).close()
     except OSError as err:
-        raise CollectorFailed(f"collector.address={address}: nothing answers at {host}:{port} within "
-                              f"{timeout_s:g} s ({err.strerror or err}); start the cluster there (ray start "
-                              "--head), or set collector.address=null for a Ray instance of the run's own") from None
+        raise CollectorFailed(
+            f"collector.address={address}: nothing answers at {host}:{port} within "
+            f"{timeout_s:g} s ({err.strerror or err}); start the cluster there (ray start "
+            "--head), or set collector.address=null for a Ray instance of the run's own"
+        ) from None
 
 
 class RayEpisodes:
     """Remote collector actors, whose batches (complete episodes, or fixed frames with
     ``trajs_per_batch=None``) a thread writes into ``buffer``."""
 
-    def __init__(self, env_fn: Callable, policy, buffer: ReplayBuffer, *, num_workers: int, frames_per_batch: int,
-                 trajs_per_batch: int | None, address: str | None):
+    def __init__(
+        self,
+        env_fn: Callable,
+        policy,
+        buffer: ReplayBuffer,
+        *,
+        num_workers: int,
+        frames_per_batch: int,
+        trajs_per_batch: int | None,
+        address: str | None,
+    ):
         if address is not None:
             check_reachable(address)  # before Ray is started: an address nobody answers at ends the run now
         import ray
@@ -55,15 +68,24 @@ class RayEpisodes:
 
         self.buffer = buffer
         self.started_ray = address is None and not ray.is_initialized()
-        init = ({"address": address} if address else
-                {"num_cpus": max(os.cpu_count() or 1, num_workers), "include_dashboard": False,
-                 "log_to_driver": False})
+        init = (
+            {"address": address}
+            if address
+            else {"num_cpus": max(os.cpu_count() or 1, num_workers), "include_dashboard": False, "log_to_driver": False}
+        )
         episodes = {"traj_format": "padded"} if trajs_per_batch else {}  # else fixed frames, stamped with the slot
         per_worker = [{**episodes, "create_env_kwargs": {"slot": i}} for i in range(num_workers)]
         self.collector = RayCollector(
-            [env_fn] * num_workers, policy, collector_class=EpisodeCollector, num_collectors=num_workers,
-            collector_kwargs=per_worker, frames_per_batch=frames_per_batch, total_frames=FOREVER,
-            trajs_per_batch=trajs_per_batch, sync=False, ray_init_config=init,
+            [env_fn] * num_workers,
+            policy,
+            collector_class=EpisodeCollector,
+            num_collectors=num_workers,
+            collector_kwargs=per_worker,
+            frames_per_batch=frames_per_batch,
+            total_frames=FOREVER,
+            trajs_per_batch=trajs_per_batch,
+            sync=False,
+            ray_init_config=init,
         )
         self.policy = policy
         self._thread: threading.Thread | None = None

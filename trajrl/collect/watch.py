@@ -1,4 +1,5 @@
 """Supervision of a started collector: noticing that it failed, and why, and shutting it down."""
+
 from __future__ import annotations
 
 import contextlib
@@ -88,9 +89,12 @@ class CollectorWatch:
             return None
         entry = gave_up[0]
         errors, window = entry["restarts"], entry["window_s"]
-        limit = (f"its error {errors} within {window:g} s, past collector.max_restarts={errors - 1} "
-                 f"(collector.restart_window_s={window:g}): raise them to keep going through more faults"
-                 if errors > 1 else "collector.max_restarts=0: the first error ends the run")
+        limit = (
+            f"its error {errors} within {window:g} s, past collector.max_restarts={errors - 1} "
+            f"(collector.restart_window_s={window:g}): raise them to keep going through more faults"
+            if errors > 1
+            else "collector.max_restarts=0: the first error ends the run"
+        )
         return CollectorFailed(f"collector environment {entry['slot']} raised {entry['cause']} ({limit})")
 
     def dead_worker(self) -> int | None:
@@ -142,7 +146,9 @@ def stalled(watch: CollectorWatch, timeout: float, what: str) -> CollectorFailed
     """The error of a collector that gave nothing for ``timeout`` seconds, or, if a
     worker has died (e.g. holding the buffer's write lock), of that death. Made when
     the time is up, before anything is shut down (shutting down ends workers too)."""
-    stall = CollectorStalled(f"{what} for {timeout:g} s (loop.stall_timeout_s={timeout:g}): an environment is stuck, "
-                             "or slower than that; raise loop.stall_timeout_s if it is only slow")
+    stall = CollectorStalled(
+        f"{what} for {timeout:g} s (loop.stall_timeout_s={timeout:g}): an environment is stuck, "
+        "or slower than that; raise loop.stall_timeout_s if it is only slow"
+    )
     died = watch.error()
     return collection_failed(died, stall) if died is not None else stall

@@ -1,13 +1,14 @@
 """The factory: turns a checked config into real TorchRL objects, one group at a time
 (``build``), and a finished run's directory back into its agent (``load_agent``).
 It builds; the loops in ``trajrl.training`` run what it built."""
+
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Callable
 
 import torch
 from omegaconf import DictConfig
@@ -43,24 +44,26 @@ log = logging.getLogger("trajrl")
 class Pipeline:
     """The objects of one run, built but not started. ``close()`` releases them."""
 
-    env_fn: Callable[..., EnvBase]     # the collector's environments (``slot=i`` counts their frames)
+    env_fn: Callable[..., EnvBase]  # the collector's environments (``slot=i`` counts their frames)
     eval_env_fn: Callable[..., EnvBase]  # the same environment, uncounted, for evaluation (num_envs=n: a vector)
-    counters: WorkerCounters | None    # what the collector's environments did (None: on a Ray cluster)
+    counters: WorkerCounters | None  # what the collector's environments did (None: on a Ray cluster)
     collector: BaseCollector
-    buffer: TensorDictReplayBuffer | None     # None: on-policy, batches go straight to the learner
+    buffer: TensorDictReplayBuffer | None  # None: on-policy, batches go straight to the learner
     sequences: SequenceSampler | None
-    policy: torch.nn.Module            # the behaviour policy the collector runs (on CPU copies of the learner's networks)
-    greedy_policy: torch.nn.Module     # the same network, acting deterministically (evaluation; its own copies)
+    policy: torch.nn.Module  # the behaviour policy the collector runs (on CPU copies of the learner's networks)
+    greedy_policy: torch.nn.Module  # the same network, acting deterministically (evaluation; its own copies)
     exploration: torch.nn.Module | None  # R2D2's EGreedyModule, whose epsilon anneals with frames
     algo: R2D2 | RSAC | PPO
-    version: PolicyVersion             # the behaviour policy's weight version (staleness of samples)
-    acting: CpuCopies | None = None    # ``policy``'s networks, pulled from the learner's on each weight push
+    version: PolicyVersion  # the behaviour policy's weight version (staleness of samples)
+    acting: CpuCopies | None = None  # ``policy``'s networks, pulled from the learner's on each weight push
     evaluated: CpuCopies | None = None  # ``greedy_policy``'s, pulled before each evaluation
     policy_state: dict = field(default_factory=dict)  # the behaviour policy's modules a checkpoint keeps
     loggers: list = field(default_factory=list)
     eval_max_steps: int = 1000
-    resumed: LoopState | None = None   # ``resume=<run dir>``: the loop's counters at its checkpoint
-    state_refresh: StateRefresh | None = None  # recomputes the buffer's stored recurrent states (algo.refresh_states_every)
+    resumed: LoopState | None = None  # ``resume=<run dir>``: the loop's counters at its checkpoint
+    state_refresh: StateRefresh | None = (
+        None  # recomputes the buffer's stored recurrent states (algo.refresh_states_every)
+    )
     make_collector: Callable[[int], BaseCollector] | None = None  # another collector like it (a seed offset)
     restart_limit: RestartLimit | None = None  # collector.max_restarts per worker, within collector.restart_window_s
 
@@ -79,7 +82,7 @@ class Pipeline:
             elif hasattr(experiment, "close"):
                 experiment.close()
 
-    def __enter__(self) -> "Pipeline":
+    def __enter__(self) -> Pipeline:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -95,10 +98,15 @@ def hindsight_goals(cfg: DictConfig, spaces, agent) -> HindsightGoals | None:
     env = make_gym(str(cfg.env.id), dict(cfg.env.kwargs or {}), cfg.env.get("import_module"))
     net = agent.recurrent_net
     recompute = net is not None and cfg.sampler.get("her_state") == "recompute"  # slices: episodes start at zero
-    return HindsightGoals(spaces.goal, ratio, str(cfg.sampler.her_strategy), env.unwrapped.compute_reward,
-                          net.state_keys if net is not None else [],
-                          first_step_only=bool(getattr(env.unwrapped, "goal_first_step_only", False)),
-                          prefix_states=PrefixStates(net) if recompute else None)
+    return HindsightGoals(
+        spaces.goal,
+        ratio,
+        str(cfg.sampler.her_strategy),
+        env.unwrapped.compute_reward,
+        net.state_keys if net is not None else [],
+        first_step_only=bool(getattr(env.unwrapped, "goal_first_step_only", False)),
+        prefix_states=PrefixStates(net) if recompute else None,
+    )
 
 
 def build(cfg: DictConfig, run_dir: str | Path | None = None) -> Pipeline:
@@ -118,47 +126,101 @@ def build(cfg: DictConfig, run_dir: str | Path | None = None) -> Pipeline:
     slots = collector_slots(kind, num_workers, num_envs)
     counters = WorkerCounters(slots=slots) if ray_address is None else None
     collector_settings = settings_of(cfg, "collector")
-    restarts = Restarts(collector_settings.max_restarts, collector_settings.restart_window_s,
-                        counters.fault_log.path if counters is not None else None)
+    restarts = Restarts(
+        collector_settings.max_restarts,
+        collector_settings.restart_window_s,
+        counters.fault_log.path if counters is not None else None,
+    )
     fixed_frames = cfg.trajs_per_batch is None and cfg.storage.kind != "none"  # lanes: trajrl.replay.lanes
-    env_fn = env_factory(cfg.env, primer=agent.primer, counters=counters, restarts=restarts, fixed_frames=fixed_frames,
-                         stepping=cfg.env.stepping)
+    env_fn = env_factory(
+        cfg.env,
+        primer=agent.primer,
+        counters=counters,
+        restarts=restarts,
+        fixed_frames=fixed_frames,
+        stepping=cfg.env.stepping,
+    )
 
     sequences = None
     if cfg.storage.kind != "none":
         shared = kind in PROCESS_COLLECTORS
         lanes = fixed_frame_lanes(kind, num_workers, num_envs, int(cfg.collector.frames_per_batch))[:2]
-        sequences = build_buffer(cfg.storage, cfg.sampler, shared=shared, run_dir=run_dir,
-                                 reuse_files=cfg.resume is not None, not_stored=agent.not_stored(),
-                                 journal_dir=counters.dir if shared and counters is not None else None,
-                                 lanes=lanes if fixed_frames else None,
-                                 hindsight=hindsight_goals(cfg, spaces, agent), state_shapes=agent.state_shapes())
+        sequences = build_buffer(
+            cfg.storage,
+            cfg.sampler,
+            shared=shared,
+            run_dir=run_dir,
+            reuse_files=cfg.resume is not None,
+            not_stored=agent.not_stored(),
+            journal_dir=counters.dir if shared and counters is not None else None,
+            lanes=lanes if fixed_frames else None,
+            hindsight=hindsight_goals(cfg, spaces, agent),
+            state_shapes=agent.state_shapes(),
+        )
     resumed = None
     if cfg.resume is not None:  # before the collector copies the policy into its workers
-        resumed = restore(load_checkpoint(cfg.resume, algo_name=cfg.algo.name), agent.algo, agent.policy_state(),
-                          sequences.buffer if sequences else None)
+        resumed = restore(
+            load_checkpoint(cfg.resume, algo_name=cfg.algo.name),
+            agent.algo,
+            agent.policy_state(),
+            sequences.buffer if sequences else None,
+        )
         agent.acting.pull()
         log.info("resumed from %s at %d frames", cfg.resume, resumed.frames)
-    make_collector = partial(build_collector, collector_settings, env_fn, agent.explore,
-                             sequences.buffer if sequences else None, trajs_per_batch=cfg.trajs_per_batch,
-                             traj_format=cfg.traj_format, num_envs=num_envs)
+    make_collector = partial(
+        build_collector,
+        collector_settings,
+        env_fn,
+        agent.explore,
+        sequences.buffer if sequences else None,
+        trajs_per_batch=cfg.trajs_per_batch,
+        traj_format=cfg.traj_format,
+        num_envs=num_envs,
+    )
     collector = make_collector(seed=int(cfg.seed))
-    log.info("collector %s (%s) x %d environments, storage %s, sampler %s", kind, type(collector).__name__,
-             num_workers * num_envs,
-             f"{cfg.storage.kind} x {cfg.storage.capacity}" if sequences else "none", cfg.sampler.kind)
-    loggers = build_loggers(list(cfg.logger.backends), Path(run_dir), "trajrl", cfg.logger.wandb_mode) if run_dir else []
+    log.info(
+        "collector %s (%s) x %d environments, storage %s, sampler %s",
+        kind,
+        type(collector).__name__,
+        num_workers * num_envs,
+        f"{cfg.storage.kind} x {cfg.storage.capacity}" if sequences else "none",
+        cfg.sampler.kind,
+    )
+    loggers = (
+        build_loggers(list(cfg.logger.backends), Path(run_dir), "trajrl", cfg.logger.wandb_mode) if run_dir else []
+    )
     state_refresh = None
     if cfg.algo.get("refresh_states_every") is not None and sequences is not None:
         net = agent.recurrent_net
-        state_refresh = StateRefresh(sequences.buffer, net.state_keys, partial(states_along, net.encoder, net.rnn),
-                                     int(cfg.algo.refresh_states_every))
+        state_refresh = StateRefresh(
+            sequences.buffer,
+            net.state_keys,
+            partial(states_along, net.encoder, net.rnn),
+            int(cfg.algo.refresh_states_every),
+        )
     eval_env_fn = eval_env_factory(cfg.env, primer=agent.primer, success=spaces.goal is not None)
-    return Pipeline(env_fn, eval_env_fn, counters, collector,
-                    sequences.buffer if sequences else None, sequences, agent.explore, agent.greedy, agent.egreedy,
-                    agent.algo, agent.version, agent.acting, agent.evaluated, agent.policy_state(), loggers, limit,
-                    resumed, state_refresh,
-                    lambda restart: make_collector(seed=int(cfg.seed) + 1000 * restart),
-                    RestartLimit(collector_settings.max_restarts, collector_settings.restart_window_s))
+    return Pipeline(
+        env_fn,
+        eval_env_fn,
+        counters,
+        collector,
+        sequences.buffer if sequences else None,
+        sequences,
+        agent.explore,
+        agent.greedy,
+        agent.egreedy,
+        agent.algo,
+        agent.version,
+        agent.acting,
+        agent.evaluated,
+        agent.policy_state(),
+        loggers,
+        limit,
+        resumed,
+        state_refresh,
+        lambda restart: make_collector(seed=int(cfg.seed) + 1000 * restart),
+        RestartLimit(collector_settings.max_restarts, collector_settings.restart_window_s),
+    )
 
 
 def load_agent(run_dir: str | Path, which: str = "latest", device: str = "auto") -> Agent:

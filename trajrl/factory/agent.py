@@ -4,11 +4,12 @@ each algorithm of ``trajrl.settings.ALGOS``.
 The learner's networks are on ``device`` (``learner_device``); the policies act on CPU
 copies of them (``CpuCopies``): the collector's, which the loop refreshes on each weight
 push, and evaluation's, refreshed before each evaluation."""
+
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Callable
 
 import torch
 from tensordict.nn import TensorDictSequential
@@ -21,20 +22,20 @@ from trajrl.algos.r2d2 import R2D2, RecurrentQNet, make_policies
 from trajrl.algos.rsac import RSAC, RecurrentActor, RecurrentCritic, make_policy
 from trajrl.collect.env import make_env, observation_stats
 from trajrl.envs import EnvSpaces
-from trajrl.spaces import CONTINUOUS, DISCRETE, MULTI_BINARY
 from trajrl.replay.episodes import VERSION_KEY
 from trajrl.settings import PPOSettings, R2D2Settings, RSACSettings, settings_of
+from trajrl.spaces import CONTINUOUS, DISCRETE, MULTI_BINARY
 
 
 @dataclass
 class Agent:
     algo: R2D2 | RSAC | PPO
-    greedy: nn.Module                 # acts deterministically (evaluation)
-    explore: nn.Module                # acts during collection (stamps ``policy_version``)
-    egreedy: nn.Module | None         # R2D2's EGreedyModule, annealed with frames (None: no epsilon)
-    primer: TensorDictPrimer | None   # puts the recurrent state in every environment (None: not recurrent)
-    acting: CpuCopies                 # ``explore``'s networks: ``pull()`` on each weight push
-    evaluated: CpuCopies              # ``greedy``'s networks: ``pull()`` before each evaluation
+    greedy: nn.Module  # acts deterministically (evaluation)
+    explore: nn.Module  # acts during collection (stamps ``policy_version``)
+    egreedy: nn.Module | None  # R2D2's EGreedyModule, annealed with frames (None: no epsilon)
+    primer: TensorDictPrimer | None  # puts the recurrent state in every environment (None: not recurrent)
+    acting: CpuCopies  # ``explore``'s networks: ``pull()`` on each weight push
+    evaluated: CpuCopies  # ``greedy``'s networks: ``pull()`` before each evaluation
     version: PolicyVersion | None = None  # the behaviour policy's weight version
     recurrent_net: nn.Module | None = None  # the learner's network whose state (``encoder``, ``rnn``) the policy stores
 
@@ -54,8 +55,11 @@ class Agent:
 
     def policy_state(self) -> dict[str, nn.Module]:
         """The behaviour policy's own state, beside the learner's: epsilon and weight version."""
-        return {name: module for name, module in (("epsilon", self.egreedy), ("version", self.version))
-                if module is not None}
+        return {
+            name: module
+            for name, module in (("epsilon", self.egreedy), ("version", self.version))
+            if module is not None
+        }
 
 
 def with_version(agent: Agent) -> Agent:
@@ -86,8 +90,16 @@ def action_spec(env_cfg):
 
 def build_r2d2(a: R2D2Settings, cfg, spaces: EnvSpaces, inputs: Inputs, device: torch.device) -> Agent:
     """Recurrent Q-network, its policies and the R2D2 learner."""
-    qnet = RecurrentQNet(spaces.parts, spaces.actions, list(a.encoder_sizes), a.hidden_size, a.rnn, inputs,
-                         dueling=a.dueling, layer_norm=a.layer_norm).to(device)
+    qnet = RecurrentQNet(
+        spaces.parts,
+        spaces.actions,
+        list(a.encoder_sizes),
+        a.hidden_size,
+        a.rnn,
+        inputs,
+        dueling=a.dueling,
+        layer_norm=a.layer_norm,
+    ).to(device)
     spec = action_spec(cfg.env)
     acting, evaluated = on_cpu(qnet), on_cpu(qnet)
     _, explore, egreedy, core = make_policies(acting, spec, a.eps_start, a.eps_end, a.eps_decay_frames)
@@ -95,8 +107,16 @@ def build_r2d2(a: R2D2Settings, cfg, spaces: EnvSpaces, inputs: Inputs, device: 
     planned = int(max(0, cfg.total_frames - cfg.loop.warmup_frames) * cfg.loop.updates_per_frame)
     algo = R2D2(qnet, a, burn_in=int(cfg.sampler.get("burn_in", 0)), planned_updates=planned)
     shown = algo.target if a.eval_network == "target" else qnet  # target: the slowly averaged network is evaluated
-    return Agent(algo, greedy, explore, egreedy, core.make_tensordict_primer(), CpuCopies([(acting, qnet)]),
-                 CpuCopies([(evaluated, shown)]), recurrent_net=qnet)
+    return Agent(
+        algo,
+        greedy,
+        explore,
+        egreedy,
+        core.make_tensordict_primer(),
+        CpuCopies([(acting, qnet)]),
+        CpuCopies([(evaluated, shown)]),
+        recurrent_net=qnet,
+    )
 
 
 def build_ppo(a: PPOSettings, cfg, spaces: EnvSpaces, inputs: Inputs, device: torch.device) -> Agent:
@@ -105,16 +125,36 @@ def build_ppo(a: PPOSettings, cfg, spaces: EnvSpaces, inputs: Inputs, device: to
     bounds = None
     if spaces.action_kind == CONTINUOUS:
         bounds = (spec.space.low.float().reshape(-1), spec.space.high.float().reshape(-1))
-    net = ActorCritic(spaces.parts, spaces.actions, list(a.encoder_sizes), a.rnn if a.recurrent else None,
-                      a.hidden_size, inputs, bounds, a.layer_norm, categories=spaces.action_parts,
-                      binary=spaces.action_kind == MULTI_BINARY).to(device)
+    net = ActorCritic(
+        spaces.parts,
+        spaces.actions,
+        list(a.encoder_sizes),
+        a.rnn if a.recurrent else None,
+        a.hidden_size,
+        inputs,
+        bounds,
+        a.layer_norm,
+        categories=spaces.action_parts,
+        binary=spaces.action_kind == MULTI_BINARY,
+    ).to(device)
     acting, evaluated = on_cpu(net), on_cpu(net)
     policy, core = make_actor(acting, spec)
-    algo = PPO(net, a, minibatch_episodes=int(cfg.sampler.episodes_per_batch), total_frames=int(cfg.total_frames),
-               seed=int(cfg.seed))
-    return Agent(algo, make_actor(evaluated, spec)[0], policy, None,
-                 core.make_tensordict_primer() if core is not None else None,
-                 CpuCopies([(acting, net)]), CpuCopies([(evaluated, net)]))
+    algo = PPO(
+        net,
+        a,
+        minibatch_episodes=int(cfg.sampler.episodes_per_batch),
+        total_frames=int(cfg.total_frames),
+        seed=int(cfg.seed),
+    )
+    return Agent(
+        algo,
+        make_actor(evaluated, spec)[0],
+        policy,
+        None,
+        core.make_tensordict_primer() if core is not None else None,
+        CpuCopies([(acting, net)]),
+        CpuCopies([(evaluated, net)]),
+    )
 
 
 def build_rsac(a: RSACSettings, cfg, spaces: EnvSpaces, inputs: Inputs, device: torch.device) -> Agent:
@@ -128,13 +168,23 @@ def build_rsac(a: RSACSettings, cfg, spaces: EnvSpaces, inputs: Inputs, device: 
     sizes = list(a.encoder_sizes)
     parts, action_dim = spaces.parts, spaces.actions
     actor = RecurrentActor(parts, action_dim, sizes, a.hidden_size, a.rnn, low, high, inputs, a.layer_norm).to(device)
-    critics = nn.ModuleList(RecurrentCritic(parts, action_dim, sizes, a.hidden_size, a.rnn, inputs, a.layer_norm,
-                                            discrete) for _ in range(2)).to(device)
+    critics = nn.ModuleList(
+        RecurrentCritic(parts, action_dim, sizes, a.hidden_size, a.rnn, inputs, a.layer_norm, discrete)
+        for _ in range(2)
+    ).to(device)
     acting, evaluated = on_cpu(actor), on_cpu(actor)
     policy, core = make_policy(acting)
     algo = RSAC(actor, critics, a, burn_in=int(cfg.sampler.get("burn_in", 0)))
-    return Agent(algo, make_policy(evaluated)[0], policy, None, core.make_tensordict_primer(),
-                 CpuCopies([(acting, actor)]), CpuCopies([(evaluated, actor)]), recurrent_net=actor)
+    return Agent(
+        algo,
+        make_policy(evaluated)[0],
+        policy,
+        None,
+        core.make_tensordict_primer(),
+        CpuCopies([(acting, actor)]),
+        CpuCopies([(evaluated, actor)]),
+        recurrent_net=actor,
+    )
 
 
 #: How each algorithm of the registry is built.
@@ -144,7 +194,10 @@ BUILDERS: dict[str, Callable[..., Agent]] = {"r2d2": build_r2d2, "rsac": build_r
 def build_agent(cfg, spaces: EnvSpaces) -> Agent:
     """The agent ``cfg.algo.name`` names (``cfg``: a checked config) for an environment of ``spaces``."""
     settings = settings_of(cfg, "algo")
-    stats = (observation_stats(cfg.env, 2_000, int(cfg.seed), step_timeout_s=float(cfg.loop.stall_timeout_s))
-             if settings.normalize_observations else (None, None))
+    stats = (
+        observation_stats(cfg.env, 2_000, int(cfg.seed), step_timeout_s=float(cfg.loop.stall_timeout_s))
+        if settings.normalize_observations
+        else (None, None)
+    )
     inputs = Inputs(*stats, squash=settings.squash_observations)
     return with_version(BUILDERS[settings.name](settings, cfg, spaces, inputs, learner_device(cfg.device)))

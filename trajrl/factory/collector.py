@@ -1,10 +1,17 @@
 """Collector factory: each collector kind of ``trajrl.settings.COLLECTORS`` as a TorchRL
 collector that, once ``start()``-ed, writes complete episodes into the buffer."""
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
-from torchrl.collectors import AsyncBatchedCollector, AsyncCollector, BaseCollector, MultiAsyncCollector, MultiSyncCollector
+from torchrl.collectors import (
+    AsyncBatchedCollector,
+    AsyncCollector,
+    BaseCollector,
+    MultiAsyncCollector,
+    MultiSyncCollector,
+)
 from torchrl.data import ReplayBuffer
 from torchrl.weight_update import SharedMemWeightSyncScheme
 
@@ -22,8 +29,11 @@ def _workers() -> dict:
     acks (TorchRL's default waits with no timeout: a dead worker would hang the learner);
     one torch thread each (on a 2-core machine more only contend); each runs an
     EpisodeCollector (faster episode assembly)."""
-    return dict(num_threads=1, weight_sync_schemes={"policy": SharedMemWeightSyncScheme(sync=False)},
-                collector_class=EpisodeCollector)
+    return dict(
+        num_threads=1,
+        weight_sync_schemes={"policy": SharedMemWeightSyncScheme(sync=False)},
+        collector_class=EpisodeCollector,
+    )
 
 
 def _sync(env_fn, policy, c: CollectorSettings, slots, common, traj) -> BaseCollector:
@@ -37,34 +47,60 @@ def _async(env_fn, policy, c: CollectorSettings, slots, common, traj) -> BaseCol
 def _multi(cls: type) -> Callable:
     def build(env_fn, policy, c: CollectorSettings, slots, common, traj) -> BaseCollector:
         return cls([env_fn] * c.num_workers, policy, create_env_kwargs=slots, **_workers(), **common, **traj)
+
     return build
 
 
 def _async_batched(env_fn, policy, c: CollectorSettings, slots, common, traj) -> BaseCollector:
     slots = [{**slot, "num_envs": 1} for slot in slots]
     episodes = bool(traj)  # else fixed frames: steps as they come, each stamped with its environment's slot
-    return AsyncBatchedCollector([env_fn] * len(slots), policy=policy, yield_completed_trajectories=episodes,
-                                 env_backend=c.env_backend, postproc=StampTrajectoryIds() if episodes else None,
-                                 create_env_kwargs=slots, **common)
+    return AsyncBatchedCollector(
+        [env_fn] * len(slots),
+        policy=policy,
+        yield_completed_trajectories=episodes,
+        env_backend=c.env_backend,
+        postproc=StampTrajectoryIds() if episodes else None,
+        create_env_kwargs=slots,
+        **common,
+    )
 
 
 def _ray(env_fn, policy, c: CollectorSettings, slots, common, traj) -> BaseCollector:
     from trajrl.collect.ray_actors import RayEpisodes
 
-    return RayEpisodes(env_fn, policy, common["replay_buffer"], num_workers=c.num_workers,
-                       frames_per_batch=common["frames_per_batch"], trajs_per_batch=traj["trajs_per_batch"],
-                       address=c.address)
+    return RayEpisodes(
+        env_fn,
+        policy,
+        common["replay_buffer"],
+        num_workers=c.num_workers,
+        frames_per_batch=common["frames_per_batch"],
+        trajs_per_batch=traj["trajs_per_batch"],
+        address=c.address,
+    )
 
 
 #: How each collector kind of the registry is built.
-BUILDERS: dict[str, Callable] = {"sync": _sync, "async": _async, "multi_sync": _multi(MultiSyncCollector),
-                                 "multi_async": _multi(MultiAsyncCollector), "async_batched": _async_batched,
-                                 "ray": _ray}
+BUILDERS: dict[str, Callable] = {
+    "sync": _sync,
+    "async": _async,
+    "multi_sync": _multi(MultiSyncCollector),
+    "multi_async": _multi(MultiAsyncCollector),
+    "async_batched": _async_batched,
+    "ray": _ray,
+}
 
 
-def build_collector(settings: CollectorSettings, env_fn: Callable, policy, buffer: ReplayBuffer | None, *,
-                    trajs_per_batch: int | None, seed: int, traj_format: str = "cat",
-                    num_envs: int = 1) -> BaseCollector:
+def build_collector(
+    settings: CollectorSettings,
+    env_fn: Callable,
+    policy,
+    buffer: ReplayBuffer | None,
+    *,
+    trajs_per_batch: int | None,
+    seed: int,
+    traj_format: str = "cat",
+    num_envs: int = 1,
+) -> BaseCollector:
     """A collector that, once ``start()``-ed, writes into ``buffer`` until shut down;
     without a buffer, iterating it yields the batches.
 

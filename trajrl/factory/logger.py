@@ -1,6 +1,7 @@
 """Logger factory: TorchRL's TensorBoard and wandb loggers (several at once). ``csv`` is
 the run directory's ``metrics.csv``, which every run writes (``trajrl.training.metrics``):
 each metric is written once."""
+
 from __future__ import annotations
 
 import os

@@ -1,13 +1,14 @@
 """Replay buffer factory: the storage and the sampler of ``trajrl.settings.STORAGES`` and
 ``SAMPLERS`` in a TorchRL buffer, and the ``SequenceSampler`` that draws [N, T] batches from it."""
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from torchrl.data import LazyMemmapStorage, LazyTensorStorage, TensorDictReplayBuffer
-from torchrl.envs.transforms import ExcludeTransform
 from torchrl.data.replay_buffers.samplers import RandomSampler, Sampler, SliceSampler, SliceSamplerWithoutReplacement
+from torchrl.envs.transforms import ExcludeTransform
 
 from trajrl.collect.faults import DropFaultedEpisodes
 from trajrl.replay.batches import SequenceSampler
@@ -15,11 +16,10 @@ from trajrl.replay.episodes import TRAJ_KEY, EpisodeSampler
 from trajrl.replay.hindsight import HindsightGoals
 from trajrl.replay.lanes import LaneSliceSampler, LaneWriter, PrioritizedLaneSliceSampler
 from trajrl.replay.padded import PaddedToFlat
-from trajrl.replay.writer import EpisodeWriter, counters_without_locks
 from trajrl.replay.slices import StepSliceSampler
 from trajrl.replay.states import SparseStates
+from trajrl.replay.writer import EpisodeWriter, counters_without_locks
 from trajrl.settings import section_settings
-
 
 #: What every step carries that the buffer does not store, since what it stores
 #: gives it: the done flags before the step (those after the step before it), and
@@ -63,7 +63,8 @@ def _uniform_slices(s, capacity: int) -> tuple[Sampler, int]:
 SAMPLER_BUILDERS: dict[str, Callable] = {
     "slice": _uniform_slices,
     "slice_without_replacement": lambda s, capacity: _slices(
-        SliceSamplerWithoutReplacement(slice_len=s.slice_len, traj_key=TRAJ_KEY, strict_length=False), s),
+        SliceSamplerWithoutReplacement(slice_len=s.slice_len, traj_key=TRAJ_KEY, strict_length=False), s
+    ),
     "prioritized_slice": lambda s, capacity: _slices(StepSliceSampler(capacity, s.slice_len, s.alpha, s.beta), s),
     "episode": lambda s, capacity: (EpisodeSampler(), s.episodes_per_batch),
     "random": lambda s, capacity: (RandomSampler(), s.transitions_per_batch),
@@ -76,10 +77,18 @@ def build_sampler(sampler_cfg, capacity: int) -> tuple[Sampler, int]:
     return SAMPLER_BUILDERS[settings.kind](settings, capacity)
 
 
-def build_buffer(storage_cfg, sampler_cfg, shared: bool, run_dir: Path | None = None,
-                 reuse_files: bool = False, not_stored: list = (), journal_dir: str | None = None,
-                 lanes: tuple[int, int] | None = None, hindsight: HindsightGoals | None = None,
-                 state_shapes: dict[str, tuple[int, ...]] | None = None) -> SequenceSampler:
+def build_buffer(
+    storage_cfg,
+    sampler_cfg,
+    shared: bool,
+    run_dir: Path | None = None,
+    reuse_files: bool = False,
+    not_stored: list = (),
+    journal_dir: str | None = None,
+    lanes: tuple[int, int] | None = None,
+    hindsight: HindsightGoals | None = None,
+    state_shapes: dict[str, tuple[int, ...]] | None = None,
+) -> SequenceSampler:
     """A TensorDictReplayBuffer (shared with worker processes when they write into it).
 
     Flat complete episodes are stored as written; padded ``[N, T]`` batches with
@@ -99,12 +108,20 @@ def build_buffer(storage_cfg, sampler_cfg, shared: bool, run_dir: Path | None = 
         return _lane_buffer(storage, sampler_cfg, shared, lanes, not_stored, journal_dir)
     sampler, batch_size = build_sampler(sampler_cfg, int(storage_cfg.capacity))
     every = sampler_cfg.get("state_every")
-    states = (SparseStates(state_shapes, int(storage_cfg.capacity), int(every), shared=shared)
-              if every is not None and state_shapes else None)
+    states = (
+        SparseStates(state_shapes, int(storage_cfg.capacity), int(every), shared=shared)
+        if every is not None and state_shapes
+        else None
+    )
     # EpisodeWriter: TorchRL's round-robin writer (its TensorDict writer also stores each step's
     # position, "index") giving each episode a fresh id; journalled where worker processes write.
-    buffer = TensorDictReplayBuffer(storage=storage, sampler=sampler, writer=EpisodeWriter(journal_dir, states),
-                                    batch_size=batch_size, shared=shared)
+    buffer = TensorDictReplayBuffer(
+        storage=storage,
+        sampler=sampler,
+        writer=EpisodeWriter(journal_dir, states),
+        batch_size=batch_size,
+        shared=shared,
+    )
     if shared:
         counters_without_locks(buffer)  # a worker killed while moving one cannot block the learner
     if states is not None:
@@ -118,26 +135,42 @@ def build_buffer(storage_cfg, sampler_cfg, shared: bool, run_dir: Path | None = 
     buffer.append_transform(ExcludeTransform(*DERIVED, *not_stored), invert=True)  # run by rb.extend
     kind = sampler_cfg.kind
     return SequenceSampler(
-        buffer, transitions=kind == "random",
+        buffer,
+        transitions=kind == "random",
         horizon=1 if kind == "random" else (None if kind == "episode" else int(sampler_cfg.slice_len)),
-        priority_eta=float(sampler_cfg.eta) if kind == "prioritized_slice" else None, hindsight=hindsight,
+        priority_eta=float(sampler_cfg.eta) if kind == "prioritized_slice" else None,
+        hindsight=hindsight,
     )
 
 
-def _lane_buffer(storage, sampler_cfg, shared: bool, lanes: tuple[int, int], not_stored, journal_dir) -> SequenceSampler:
+def _lane_buffer(
+    storage, sampler_cfg, shared: bool, lanes: tuple[int, int], not_stored, journal_dir
+) -> SequenceSampler:
     """Fixed-frame lanes: slices (uniformly or by priority; ``sampler=random``: single transitions)
     inside one lane and episode."""
     transitions, prioritized = sampler_cfg.kind == "random", sampler_cfg.kind == "prioritized_slice"
     slice_len = 1 if transitions else int(sampler_cfg.slice_len)
-    sampler = (PrioritizedLaneSliceSampler(slice_len, float(sampler_cfg.alpha), float(sampler_cfg.beta))
-               if prioritized else LaneSliceSampler(slice_len))
-    batch_size = int(sampler_cfg.transitions_per_batch) if transitions else int(sampler_cfg.slices_per_batch) * slice_len
+    sampler = (
+        PrioritizedLaneSliceSampler(slice_len, float(sampler_cfg.alpha), float(sampler_cfg.beta))
+        if prioritized
+        else LaneSliceSampler(slice_len)
+    )
+    batch_size = (
+        int(sampler_cfg.transitions_per_batch) if transitions else int(sampler_cfg.slices_per_batch) * slice_len
+    )
     # dim_extend=0: a worker's [B, T] batch reaches the writer as it is (TorchRL would put time first)
-    buffer = TensorDictReplayBuffer(storage=storage, sampler=sampler, writer=LaneWriter(*lanes, journal_dir),
-                                    batch_size=batch_size, shared=shared, dim_extend=0)
+    buffer = TensorDictReplayBuffer(
+        storage=storage,
+        sampler=sampler,
+        writer=LaneWriter(*lanes, journal_dir),
+        batch_size=batch_size,
+        shared=shared,
+        dim_extend=0,
+    )
     if shared:
         counters_without_locks(buffer)
     sampler.follow(buffer._writer)
     buffer.append_transform(ExcludeTransform(*DERIVED, *not_stored), invert=True)
-    return SequenceSampler(buffer, transitions=transitions, horizon=slice_len,
-                           priority_eta=float(sampler_cfg.eta) if prioritized else None)
+    return SequenceSampler(
+        buffer, transitions=transitions, horizon=slice_len, priority_eta=float(sampler_cfg.eta) if prioritized else None
+    )

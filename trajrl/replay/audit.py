@@ -2,6 +2,7 @@
 
 Each check returns violation counts by name; every count is 0 when the data is right.
 """
+
 from __future__ import annotations
 
 import torch
@@ -20,8 +21,14 @@ def audit_storage(stored: TensorDictBase, full: bool) -> dict[str, int]:
     When the storage is full, one episode whose head was overwritten is expected.
     """
     traj_ids = stored.get(TRAJ_KEY).reshape(-1)
-    counts = {"episode_without_start": 0, "episode_without_end": 0, "done_inside_episode": 0,
-              "steps_not_consecutive": 0, "observation_not_chained": 0, "id_in_two_places": 0}
+    counts = {
+        "episode_without_start": 0,
+        "episode_without_end": 0,
+        "done_inside_episode": 0,
+        "steps_not_consecutive": 0,
+        "observation_not_chained": 0,
+        "id_in_two_places": 0,
+    }
     size = traj_ids.numel()
     if size == 0:
         return counts
@@ -52,8 +59,14 @@ def audit_lanes(stored: TensorDictBase, lanes: torch.Tensor) -> dict[str, int]:
     used in no other run. Every run begins its episode except a lane's oldest (its
     start overwritten) and ends done except a lane's newest (still under way).
     """
-    counts = {"episode_without_start": 0, "episode_without_end": 0, "done_inside_episode": 0,
-              "steps_not_consecutive": 0, "observation_not_chained": 0, "id_in_two_places": 0}
+    counts = {
+        "episode_without_start": 0,
+        "episode_without_end": 0,
+        "done_inside_episode": 0,
+        "steps_not_consecutive": 0,
+        "observation_not_chained": 0,
+        "id_in_two_places": 0,
+    }
     size = lanes.numel()
     if size == 0:
         return counts
@@ -104,8 +117,9 @@ def audit_batch(batch: TensorDictBase) -> dict[str, int]:
         "empty_sequence": int((mask.sum(-1) == 0).sum()),
         "slice_across_episodes": int(((ids[:, 1:] != ids[:, :-1]) & both_valid).any(-1).sum()),
         "steps_not_consecutive": int(((step[:, 1:] != step[:, :-1] + 1) & both_valid).any(-1).sum()),
-        "observation_not_chained": _not_chained(batch, cells[:, :-1].reshape(-1), cells[:, 1:].reshape(-1),
-                                                both_valid.reshape(-1)),
+        "observation_not_chained": _not_chained(
+            batch, cells[:, :-1].reshape(-1), cells[:, 1:].reshape(-1), both_valid.reshape(-1)
+        ),
     }
 
 
@@ -158,5 +172,8 @@ class LiveAudit:
         return sum(self.counts.values())
 
     def metrics(self) -> dict[str, float]:
-        return {"audit/violations": float(self.violations), "audit/batches_checked": float(self.batches_checked),
-                **{f"audit/{k}": float(v) for k, v in self.counts.items()}}
+        return {
+            "audit/violations": float(self.violations),
+            "audit/batches_checked": float(self.batches_checked),
+            **{f"audit/{k}": float(v) for k, v in self.counts.items()},
+        }

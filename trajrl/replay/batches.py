@@ -1,5 +1,6 @@
 """Training batches out of a replay buffer: each sample laid out as ``[N, T]`` with
 ``("collector", "mask")``, and sequence priorities written back (R2D2)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

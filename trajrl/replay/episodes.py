@@ -1,8 +1,10 @@
 """Episodes in a flat (1-D) replay storage, and a sampler that returns them whole."""
+
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import torch
 from tensordict import TensorDictBase
@@ -117,9 +119,7 @@ class EpisodeSampler(StatelessSampler):
 
     def sample(self, storage: Storage, batch_size: int) -> tuple[torch.Tensor, dict]:
         stored = storage[:]
-        starts, lengths = find_episodes(
-            stored.get(self.traj_key), stored.get("is_init"), stored.get(("next", "done"))
-        )
+        starts, lengths = find_episodes(stored.get(self.traj_key), stored.get("is_init"), stored.get(("next", "done")))
         if starts.numel() == 0:
             raise RuntimeError("EpisodeSampler: the buffer holds no complete episode yet.")
         pick = torch.randint(starts.numel(), (batch_size,), generator=self._rng)

@@ -28,9 +28,10 @@ Two halves, in the order data flows:
   (``sampler.burn_in``). Episodes end where they ended: relabelling changes rewards,
   never ``done`` (goal environments end episodes by a time limit).
 """
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -49,10 +50,16 @@ GOAL_KEY, RELABELLED_KEY, STATE_KEY = ("hindsight", "goal"), ("hindsight", "rela
 class HindsightGoals:
     """Draws substituted goals for sampled slices, and relabels the batch with them."""
 
-    def __init__(self, layout: GoalLayout, ratio: float, strategy: str,
-                 compute_reward: Callable[[np.ndarray, np.ndarray, dict], np.ndarray],
-                 state_keys: list[str] = (), first_step_only: bool = False,
-                 prefix_states: Callable[..., tuple[torch.Tensor, ...]] | None = None):
+    def __init__(
+        self,
+        layout: GoalLayout,
+        ratio: float,
+        strategy: str,
+        compute_reward: Callable[[np.ndarray, np.ndarray, dict], np.ndarray],
+        state_keys: list[str] = (),
+        first_step_only: bool = False,
+        prefix_states: Callable[..., tuple[torch.Tensor, ...]] | None = None,
+    ):
         """``prefix_states``: recomputes a relabelled slice's initial state under its new
         goal (``trajrl.algos.networks.PrefixStates`` of the learner's online network;
         None: a zero state)."""
@@ -66,8 +73,15 @@ class HindsightGoals:
         return {**self.__dict__, "prefix_states": None}  # worker processes write, never sample: not the network
 
     # ------------------------------------------------------------ in the sampler, under the buffer's locks
-    def draw(self, storage: Storage, run_start: torch.Tensor, run_len: torch.Tensor, first: torch.Tensor,
-             length: torch.Tensor, rng: torch.Generator | None = None) -> dict:
+    def draw(
+        self,
+        storage: Storage,
+        run_start: torch.Tensor,
+        run_len: torch.Tensor,
+        first: torch.Tensor,
+        length: torch.Tensor,
+        rng: torch.Generator | None = None,
+    ) -> dict:
         """For slices of ``length`` steps starting ``first`` steps into episodes stored at
         ``run_start`` (``run_len`` steps, positions modulo the storage's length): each
         sampled step's goal and flag (``GOAL_KEY``, ``RELABELLED_KEY``). Nothing (and no
@@ -80,16 +94,23 @@ class HindsightGoals:
         step = low + (torch.rand(n, generator=rng) * (run_len - low)).long().clamp_max(run_len - low - 1)
         position = (run_start + step) % len(storage)
         goal = storage[position].get(("next", "observation"))[..., self.layout.achieved]
-        info = {GOAL_KEY: torch.repeat_interleave(goal, length, 0),
-                RELABELLED_KEY: torch.repeat_interleave(relabel, length).unsqueeze(-1)}
+        info = {
+            GOAL_KEY: torch.repeat_interleave(goal, length, 0),
+            RELABELLED_KEY: torch.repeat_interleave(relabel, length).unsqueeze(-1),
+        }
         if self.prefix_states is not None:
             states = self._initial_states(storage, run_start, first, relabel, goal)
-            info.update({STATE_KEY + (key,): torch.repeat_interleave(state, length, 0)
-                         for key, state in zip(self.state_keys, states)})
+            info.update(
+                {
+                    STATE_KEY + (key,): torch.repeat_interleave(state, length, 0)
+                    for key, state in zip(self.state_keys, states)
+                }
+            )
         return info
 
-    def _initial_states(self, storage: Storage, run_start: torch.Tensor, first: torch.Tensor,
-                        relabel: torch.Tensor, goal: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    def _initial_states(
+        self, storage: Storage, run_start: torch.Tensor, first: torch.Tensor, relabel: torch.Tensor, goal: torch.Tensor
+    ) -> tuple[torch.Tensor, ...]:
         """Each slice's initial state under its new goal: the network run from a zero state
         over its episode's stored steps before it, the goal shown as the slice will show
         it (zero for a slice that starts its stored episode, or is not relabelled)."""
@@ -99,9 +120,14 @@ class HindsightGoals:
         run, offset, position = run_steps(run_start[todo], lengths, len(storage))
         steps = storage[position]
         obs = steps.get("observation").clone()
-        shown = (steps.get("step_count").reshape(-1) == 0) if self.first_step_only else torch.ones_like(run, dtype=torch.bool)
-        obs[..., self.layout.desired] = torch.where(shown.unsqueeze(-1), goal[todo][run].to(obs.dtype),
-                                                    obs[..., self.layout.desired])
+        shown = (
+            (steps.get("step_count").reshape(-1) == 0)
+            if self.first_step_only
+            else torch.ones_like(run, dtype=torch.bool)
+        )
+        obs[..., self.layout.desired] = torch.where(
+            shown.unsqueeze(-1), goal[todo][run].to(obs.dtype), obs[..., self.layout.desired]
+        )
         before = self.prefix_states(obs, run, offset, lengths)  # each [steps, layers, H]
         last = torch.cumsum(lengths, 0) - 1  # each run's last step: the slice's first
         states = []
@@ -133,8 +159,9 @@ class HindsightGoals:
             batch.set(key, obs)
         achieved = batch.get(("next", "observation"))[rows][..., self.layout.achieved]  # [n, T, g]
         reward = batch.get(("next", "reward")).clone()
-        recomputed = self.compute_reward(achieved.reshape(-1, achieved.shape[-1]).numpy(),
-                                         goal[rows].reshape(-1, goal.shape[-1]).numpy(), {})
+        recomputed = self.compute_reward(
+            achieved.reshape(-1, achieved.shape[-1]).numpy(), goal[rows].reshape(-1, goal.shape[-1]).numpy(), {}
+        )
         reward[rows] = torch.as_tensor(np.asarray(recomputed), dtype=reward.dtype).reshape(reward[rows].shape)
         batch.set(("next", "reward"), reward)
         for key in self.state_keys:  # computed under the old goal: recomputed under the new one, or zero
@@ -142,4 +169,3 @@ class HindsightGoals:
             state[rows] = batch.get(STATE_KEY + (key,))[rows] if self.prefix_states is not None else 0
             batch.set(key, state)
         return batch
-

@@ -20,6 +20,7 @@ episode still under way: the slice ends there, marked truncated), nor into steps
 older than its oldest (wrap-around overwrote an episode's start: a slice may begin
 mid-episode, from the recurrent state stored with its first step).
 """
+
 from __future__ import annotations
 
 import multiprocessing as mp
@@ -59,8 +60,10 @@ class LaneWriter(EpisodeWriter):
     def _new_shared(self, values: dict | None = None) -> dict:
         lanes = self.workers * self.envs
         sizes = {"head": self.workers, "written": self.workers, "last_raw": lanes, "last_id": lanes}
-        return {name: mp.Array("q", list(values[name]) if values else [0] * size, lock=False)
-                for name, size in sizes.items()}
+        return {
+            name: mp.Array("q", list(values[name]) if values else [0] * size, lock=False)
+            for name, size in sizes.items()
+        }
 
     def __getstate__(self) -> dict:
         state = super().__getstate__()
@@ -169,7 +172,7 @@ class LaneWriter(EpisodeWriter):
         times = ((head + steps - kept + torch.arange(kept)) % length).expand(self.envs, kept)
         envs = torch.arange(self.envs).unsqueeze(-1).expand(self.envs, kept)
         index = self._coords(times, worker, envs)  # [B, kept, ndim]
-        self._storage.set(tuple(index.unbind(-1)), data[:, steps - kept:], set_cursor=False)
+        self._storage.set(tuple(index.unbind(-1)), data[:, steps - kept :], set_cursor=False)
         self._shared["head"][worker] = (head + steps) % length
         self._shared["written"][worker] += steps
         self._write_count += data.numel()
@@ -178,7 +181,7 @@ class LaneWriter(EpisodeWriter):
         self._storage._len = filled * self.workers * self.envs
         # each step's position in the storage, flattened, shaped as the batch came (-1: overwritten at once)
         flat = torch.full((self.envs, steps), -1, dtype=torch.long)
-        flat[:, steps - kept:] = self.flat(index)
+        flat[:, steps - kept :] = self.flat(index)
         return flat.reshape(shape)
 
     def flat(self, coords: torch.Tensor) -> torch.Tensor:

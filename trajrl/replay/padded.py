@@ -7,6 +7,7 @@ steps. ``PaddedToFlat`` is a replay-buffer transform whose inverse (run on every
 write) keeps exactly the valid steps, row after row, so each episode is stored
 contiguous; flat (1-D) writes pass through untouched.
 """
+
 from __future__ import annotations
 
 import torch

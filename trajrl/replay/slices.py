@@ -12,6 +12,7 @@ a shared buffer, since those writes never reach the learner's sampler. This one
 keeps a priority per storage position and learns of new steps from the buffer's
 writer, whoever wrote them.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -40,8 +41,16 @@ class StepSliceSampler(Sampler):
     every sample (and cannot sample by priority).
     """
 
-    def __init__(self, capacity: int, slice_len: int, alpha: float = 0.0, beta: float = 0.0,
-                 eps: float = 1e-6, traj_key: Any = TRAJ_KEY, states: SparseStates | None = None):
+    def __init__(
+        self,
+        capacity: int,
+        slice_len: int,
+        alpha: float = 0.0,
+        beta: float = 0.0,
+        eps: float = 1e-6,
+        traj_key: Any = TRAJ_KEY,
+        states: SparseStates | None = None,
+    ):
         self.capacity, self.slice_len = capacity, slice_len
         self.states = states  # the state kept every k steps only: slices start there (trajrl.replay.states)
         self.alpha, self.beta, self.eps, self.traj_key = alpha, beta, eps, traj_key
@@ -90,8 +99,10 @@ class StepSliceSampler(Sampler):
         num_slices = max(1, batch_size // self.slice_len)
         if self.alpha > 0:  # by priority: new steps get the largest one seen so far
             if self.writer is None:
-                raise RuntimeError("StepSliceSampler with priorities needs follow(<the buffer's writer>) "
-                                   "to tell new steps from old ones")
+                raise RuntimeError(
+                    "StepSliceSampler with priorities needs follow(<the buffer's writer>) "
+                    "to tell new steps from old ones"
+                )
             self.priority[new] = self.max_priority
             weights = (self.priority[:size] + self.eps) ** self.alpha
             probability = weights / weights.sum()
@@ -115,8 +126,10 @@ class StepSliceSampler(Sampler):
         else:  # it starts at a step with a kept state: the one at or before the picked step
             first, first_count, keep = self._kept_start(storage, picked, offset, run_len)
             if not bool(keep.any()):
-                raise RuntimeError("no stored step has its recurrent state kept yet (sampler.state_every): "
-                                   "sample once more episodes are stored")
+                raise RuntimeError(
+                    "no stored step has its recurrent state kept yet (sampler.state_every): "
+                    "sample once more episodes are stored"
+                )
             again = torch.multinomial(keep.float(), num_slices, replacement=True, generator=self._rng)
             pick = torch.where(keep, torch.arange(num_slices), again)  # the others: slices drawn again
             run, first, run_len, importance = run[pick], first[pick], run_len[pick], importance[pick]
@@ -132,8 +145,9 @@ class StepSliceSampler(Sampler):
             info.update(self.hindsight.draw(storage, starts[run], run_len, first, slice_len, self._rng))
         return index, info
 
-    def _kept_start(self, storage: Storage, picked: torch.Tensor, offset: torch.Tensor,
-                    run_len: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def _kept_start(
+        self, storage: Storage, picked: torch.Tensor, offset: torch.Tensor, run_len: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(first, its step count, kept)``: the offset in its run of the step with a kept
         state at or before each picked step (or the next one, where that state is gone),
         that step's place in its episode, and whether there is one in the run."""

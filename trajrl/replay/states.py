@@ -7,10 +7,11 @@ learner fit values to states its own network never reaches (docs/learning/tuning
 measures it). ``refresh_states`` runs the current network over every stored run of
 steps and writes the states back, under the buffer's write lock.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 from tensordict import TensorDict
@@ -120,8 +121,11 @@ class SparseStates:
         return {key: torch.where(start, 0.0, table[slot]) for key, table in self.states.items()}
 
     def state_dict(self) -> dict:
-        return {"every": self.every, "owner": self.owner.clone(),
-                **{f"state/{key}": table.clone() for key, table in self.states.items()}}
+        return {
+            "every": self.every,
+            "owner": self.owner.clone(),
+            **{f"state/{key}": table.clone() for key, table in self.states.items()},
+        }
 
     def load_state_dict(self, state: dict) -> None:
         self.owner.copy_(state["owner"])

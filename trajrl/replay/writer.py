@@ -17,6 +17,7 @@ both made under that lock in whichever process writes:
   sampler read slots never written). The buffer then holds the whole write, exactly as if the worker
   had finished it: a reader never sees part of one.
 """
+
 from __future__ import annotations
 
 import multiprocessing as mp
@@ -73,9 +74,11 @@ class EpisodeWriter(RoundRobinWriter):
         saved_every = state_dict.get("_states", {}).get("every")
         every = self.states.every if self.states is not None else None
         if saved_every != every:
-            raise CheckpointError(f"the checkpoint's buffer keeps the recurrent state every {saved_every or 1} "
-                                  f"step(s) and this run's every {every or 1}: resume with "
-                                  f"sampler.state_every={saved_every if saved_every is not None else 'null'}")
+            raise CheckpointError(
+                f"the checkpoint's buffer keeps the recurrent state every {saved_every or 1} "
+                f"step(s) and this run's every {every or 1}: resume with "
+                f"sampler.state_every={saved_every if saved_every is not None else 'null'}"
+            )
         super().load_state_dict(state_dict)
         if self.states is not None:
             self.states.load_state_dict(state_dict["_states"])

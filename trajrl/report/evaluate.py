@@ -3,6 +3,7 @@ latest checkpoint) over N deterministic episodes, and a video of one (RL Baselin
 ``enjoy``). The video is written by gymnasium's ``RecordVideo`` (moviepy), for environments
 that render ``rgb_array`` frames (``pip install 'trajrl[video]'`` for classic control's).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -55,20 +56,30 @@ def record_video(cfg, agent, folder: str | Path, which: str = "best", seed: int 
     modes = probe.metadata.get("render_modes", [])
     probe.close()
     if "rgb_array" not in modes:
-        raise ConfigError("--video", str(folder), f"env.id={cfg.env.id} renders {modes or 'no frames'}, not "
-                          "rgb_array frames; evaluate without --video")
+        raise ConfigError(
+            "--video",
+            str(folder),
+            f"env.id={cfg.env.id} renders {modes or 'no frames'}, not rgb_array frames; evaluate without --video",
+        )
     kwargs = {**dict(cfg.env.kwargs or {}), "render_mode": "rgb_array"}
-    record = lambda env: gym.wrappers.RecordVideo(env, str(folder), name_prefix=which,  # noqa: E731
-                                                  episode_trigger=lambda episode: episode == 0)
-    env = make_env(cfg.env.id, kwargs, cfg.env.import_module, primer=agent.primer, wrap=record,
-                   **previous_of(cfg.env))
+
+    def record(env: gym.Env) -> gym.Env:
+        return gym.wrappers.RecordVideo(
+            env,
+            str(folder),
+            name_prefix=which,
+            episode_trigger=lambda episode: episode == 0,
+        )
+
+    env = make_env(cfg.env.id, kwargs, cfg.env.import_module, primer=agent.primer, wrap=record, **previous_of(cfg.env))
     env.set_seed(seed)
     try:
         with set_exploration_type(ExplorationType.DETERMINISTIC), torch.no_grad():
             env.rollout(env_spaces(cfg.env, cfg.algo.name).step_limit, agent.greedy, break_when_any_done=True)
     except gym.error.DependencyNotInstalled as err:
-        raise ConfigError("--video", str(folder), f"rendering needs a package not installed ({err}); "
-                          "pip install 'trajrl[video]'") from None
+        raise ConfigError(
+            "--video", str(folder), f"rendering needs a package not installed ({err}); pip install 'trajrl[video]'"
+        ) from None
     finally:
         env.close()  # RecordVideo writes the file when the episode ends or the environment closes
     return folder / f"{which}-episode-0.mp4"
@@ -77,21 +88,35 @@ def record_video(cfg, agent, folder: str | Path, which: str = "best", seed: int 
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="trajrl evaluate", description=__doc__.splitlines()[0])
     parser.add_argument("run_dir", type=Path, help="a run directory (outputs/<date>/<time>)")
-    parser.add_argument("--which", choices=("best", "latest"), default="best",
-                        help="the agent of the best evaluation (default) or the last checkpoint")
+    parser.add_argument(
+        "--which",
+        choices=("best", "latest"),
+        default="best",
+        help="the agent of the best evaluation (default) or the last checkpoint",
+    )
     parser.add_argument("--episodes", type=int, default=10, help="deterministic episodes averaged (default 10)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the environments (default 0)")
-    parser.add_argument("--video", nargs="?", const="", default=None, metavar="DIR",
-                        help="also record one episode as an mp4 in DIR (default: <run dir>/videos)")
+    parser.add_argument(
+        "--video",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="DIR",
+        help="also record one episode as an mp4 in DIR (default: <run dir>/videos)",
+    )
     args = parser.parse_args(argv)
     if args.episodes < 1:
         parser.error(f"--episodes {args.episodes}: must be at least 1")
     try:
         cfg, agent = load_run(args.run_dir, args.which)
         stats = evaluate_run(cfg, agent, args.episodes, args.seed)
-        print(f"{args.run_dir} ({args.which} agent): return {stats['return']:.1f} ± {stats['return_std']:.1f} "
-              f"over {args.episodes} deterministic episodes (length {stats['length']:.1f}"
-              + (f", success {stats['success']:.2f}" if "success" in stats else "") + ")", flush=True)
+        print(
+            f"{args.run_dir} ({args.which} agent): return {stats['return']:.1f} ± {stats['return_std']:.1f} "
+            f"over {args.episodes} deterministic episodes (length {stats['length']:.1f}"
+            + (f", success {stats['success']:.2f}" if "success" in stats else "")
+            + ")",
+            flush=True,
+        )
         if args.video is not None:
             folder = Path(args.video) if args.video else args.run_dir / "videos"
             print(f"video: {record_video(cfg, agent, folder, args.which, args.seed)}", flush=True)

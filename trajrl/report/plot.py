@@ -5,6 +5,7 @@ in ``<dir>/plots/``. In a multirun, runs that differ only in ``seed`` are one
 curve: the mean across seeds, with the band between the lowest and the highest
 seed (and the seeds as thin lines).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,18 +20,25 @@ from trajrl.report.runs import find_runs, group_runs, on_common_frames  # noqa: 
 
 #: Figure name -> panels, each (title, [metrics drawn on it]).
 FIGURES = {
-    "returns": [("evaluation return (deterministic)", ["eval/return"]),
-                ("training episode return", ["episode/return"])],
-    "lengths": [("training episode length", ["episode/length"]),
-                ("evaluation episode length", ["eval/length"])],
-    "masks": [("valid fraction of training batches", ["sample/valid_frac", "batch/valid_frac"]),
-              ("sequence length in training batches", ["sample/length", "batch/length"]),
-              ("staleness (policy versions)", ["sample/staleness_mean", "batch/staleness_mean"]),
-              ("buffer fill fraction", ["buffer/fill_frac"])],
-    "throughput": [("frames/s: stepped, stored or learnt", ["collect/frames_per_s", "time/frames_per_s_recent"]),
-                   ("updates/s", ["train/updates_per_s"]),
-                   ("learner time split (fraction)", ["time/sample_frac", "time/update_frac", "time/eval_frac",
-                                                      "time/wait_frac", "time/collect_frac"])],
+    "returns": [
+        ("evaluation return (deterministic)", ["eval/return"]),
+        ("training episode return", ["episode/return"]),
+    ],
+    "lengths": [("training episode length", ["episode/length"]), ("evaluation episode length", ["eval/length"])],
+    "masks": [
+        ("valid fraction of training batches", ["sample/valid_frac", "batch/valid_frac"]),
+        ("sequence length in training batches", ["sample/length", "batch/length"]),
+        ("staleness (policy versions)", ["sample/staleness_mean", "batch/staleness_mean"]),
+        ("buffer fill fraction", ["buffer/fill_frac"]),
+    ],
+    "throughput": [
+        ("frames/s: stepped, stored or learnt", ["collect/frames_per_s", "time/frames_per_s_recent"]),
+        ("updates/s", ["train/updates_per_s"]),
+        (
+            "learner time split (fraction)",
+            ["time/sample_frac", "time/update_frac", "time/eval_frac", "time/wait_frac", "time/collect_frac"],
+        ),
+    ],
 }
 
 
@@ -52,7 +60,7 @@ def plot(path: str | Path, out: str | Path | None = None) -> list[Path]:
                     drawn = True
                     name = label if len(metrics) == 1 else f"{label}: {metric}"
                     seeds = f" ({len(runs)} seeds)" if len(runs) > 1 else ""
-                    line, = ax.plot(frames, values.mean(0), label=name + seeds, lw=1.8)
+                    (line,) = ax.plot(frames, values.mean(0), label=name + seeds, lw=1.8)
                     if len(runs) > 1:
                         ax.fill_between(frames, values.min(0), values.max(0), color=line.get_color(), alpha=0.2)
                         for row in values:

@@ -1,5 +1,6 @@
 """Finished runs on disk: a run directory, or a multirun directory of them, grouped
 by configuration (a multirun's jobs that differ only in ``seed`` are one group)."""
+
 from __future__ import annotations
 
 import csv
@@ -13,7 +14,7 @@ import yaml
 @dataclass
 class Run:
     path: Path
-    overrides: list[str]          # the command-line overrides it ran with
+    overrides: list[str]  # the command-line overrides it ran with
     rows: list[dict[str, float]]  # metrics.csv, one dict per row
 
     @property
@@ -52,8 +53,11 @@ def find_runs(path: str | Path) -> list[Run]:
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist")
-    files = [path / "metrics.csv"] if (path / "metrics.csv").exists() else sorted(
-        path.rglob("metrics.csv"), key=lambda p: [int(s) if s.isdigit() else s for s in p.parts])
+    files = (
+        [path / "metrics.csv"]
+        if (path / "metrics.csv").exists()
+        else sorted(path.rglob("metrics.csv"), key=lambda p: [int(s) if s.isdigit() else s for s in p.parts])
+    )
     runs = [Run(f.parent, read_overrides(f.parent), read_metrics(f)) for f in files]
     runs = [r for r in runs if r.rows]
     if not runs:

@@ -3,6 +3,7 @@
 Runs that differ only in ``seed`` are one row: mean +- std across seeds. The
 table is printed and written to ``<dir>/summary.md``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,8 +50,10 @@ def summary_table(path: str | Path) -> str:
     groups = group_runs(find_runs(path))
     solved = any(not math.isnan(value(run, *SOLVED[1:])) for runs in groups.values() for run in runs)
     columns = [*COLUMNS, *([SOLVED] if solved else [])]
-    lines = ["| configuration | seeds | " + " | ".join(name for name, _, _ in columns) + " |",
-             "|---|---|" + "---|" * len(columns)]
+    lines = [
+        "| configuration | seeds | " + " | ".join(name for name, _, _ in columns) + " |",
+        "|---|---|" + "---|" * len(columns),
+    ]
     for label, runs in groups.items():
         cells = [cell([value(run, metric, how) for run in runs]) for _, metric, how in columns]
         lines.append(f"| {label} | {', '.join(run.seed for run in runs)} | " + " | ".join(cells) + " |")

@@ -9,6 +9,7 @@ moment leaves the previous checkpoint whole. Read with ``weights_only=True``:
 loading never unpickles arbitrary objects, and a truncated or foreign file is
 refused with a clear error.
 """
+
 from __future__ import annotations
 
 import math
@@ -43,10 +44,14 @@ def save_checkpoint(path: str | Path, state: dict[str, Any]) -> Path:
     except (OSError, RuntimeError) as err:  # a full disk: torch reports it as either
         tmp.unlink(missing_ok=True)
         kept = f"; {path.name} still holds the checkpoint before" if path.exists() else ""
-        reason = (err.strerror if isinstance(err, OSError) and err.strerror
-                  else "not written whole (a full disk, or a file size limit)")
-        raise OSError(getattr(err, "errno", None), f"{reason}, while the checkpoint was written{kept}",
-                      str(path)) from None
+        reason = (
+            err.strerror
+            if isinstance(err, OSError) and err.strerror
+            else "not written whole (a full disk, or a file size limit)"
+        )
+        raise OSError(
+            getattr(err, "errno", None), f"{reason}, while the checkpoint was written{kept}", str(path)
+        ) from None
     os.replace(tmp, path)  # the checkpoint before is replaced only by a whole one
     return path
 
@@ -55,8 +60,8 @@ def save_checkpoint(path: str | Path, state: dict[str, Any]) -> Path:
 class LoopState:
     """The loop's own counters, as a checkpoint saves them (gradient updates are the learner's)."""
 
-    frames: int = 0              # frames stored (off-policy) or learnt from (PPO)
-    episodes: int = 0            # episodes stored (PPO: learnt from)
+    frames: int = 0  # frames stored (off-policy) or learnt from (PPO)
+    episodes: int = 0  # episodes stored (PPO: learnt from)
     best_eval: float = -math.inf  # the best evaluation return so far
 
 
@@ -81,9 +86,14 @@ class Checkpointer:
         return save_checkpoint(self.path.with_name("best.pt"), self.state(loop))
 
     def state(self, loop: LoopState) -> dict[str, Any]:
-        return {"algo_name": self.algo_name, "frames": int(loop.frames), "algo": self.algo.state_dict(),
-                "policy": {name: module.state_dict() for name, module in self.policy_state.items()},
-                "loop": asdict(loop), "rng": torch.get_rng_state()}
+        return {
+            "algo_name": self.algo_name,
+            "frames": int(loop.frames),
+            "algo": self.algo.state_dict(),
+            "policy": {name: module.state_dict() for name, module in self.policy_state.items()},
+            "loop": asdict(loop),
+            "rng": torch.get_rng_state(),
+        }
 
 
 def restore(payload: dict, algo, policy_state: dict, buffer=None, rng: bool = True) -> LoopState:
@@ -99,8 +109,10 @@ def restore(payload: dict, algo, policy_state: dict, buffer=None, rng: bool = Tr
         ndim = buffer.storage.ndim
         if saved is not None and saved.shape[0] != -(-buffer.storage.max_size // saved.shape[1:ndim].numel()):
             frames = saved.shape[:ndim].numel()
-            raise CheckpointError(f"the checkpoint's buffer holds {frames:,} frames and this run's "
-                                  f"{buffer.storage.max_size:,}; resume with storage.capacity={frames}")
+            raise CheckpointError(
+                f"the checkpoint's buffer holds {frames:,} frames and this run's "
+                f"{buffer.storage.max_size:,}; resume with storage.capacity={frames}"
+            )
         buffer.load_state_dict(payload["buffer"])  # its writer numbers new episodes after the stored ones
     if rng:
         torch.set_rng_state(payload["rng"])
@@ -115,13 +127,19 @@ def load_checkpoint(path: str | Path, algo_name: str | None = None, which: str =
     if path.is_dir():
         path = checkpoint_path(path, which)
     if not path.exists():
-        hint = " (best.pt is written at a run's first evaluation; use the latest checkpoint)" if path.name == "best.pt" else ""
+        hint = (
+            " (best.pt is written at a run's first evaluation; use the latest checkpoint)"
+            if path.name == "best.pt"
+            else ""
+        )
         raise CheckpointError(f"no checkpoint at {path}{hint}")
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # truncated, corrupt, or holding objects weights_only refuses
-        raise CheckpointError(f"{path} cannot be read as a checkpoint ({type(err).__name__}: {str(err)[:200]}); "
-                              "it is truncated, corrupt or not a trajrl checkpoint") from None
+        raise CheckpointError(
+            f"{path} cannot be read as a checkpoint ({type(err).__name__}: {str(err)[:200]}); "
+            "it is truncated, corrupt or not a trajrl checkpoint"
+        ) from None
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         found = payload.get("format") if isinstance(payload, dict) else type(payload).__name__
         raise CheckpointError(f"{path} is not a trajrl checkpoint (format {found!r}, expected {FORMAT!r})")

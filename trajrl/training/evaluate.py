@@ -1,7 +1,8 @@
 """Deterministic evaluation over a vector of environments (one policy call per step for all)."""
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torchrl.envs import EnvBase
@@ -20,8 +21,16 @@ class Evaluator:
     vector is built at the first evaluation, where its environments' failures are reported
     as evaluation's (TorchRL steps a vector once as it wraps it)."""
 
-    def __init__(self, make_env: Callable[..., EnvBase], policy, episodes: int, seed: int, max_steps: int,
-                 env_id: str, step_timeout_s: float | None = None):
+    def __init__(
+        self,
+        make_env: Callable[..., EnvBase],
+        policy,
+        episodes: int,
+        seed: int,
+        max_steps: int,
+        env_id: str,
+        step_timeout_s: float | None = None,
+    ):
         self.make_env, self.seed = make_env, seed
         self.env: EnvBase | None = None
         self.env_id, self.step_timeout_s = env_id, step_timeout_s
@@ -48,7 +57,9 @@ class Evaluator:
                 td = env.reset()
             for _ in range(self.max_steps):
                 td = self.policy(td)
-                with stepping(self.env_id, "trajrl evaluated the policy", self.step_timeout_s):  # not the policy's errors
+                with stepping(
+                    self.env_id, "trajrl evaluated the policy", self.step_timeout_s
+                ):  # not the policy's errors
                     td, next_td = env.step_and_maybe_reset(td)
                 running = ~finished
                 returns += td.get(("next", "reward")).reshape(-1) * running
@@ -65,8 +76,9 @@ class Evaluator:
             "return_std": returns.std().item() if self.episodes > 1 else 0.0,
             "length": lengths.float().mean().item(),
             "unfinished": int((~finished).sum()),
-            **({"success": success.mean().item()} if "is_success" in env.full_observation_spec.keys(True, True)
-               else {}),
+            **(
+                {"success": success.mean().item()} if "is_success" in env.full_observation_spec.keys(True, True) else {}
+            ),
         }
 
     def close(self) -> None:

@@ -5,13 +5,14 @@ way out, and the CLI reports it in one line.
 A signal that arrives inside ``critical()`` (a gradient update and its weight push,
 a checkpoint being written) is raised when the block ends, so the learner that is
 saved is never half-updated."""
+
 from __future__ import annotations
 
 import contextlib
 import signal
 import threading
 import time
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from trajrl.errors import RunInterrupted
 
@@ -27,7 +28,7 @@ def stacks_on_sigusr1() -> None:
 
 
 class _State:
-    deferring = 0            # depth of critical() blocks the main thread is in
+    deferring = 0  # depth of critical() blocks the main thread is in
     pending: int | None = None  # a signal received meanwhile
 
 
@@ -74,8 +75,12 @@ def interrupts_raise() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def raise_after(seconds: float, error: Callable[[], BaseException],
-                check: Callable[[], BaseException | None] | None = None, every: float = 1.0) -> Iterator[None]:
+def raise_after(
+    seconds: float,
+    error: Callable[[], BaseException],
+    check: Callable[[], BaseException | None] | None = None,
+    every: float = 1.0,
+) -> Iterator[None]:
     """Within the block, raise ``error()`` once ``seconds`` have passed (SIGALRM: it
     also interrupts a wait inside a blocking call), and, with ``check``, raise what it
     returns as soon as it returns something (it is asked every ``every`` seconds).

@@ -11,13 +11,14 @@ checkpoint saves. Each loop's own steps read top to bottom in ``collect_and_lear
 - ``EpisodicLoop`` (PPO): the collector yields ``trajs_per_batch`` complete episodes
   of the current policy; each batch is learnt from at once, then the weights are pushed.
 """
+
 from __future__ import annotations
 
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Callable
 
 import torch
 from tensordict import TensorDict, TensorDictBase
@@ -34,7 +35,15 @@ from trajrl.replay.writer import redo_unfinished_writes
 from trajrl.settings import LoopSettings
 from trajrl.training.checkpoint import LoopState
 from trajrl.training.interrupts import critical, raise_after
-from trajrl.training.metrics import MaskTally, MetricsLog, Rates, StoredEpisodeStats, WorkerStats, buffer_stats, episode_stats
+from trajrl.training.metrics import (
+    MaskTally,
+    MetricsLog,
+    Rates,
+    StoredEpisodeStats,
+    WorkerStats,
+    buffer_stats,
+    episode_stats,
+)
 from trajrl.training.progress import Progress
 
 log = logging.getLogger("trajrl")
@@ -44,21 +53,21 @@ log = logging.getLogger("trajrl")
 class RunParts:
     """What a loop runs, built by the factory (``trajrl.training.run`` gathers them)."""
 
-    collector: object                        # a TorchRL collector (or trajrl's Ray one)
-    algo: object                             # R2D2 | RSAC | PPO: ``update(batch)``, ``updates``
-    policy: torch.nn.Module                  # the behaviour policy whose weights are pushed
+    collector: object  # a TorchRL collector (or trajrl's Ray one)
+    algo: object  # R2D2 | RSAC | PPO: ``update(batch)``, ``updates``
+    policy: torch.nn.Module  # the behaviour policy whose weights are pushed
     log: MetricsLog
     progress: Progress
     evaluate: Callable[[], dict] | None = None
     audit: LiveAudit | None = None
-    counters: WorkerCounters | None = None   # what the environments stepped; their gate
+    counters: WorkerCounters | None = None  # what the environments stepped; their gate
     version: PolicyVersion | None = None
-    new_collector: Callable[[int], object] | None = None    # a collector like ``collector`` (its restart number)
-    restart_limit: RestartLimit | None = None               # how often a worker may be replaced
+    new_collector: Callable[[int], object] | None = None  # a collector like ``collector`` (its restart number)
+    restart_limit: RestartLimit | None = None  # how often a worker may be replaced
     checkpoint: Callable[[LoopState], object] | None = None  # saves the run (``Checkpointer``)
-    keep_best: Callable[[LoopState], object] | None = None   # saves the agent at a new best evaluation
-    acting: CpuCopies | None = None          # its networks: the learner's weights are pulled into them to push
-    evaluated: CpuCopies | None = None       # ``evaluate``'s networks: pulled before each evaluation
+    keep_best: Callable[[LoopState], object] | None = None  # saves the agent at a new best evaluation
+    acting: CpuCopies | None = None  # its networks: the learner's weights are pulled into them to push
+    evaluated: CpuCopies | None = None  # ``evaluate``'s networks: pulled before each evaluation
 
 
 def next_multiple(frames: int, every: int) -> int | None:
@@ -84,8 +93,10 @@ def time_split(elapsed: float, timings: dict[str, float]) -> dict[str, float]:
     rest (``wait``) spent waiting for data."""
     wait = max(0.0, elapsed - sum(timings.values()))
     split = {**timings, "wait": wait}
-    return {**{f"time/{k}_s": v for k, v in split.items()},
-            **{f"time/{k}_frac": v / max(elapsed, 1e-9) for k, v in split.items()}}
+    return {
+        **{f"time/{k}_s": v for k, v in split.items()},
+        **{f"time/{k}_frac": v / max(elapsed, 1e-9) for k, v in split.items()},
+    }
 
 
 def progress_line(frames: int, row: dict[str, float]) -> str:
@@ -120,8 +131,9 @@ class Loop:
         self.log_every = Every(settings.log_every_frames, self.start_frames)
         self.eval_every = Every(settings.eval_every_frames if parts.evaluate is not None else 0, self.start_frames)
         self.checkpoint_every = Every(settings.checkpoint_every_frames, self.start_frames)
-        self.workers = (WorkerStats(parts.counters, self.start_frames, self.state.episodes)
-                        if parts.counters is not None else None)
+        self.workers = (
+            WorkerStats(parts.counters, self.start_frames, self.state.episodes) if parts.counters is not None else None
+        )
         self.rates = Rates(self.start_frames, int(self.algo.updates))
         self.weights = TensorDict.from_module(parts.policy)  # live parameters and buffers (epsilon too)
         self.train_stats: dict[str, float] = {}
@@ -181,8 +193,11 @@ class Loop:
 
     def finished(self) -> bool:
         limit = self.settings.time_limit_s
-        return self.state.frames >= self.total_frames or self.solved is not None or (
-            limit is not None and time.monotonic() - self.started >= limit)
+        return (
+            self.state.frames >= self.total_frames
+            or self.solved is not None
+            or (limit is not None and time.monotonic() - self.started >= limit)
+        )
 
     def restart_collector(self, failure: CollectorFailed) -> None:
         """A worker died (or the collector failed otherwise): shut the collector down,
@@ -203,18 +218,30 @@ class Loop:
             raise failure
         cause = str(self.watch.error() or failure).splitlines()[0]
         self.watch.close()
-        close_collector(self.collector)                          # its other workers end too
+        close_collector(self.collector)  # its other workers end too
         redone, (frames_now, episodes_now) = self.kept()
         lost = 0
         if counters is not None:
             frames, episodes = self.generation_start
             lost = counters.retire(frames_now - frames, episodes_now - episodes)
-            counters.fault_log.add(what="worker" if worker is not None else "collector", slot=key, time=time.time(),
-                                   restarts=restarts, cause=f"{cause} ({lost:,} frames in flight lost"
-                                                            + (", its unfinished write redone" if redone else "") + ")")
-        log.warning("%s; started a new collector (restart %d of %s within collector.restart_window_s), "
-                    "%d frames in flight lost%s", cause, restarts, "that worker" if worker is not None else "it", lost,
-                    ", its unfinished write redone" if redone else "")
+            counters.fault_log.add(
+                what="worker" if worker is not None else "collector",
+                slot=key,
+                time=time.time(),
+                restarts=restarts,
+                cause=f"{cause} ({lost:,} frames in flight lost"
+                + (", its unfinished write redone" if redone else "")
+                + ")",
+            )
+        log.warning(
+            "%s; started a new collector (restart %d of %s within collector.restart_window_s), "
+            "%d frames in flight lost%s",
+            cause,
+            restarts,
+            "that worker" if worker is not None else "it",
+            lost,
+            ", its unfinished write redone" if redone else "",
+        )
         self.collector_restarts += 1
         self.collector = parts.new_collector(self.collector_restarts)
         self.watch = CollectorWatch(self.collector, parts.counters.fault_log if parts.counters else None)
@@ -252,7 +279,7 @@ class Loop:
         compete for the cores (it stalled learning in hand-wired TorchRL loops)."""
         t0 = time.monotonic()
         if self.parts.evaluated is not None:
-            self.parts.evaluated.pull()                          # the learner's weights as they are now
+            self.parts.evaluated.pull()  # the learner's weights as they are now
         with self.paused() if collecting else contextlib.nullcontext():
             stats = {f"eval/{k}": v for k, v in self.parts.evaluate().items()}
         self.timings["eval"] += time.monotonic() - t0
@@ -321,8 +348,16 @@ class OffPolicyLoop(Loop):
     ``[N, T]`` batches at the configured update-to-data ratio, pushes weights every
     ``loop.weight_sync_every`` updates, and pauses collection while it is behind."""
 
-    def __init__(self, parts: RunParts, sequences, exploration, settings: LoopSettings, total_frames: int,
-                 start: LoopState | None = None, state_refresh: StateRefresh | None = None):
+    def __init__(
+        self,
+        parts: RunParts,
+        sequences,
+        exploration,
+        settings: LoopSettings,
+        total_frames: int,
+        start: LoopState | None = None,
+        state_refresh: StateRefresh | None = None,
+    ):
         super().__init__(parts, settings, total_frames, start)
         self.sequences, self.exploration, self.state_refresh = sequences, exploration, state_refresh
         self.buffer = sequences.buffer
@@ -344,13 +379,13 @@ class OffPolicyLoop(Loop):
             try:
                 if not self.collect_and_learn_once():
                     break
-            except CollectorFailed as failure:                  # a worker died, perhaps holding the buffer's lock
+            except CollectorFailed as failure:  # a worker died, perhaps holding the buffer's lock
                 self.restart_collector(failure)
 
     def collect_and_learn_once(self) -> bool:
         """One turn of the loop; False once the run is finished."""
         s = self.settings
-        frames = self.buffer.write_count                         # collect: workers write in the background
+        frames = self.buffer.write_count  # collect: workers write in the background
         if frames != self.state.frames:
             self.last_write = time.monotonic()
             if self.exploration is not None:
@@ -361,13 +396,17 @@ class OffPolicyLoop(Loop):
             return False
         self.progress.status(frames, self.recent_return)
         if frames < s.warmup_frames or self.algo.updates >= self.updates_due():
-            time.sleep(0.005)                                    # ahead of the ratio: wait for data
-        elif self.can_pause and s.max_update_lag is not None and self.updates_due() - self.algo.updates > s.max_update_lag:
-            with self.paused():                                  # far behind: collection waits
+            time.sleep(0.005)  # ahead of the ratio: wait for data
+        elif (
+            self.can_pause
+            and s.max_update_lag is not None
+            and self.updates_due() - self.algo.updates > s.max_update_lag
+        ):
+            with self.paused():  # far behind: collection waits
                 while self.algo.updates < self.updates_due():
                     self.update()
         else:
-            self.update()                                        # sample, update, push weights
+            self.update()  # sample, update, push weights
         if self.episodes.due():
             with self.waiting_on_buffer("reading the stored episodes waited on the replay buffer"):
                 self.episodes.read()
@@ -376,7 +415,7 @@ class OffPolicyLoop(Loop):
 
     def kept(self) -> tuple[bool, tuple[int, int]]:
         redone = redo_unfinished_writes(self.buffer)  # a write a dead worker left half done
-        self.episodes.read()                           # the episodes stored, exactly
+        self.episodes.read()  # the episodes stored, exactly
         return bool(redone), (self.buffer.write_count, self.episodes.episodes)
 
     def start_collector(self) -> None:
@@ -428,7 +467,7 @@ class OffPolicyLoop(Loop):
             with critical():  # a signal waits for the update and its weight push
                 self.train_stats = self.algo.update(batch)
                 self.sequences.update_priority(batch)
-                if self.state_refresh is not None:                # stored states from the current network
+                if self.state_refresh is not None:  # stored states from the current network
                     self.state_refresh(self.algo.updates)
                 if self.algo.updates % self.settings.weight_sync_every == 0:
                     self.push_weights()
@@ -492,8 +531,14 @@ class EpisodicLoop(Loop):
     of the current policy; each batch is learnt from at once (``algo.update``), and
     the new weights reach the collector before the next one."""
 
-    def __init__(self, parts: RunParts, settings: LoopSettings, total_frames: int, start: LoopState | None = None,
-                 strict_episodes: int | None = None):
+    def __init__(
+        self,
+        parts: RunParts,
+        settings: LoopSettings,
+        total_frames: int,
+        start: LoopState | None = None,
+        strict_episodes: int | None = None,
+    ):
         """``strict_episodes``: learn only from episodes of the current weights, this
         many at a time (``algo.on_policy=strict``; ``current_policy_only``)."""
         super().__init__(parts, settings, total_frames, start)
@@ -521,7 +566,7 @@ class EpisodicLoop(Loop):
         with raise_after(s.stall_timeout_s, stall):
             try:
                 return next(self.batches_of_episodes, None)
-            except CollectorFailed:                              # the stall limit
+            except CollectorFailed:  # the stall limit
                 raise
             except Exception as error:  # a worker, or the single-process collector's environment
                 raise collection_failed(self.watch.past_restart_limit() or error) from error
@@ -532,15 +577,15 @@ class EpisodicLoop(Loop):
         t0 = time.monotonic()
         while True:
             try:
-                batch = self.next_batch()                        # collect: complete episodes of this policy
-            except CollectorFailed as failure:                  # a worker died: a new collector, if allowed
+                batch = self.next_batch()  # collect: complete episodes of this policy
+            except CollectorFailed as failure:  # a worker died: a new collector, if allowed
                 self.restart_collector(failure)
                 continue
             if batch is None:
                 break
-            batch = without_faulted(batch)                      # episodes an environment fault ended
+            batch = without_faulted(batch)  # episodes an environment fault ended
             if batch is not None and self.strict_episodes is not None:
-                batch = self.current_policy_only(batch)        # strict: none a weight push cut
+                batch = self.current_policy_only(batch)  # strict: none a weight push cut
             if batch is None:
                 continue
             if batch.batch_dims == 1:  # traj_format="cat": episodes one after the other
@@ -562,8 +607,8 @@ class EpisodicLoop(Loop):
             self.progress.status(self.state.frames, self.recent_return)
             if self.finished():
                 break
-            self.log_eval_checkpoint()                           # evaluate, log, save: each when due
-            if self.solved is not None:                          # that evaluation reached loop.stop_at_return
+            self.log_eval_checkpoint()  # evaluate, log, save: each when due
+            if self.solved is not None:  # that evaluation reached loop.stop_at_return
                 break
             t0 = time.monotonic()
 
@@ -594,6 +639,12 @@ class EpisodicLoop(Loop):
         return row
 
     def row(self) -> dict[str, float]:
-        strict = {"batch/episodes_dropped_stale": float(self.dropped_episodes),
-                  "batch/frames_dropped_stale": float(self.dropped_frames)} if self.strict_episodes else {}
+        strict = (
+            {
+                "batch/episodes_dropped_stale": float(self.dropped_episodes),
+                "batch/frames_dropped_stale": float(self.dropped_frames),
+            }
+            if self.strict_episodes
+            else {}
+        )
         return {**self.batches.stats(), **strict, "episode/completed": float(self.state.episodes)}

@@ -9,6 +9,7 @@
   the share of sampled rows hindsight relabelled (``sample/relabelled_frac``);
 - ``buffer/``: what is stored; ``time/`` and ``train/``: throughput and learning.
 """
+
 from __future__ import annotations
 
 import csv
@@ -31,15 +32,23 @@ def length_stats(lengths: torch.Tensor, prefix: str) -> dict[str, float]:
     """Mean, min, max and quartiles of episode lengths."""
     lengths = lengths.float()
     q25, q50, q75 = torch.quantile(lengths, torch.tensor([0.25, 0.5, 0.75])).tolist()
-    return {f"{prefix}/length": lengths.mean().item(), f"{prefix}/length_min": lengths.min().item(),
-            f"{prefix}/length_max": lengths.max().item(), f"{prefix}/length_p25": q25,
-            f"{prefix}/length_p50": q50, f"{prefix}/length_p75": q75}
+    return {
+        f"{prefix}/length": lengths.mean().item(),
+        f"{prefix}/length_min": lengths.min().item(),
+        f"{prefix}/length_max": lengths.max().item(),
+        f"{prefix}/length_p25": q25,
+        f"{prefix}/length_p50": q50,
+        f"{prefix}/length_p75": q75,
+    }
 
 
 def return_stats(returns: torch.Tensor, prefix: str) -> dict[str, float]:
     returns = returns.float()
-    return {f"{prefix}/return": returns.mean().item(), f"{prefix}/return_min": returns.min().item(),
-            f"{prefix}/return_max": returns.max().item()}
+    return {
+        f"{prefix}/return": returns.mean().item(),
+        f"{prefix}/return_min": returns.min().item(),
+        f"{prefix}/return_max": returns.max().item(),
+    }
 
 
 class StoredEpisodeStats:
@@ -95,8 +104,11 @@ def buffer_stats(buffer: ReplayBuffer) -> dict[str, float]:
     storage = buffer.storage
     with buffer_locked(buffer):  # a slice of the storage is a view: count before any write
         size, written = buffer._writer.stored, buffer.write_count
-        stats = {"buffer/frames": float(size), "buffer/fill_frac": size / storage.max_size,
-                 "buffer/frames_written": float(written)}
+        stats = {
+            "buffer/frames": float(size),
+            "buffer/fill_frac": size / storage.max_size,
+            "buffer/frames_written": float(written),
+        }
         if size:
             stored = in_time_order(buffer)[0] if isinstance(buffer._writer, LaneWriter) else storage[:size]
             starts, _ = find_episodes(stored.get(TRAJ_KEY), stored.get("is_init"), stored.get(("next", "done")))
@@ -145,9 +157,14 @@ class MaskTally:
         if not self.batches:
             return {}
         p = self.prefix
-        stats = {f"{p}/valid_frac": self.valid / self.cells, f"{p}/padding_frac": 1 - self.valid / self.cells,
-                 f"{p}/length": self.valid / self.rows, f"{p}/length_max": float(self.max_length),
-                 f"{p}/rows": self.rows / self.batches, f"{p}/width": self.cells / self.rows}
+        stats = {
+            f"{p}/valid_frac": self.valid / self.cells,
+            f"{p}/padding_frac": 1 - self.valid / self.cells,
+            f"{p}/length": self.valid / self.rows,
+            f"{p}/length_max": float(self.max_length),
+            f"{p}/rows": self.rows / self.batches,
+            f"{p}/width": self.cells / self.rows,
+        }
         if self.relabelled is not None:
             stats[f"{p}/relabelled_frac"] = self.relabelled / self.rows
         if self.stale_steps:
@@ -173,8 +190,10 @@ class WorkerStats:
         delta, self.previous = now - self.previous, now
         dt, self.previous_time = max(now_time - self.previous_time, 1e-9), now_time
         c = type(self.counters)
-        stats = {"collect/frames_stepped": self.start_frames + float(now[:, c.FRAMES].sum()),
-                 "collect/frames_per_s": float(delta[:, c.FRAMES].sum()) / dt}
+        stats = {
+            "collect/frames_stepped": self.start_frames + float(now[:, c.FRAMES].sum()),
+            "collect/frames_per_s": float(delta[:, c.FRAMES].sum()) / dt,
+        }
         stats.update(self.faults(now))
         if now[:, c.NOT_GREEDY].sum() > 0 and delta[:, c.FRAMES].sum() > 0:  # a Q-learning policy explores
             stats["collect/random_action_frac"] = float(delta[:, c.NOT_GREEDY].sum() / delta[:, c.FRAMES].sum())
@@ -190,10 +209,12 @@ class WorkerStats:
         """Environments rebuilt after they raised, collectors started again after a worker
         died, and the frames both lost (dropped episodes, episodes in flight)."""
         c, counters = type(self.counters), self.counters
-        return {"collect/env_restarts": float(now[:, c.ENV_RESTARTS].sum()),
-                "collect/worker_restarts": float(counters.worker_restarts),
-                "collect/frames_lost_to_faults": float(now[:, c.FRAMES_LOST].sum() + counters.frames_lost_to_restarts),
-                "collect/episodes_lost_to_faults": float(now[:, c.ENV_RESTARTS].sum() + counters.episodes_lost_to_restarts)}
+        return {
+            "collect/env_restarts": float(now[:, c.ENV_RESTARTS].sum()),
+            "collect/worker_restarts": float(counters.worker_restarts),
+            "collect/frames_lost_to_faults": float(now[:, c.FRAMES_LOST].sum() + counters.frames_lost_to_restarts),
+            "collect/episodes_lost_to_faults": float(now[:, c.ENV_RESTARTS].sum() + counters.episodes_lost_to_restarts),
+        }
 
     def in_flight(self, frames_stored: int, episodes_stored: int) -> dict[str, float]:
         """Once collection has stopped: what the environments stepped but never
@@ -203,10 +224,13 @@ class WorkerStats:
         c = type(self.counters)
         begun = float((now[:, c.ENDED] + now[:, c.UNDER_WAY]).sum())
         lost = float(now[:, c.FRAMES_LOST].sum() + self.counters.frames_lost_to_restarts)
-        return {"buffer/frames_in_flight_dropped":
-                self.start_frames + float(now[:, c.FRAMES].sum()) - lost - frames_stored,
-                "buffer/episodes_in_flight_dropped":
-                self.start_episodes + begun - self.counters.episodes_lost_to_restarts - episodes_stored}
+        return {
+            "buffer/frames_in_flight_dropped": self.start_frames + float(now[:, c.FRAMES].sum()) - lost - frames_stored,
+            "buffer/episodes_in_flight_dropped": self.start_episodes
+            + begun
+            - self.counters.episodes_lost_to_restarts
+            - episodes_stored,
+        }
 
 
 class Rates:
@@ -250,8 +274,9 @@ class MetricsLog:
             superseded = self.path.with_name("metrics_superseded.csv")
             new_file = not superseded.exists()
             with open(superseded, "a", newline="") as f:
-                writer = csv.DictWriter(f, fieldnames=list(dict.fromkeys(k for r in later for k in r)),
-                                        extrasaction="ignore")
+                writer = csv.DictWriter(
+                    f, fieldnames=list(dict.fromkeys(k for r in later for k in r)), extrasaction="ignore"
+                )
                 if new_file:
                     writer.writeheader()
                 writer.writerows(later)

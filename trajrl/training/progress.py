@@ -5,6 +5,7 @@ training return), with each metrics row printed above it. Anywhere else (CI logs
 files, pipes): only the metrics rows, one plain line each, so a log reads top to
 bottom without control characters.
 """
+
 from __future__ import annotations
 
 import sys
@@ -14,12 +15,20 @@ from tqdm import tqdm
 
 
 class Progress:
-    def __init__(self, total_frames: int, stream: TextIO | None = None, live: bool | None = None,
-                 min_interval_s: float = 0.25):
+    def __init__(
+        self, total_frames: int, stream: TextIO | None = None, live: bool | None = None, min_interval_s: float = 0.25
+    ):
         self.stream = stream if stream is not None else sys.stdout
         live = self.stream.isatty() if live is None else live
-        self.bar = tqdm(total=max(1, int(total_frames)), unit="frame", file=self.stream, disable=not live,
-                        mininterval=min_interval_s, dynamic_ncols=True, leave=False)
+        self.bar = tqdm(
+            total=max(1, int(total_frames)),
+            unit="frame",
+            file=self.stream,
+            disable=not live,
+            mininterval=min_interval_s,
+            dynamic_ncols=True,
+            leave=False,
+        )
 
     def row(self, text: str) -> None:
         """A line that stays (a metrics row, a message), above the status line."""

@@ -1,4 +1,5 @@
 """``train(cfg)``: check the config once, build the pipeline, run its loop, leave a run directory."""
+
 from __future__ import annotations
 
 import datetime
@@ -55,24 +56,46 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None, progress: Progress
             logger.log_hparams(flat_hparams(OmegaConf.to_container(cfg, resolve=True)))
         evaluator = None
         if loop_settings.eval_episodes > 0:
-            evaluator = Evaluator(pipe.eval_env_fn, pipe.greedy_policy, loop_settings.eval_episodes,
-                                  seed=int(cfg.seed) + 10_000, max_steps=pipe.eval_max_steps, env_id=cfg.env.id,
-                                  step_timeout_s=loop_settings.stall_timeout_s)
+            evaluator = Evaluator(
+                pipe.eval_env_fn,
+                pipe.greedy_policy,
+                loop_settings.eval_episodes,
+                seed=int(cfg.seed) + 10_000,
+                max_steps=pipe.eval_max_steps,
+                env_id=cfg.env.id,
+                step_timeout_s=loop_settings.stall_timeout_s,
+            )
         checkpointer = Checkpointer(run_dir, cfg.algo.name, pipe.algo, pipe.policy_state, pipe.buffer)
         parts = RunParts(
-            pipe.collector, pipe.algo, pipe.policy, acting=pipe.acting, evaluated=pipe.evaluated,
+            pipe.collector,
+            pipe.algo,
+            pipe.policy,
+            acting=pipe.acting,
+            evaluated=pipe.evaluated,
             log=MetricsLog(run_dir, pipe.loggers, resume_at=pipe.resumed.frames if pipe.resumed else None),
-            progress=progress or Progress(int(cfg.total_frames)), evaluate=evaluator,
-            audit=LiveAudit(int(cfg.audit_every)) if cfg.audit else None, counters=pipe.counters,
-            version=pipe.version, new_collector=pipe.new_collector, restart_limit=pipe.restart_limit,
-            checkpoint=checkpointer, keep_best=checkpointer.best,
+            progress=progress or Progress(int(cfg.total_frames)),
+            evaluate=evaluator,
+            audit=LiveAudit(int(cfg.audit_every)) if cfg.audit else None,
+            counters=pipe.counters,
+            version=pipe.version,
+            new_collector=pipe.new_collector,
+            restart_limit=pipe.restart_limit,
+            checkpoint=checkpointer,
+            keep_best=checkpointer.best,
         )
         if cfg.algo.name in ON_POLICY_ALGOS:
             strict = int(cfg.trajs_per_batch) if cfg.algo.on_policy == "strict" else None
             loop = EpisodicLoop(parts, loop_settings, int(cfg.total_frames), pipe.resumed, strict_episodes=strict)
         else:
-            loop = OffPolicyLoop(parts, pipe.sequences, pipe.exploration, loop_settings, int(cfg.total_frames),
-                                 pipe.resumed, pipe.state_refresh)
+            loop = OffPolicyLoop(
+                parts,
+                pipe.sequences,
+                pipe.exploration,
+                loop_settings,
+                int(cfg.total_frames),
+                pipe.resumed,
+                pipe.state_refresh,
+            )
         try:
             final = loop.run()
         finally:
@@ -89,36 +112,72 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None, progress: Progress
 
 def summary(final: dict) -> str:
     """The lines printed at the end of a run."""
+
     def fmt(key, spec=".1f"):
         value = final.get(key)
         return "n/a" if value is None else format(value, spec)
 
-    return "\n".join([
-        "== trajrl run finished ==",
-        f"frames {'stored ' if 'buffer/frames' in final else 'learnt '}  {int(final['frames']):,}",
-        *([f"frames stepped  {int(final['collect/frames_stepped']):,} "
-           f"({int(final['buffer/frames_in_flight_dropped']):,} in flight at the end, never handed over"
-           + (f"; {int(final['batch/frames_dropped_stale']):,} dropped: a weight push cut their episodes"
-              if final.get('batch/frames_dropped_stale') else "")
-           + (f"; {int(final['collect/frames_lost_to_faults']):,} lost to faults" if final.get('collect/frames_lost_to_faults') else "")
-           + ")"]
-          if "collect/frames_stepped" in final else []),
-        *restart_lines(final),
-        f"wall-clock      {fmt('time/elapsed_s')} s ({fmt('time/frames_per_s', '.0f')} frames/s)",
-        f"updates         {int(final['train/updates']):,}",
-        f"eval return     {fmt('eval/return')} (best {fmt('eval/best_return')})",
-        *([f"solved          at {int(final['run/solved_at_frames']):,} frames: the evaluation reached "
-           f"loop.stop_at_return, and the run stopped there"] if "run/solved_at_frames" in final else []),
-        *([f"eval success    {fmt('eval/success', '.2f')} (episodes that ended at their goal)"]
-          if "eval/success" in final else []),
-        f"train return    {fmt('episode/return')} (last episodes)",
-        *([f"audit           {int(final['audit/violations'])} violations "
-           f"({int(final['audit/batches_checked'])} batches and the buffer checked)"] if "audit/violations" in final else []),
-        f"checkpoint      {final['checkpoint']}",
-        *([f"best agent      {final['best_checkpoint']} (eval return {fmt('eval/best_return')}; "
-           f"trajrl evaluate {final['run_dir']})"] if "best_checkpoint" in final else []),
-        f"run directory   {final['run_dir']}",
-    ])
+    return "\n".join(
+        [
+            "== trajrl run finished ==",
+            f"frames {'stored ' if 'buffer/frames' in final else 'learnt '}  {int(final['frames']):,}",
+            *(
+                [
+                    f"frames stepped  {int(final['collect/frames_stepped']):,} "
+                    f"({int(final['buffer/frames_in_flight_dropped']):,} in flight at the end, never handed over"
+                    + (
+                        f"; {int(final['batch/frames_dropped_stale']):,} dropped: a weight push cut their episodes"
+                        if final.get("batch/frames_dropped_stale")
+                        else ""
+                    )
+                    + (
+                        f"; {int(final['collect/frames_lost_to_faults']):,} lost to faults"
+                        if final.get("collect/frames_lost_to_faults")
+                        else ""
+                    )
+                    + ")"
+                ]
+                if "collect/frames_stepped" in final
+                else []
+            ),
+            *restart_lines(final),
+            f"wall-clock      {fmt('time/elapsed_s')} s ({fmt('time/frames_per_s', '.0f')} frames/s)",
+            f"updates         {int(final['train/updates']):,}",
+            f"eval return     {fmt('eval/return')} (best {fmt('eval/best_return')})",
+            *(
+                [
+                    f"solved          at {int(final['run/solved_at_frames']):,} frames: the evaluation reached "
+                    f"loop.stop_at_return, and the run stopped there"
+                ]
+                if "run/solved_at_frames" in final
+                else []
+            ),
+            *(
+                [f"eval success    {fmt('eval/success', '.2f')} (episodes that ended at their goal)"]
+                if "eval/success" in final
+                else []
+            ),
+            f"train return    {fmt('episode/return')} (last episodes)",
+            *(
+                [
+                    f"audit           {int(final['audit/violations'])} violations "
+                    f"({int(final['audit/batches_checked'])} batches and the buffer checked)"
+                ]
+                if "audit/violations" in final
+                else []
+            ),
+            f"checkpoint      {final['checkpoint']}",
+            *(
+                [
+                    f"best agent      {final['best_checkpoint']} (eval return {fmt('eval/best_return')}; "
+                    f"trajrl evaluate {final['run_dir']})"
+                ]
+                if "best_checkpoint" in final
+                else []
+            ),
+            f"run directory   {final['run_dir']}",
+        ]
+    )
 
 
 def restart_lines(final: dict, most: int = 20) -> list[str]:
@@ -128,7 +187,9 @@ def restart_lines(final: dict, most: int = 20) -> list[str]:
         return []
     lines = [f"restarts        {len(restarts)} (collection went on; their episodes dropped)"]
     for entry in restarts[:most]:
-        what = {"env": f"environment {entry['slot']}", "worker": f"worker {entry['slot']}"}.get(entry["what"], "collector")
+        what = {"env": f"environment {entry['slot']}", "worker": f"worker {entry['slot']}"}.get(
+            entry["what"], "collector"
+        )
         at = time.strftime("%H:%M:%S", time.localtime(entry["time"]))
         lines.append(f"  {what} at {at}: {entry['cause']}")
     if len(restarts) > most:
