@@ -55,8 +55,9 @@ import numpy as np
 import torch
 
 import trajrl
+from trajrl.keys import TRAJ_KEY
 from trajrl.replay.audit import audit_storage
-from trajrl.replay.episodes import TRAJ_KEY, buffer_locked
+from trajrl.replay.episodes import buffer_locked
 from trajrl.training.progress import Progress
 
 ENV = "CartPole-v1"

@@ -24,7 +24,7 @@ import torch
 
 import trajrl
 import trajrl.envs
-from trajrl.training.checkpoint import load_checkpoint, restore
+from trajrl.checkpoint import load_checkpoint, restore
 
 trajrl.envs.register()  # trajrl's environment ids (idempotent)
 

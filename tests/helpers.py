@@ -14,8 +14,8 @@ import torch
 from tensordict import TensorDict
 from torchrl.data import LazyTensorStorage, TensorDictReplayBuffer
 
-from trajrl.algos.ppo import LOG_PROB_KEY
-from trajrl.replay.episodes import MASK_KEY, TRAJ_KEY, EpisodeSampler, as_sequences
+from trajrl.keys import LOG_PROB_KEY, MASK_KEY, TRAJ_KEY
+from trajrl.replay.episodes import EpisodeSampler, as_sequences
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -293,7 +293,7 @@ class Run:
 
     def assert_checkpoint_loads(self) -> dict:
         import trajrl
-        from trajrl.training.checkpoint import load_checkpoint
+        from trajrl.checkpoint import load_checkpoint
 
         saved = load_checkpoint(self.dir)
         assert saved["frames"] > 0

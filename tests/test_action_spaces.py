@@ -9,10 +9,11 @@ import torch
 from torch.distributions import Bernoulli, Categorical
 
 import trajrl
-from trajrl.algos.ppo import LOG_PROB_KEY, ActorCritic, Bernoullis, MultiCategorical
+from trajrl.algos.ppo import ActorCritic, Bernoullis, MultiCategorical
 from trajrl.config import validate
 from trajrl.envs import env_spaces
 from trajrl.errors import ConfigError
+from trajrl.keys import LOG_PROB_KEY
 from trajrl.spaces import MULTI_BINARY, MULTI_DISCRETE
 from trajrl.training.progress import Progress
 

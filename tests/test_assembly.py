@@ -10,8 +10,8 @@ from torchrl.data import LazyTensorStorage, TensorDictReplayBuffer
 import trajrl
 from trajrl.collect.assembly import EpisodeCollector, EpisodesUnderWay
 from trajrl.collect.env import env_factory
+from trajrl.keys import TRAJ_KEY
 from trajrl.replay.audit import audit_storage
-from trajrl.replay.episodes import TRAJ_KEY
 
 
 def collect(collector_class, env_fn, policy, num_envs: int, rollouts: int):

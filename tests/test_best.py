@@ -11,9 +11,9 @@ from helpers import trajrl as trajrl_cli
 from omegaconf import OmegaConf
 
 import trajrl
+from trajrl.checkpoint import Checkpointer, checkpoint_path, load_checkpoint
 from trajrl.config import validate
 from trajrl.settings import settings_of
-from trajrl.training.checkpoint import Checkpointer, checkpoint_path, load_checkpoint
 from trajrl.training.loops import EpisodicLoop, OffPolicyLoop, RunParts
 from trajrl.training.metrics import MetricsLog
 from trajrl.training.progress import Progress

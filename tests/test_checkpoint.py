@@ -5,8 +5,8 @@ import pytest
 import torch
 
 import trajrl
+from trajrl.checkpoint import checkpoint_path, load_checkpoint
 from trajrl.errors import CheckpointError
-from trajrl.training.checkpoint import checkpoint_path, load_checkpoint
 
 
 @pytest.mark.parametrize(

@@ -6,9 +6,9 @@ from helpers import episodes, padded_buffer, zero_padded
 from torchrl.data import LazyTensorStorage, TensorDictReplayBuffer
 from torchrl.data.replay_buffers.samplers import SliceSampler
 
+from trajrl.keys import MASK_KEY, TRAJ_KEY
 from trajrl.replay import EpisodeSampler, as_sequences, find_episodes
 from trajrl.replay.audit import audit_batch, audit_storage
-from trajrl.replay.episodes import MASK_KEY, TRAJ_KEY
 
 
 @pytest.mark.parametrize("seed", range(20))

@@ -224,11 +224,11 @@ def test_a_worker_killed_while_writing_does_not_hang_the_learner(wait, tmp_path)
     it; each of the loop's waits on it (sampling for an update, reading the stored
     episodes for a metrics row, saving the buffer with a checkpoint) gives up after the
     stall timeout (the off-policy loop's own steps, on the pipeline's own buffer)."""
+    from trajrl.checkpoint import Checkpointer, checkpoint_path
     from trajrl.collect.watch import CollectorWatch
     from trajrl.config import validate
     from trajrl.errors import CollectorFailed
     from trajrl.settings import settings_of
-    from trajrl.training.checkpoint import Checkpointer, checkpoint_path
     from trajrl.training.loops import OffPolicyLoop, RunParts
     from trajrl.training.metrics import MetricsLog
     from trajrl.training.progress import Progress

@@ -12,7 +12,7 @@ import torch
 from helpers import episodes, rows_of, zero_padded
 
 from trajrl.collect.faults import NEXT_FAULT, without_faulted
-from trajrl.replay.episodes import TRAJ_KEY
+from trajrl.keys import TRAJ_KEY
 
 FLAKY = [
     "env=gym",
@@ -291,8 +291,8 @@ def test_a_learner_killed_with_sigkill_resumes_exactly_from_its_last_periodic_ch
     from test_resume import assert_same_steps, stored, tensors
 
     import trajrl
+    from trajrl.checkpoint import load_checkpoint
     from trajrl.replay.audit import audit_storage
-    from trajrl.training.checkpoint import load_checkpoint
 
     run = run_in("collector=multi_async", "storage.capacity=20000", "total_frames=1000000", "audit=true")  # never wraps
     run.wait_for_checkpoint()

@@ -10,8 +10,8 @@ from tensordict import TensorDict
 
 import trajrl
 from trajrl.collect.watch import CollectorWatch
+from trajrl.keys import TRAJ_KEY
 from trajrl.replay.audit import audit_storage
-from trajrl.replay.episodes import TRAJ_KEY
 from trajrl.replay.writer import redo_unfinished_writes
 
 

@@ -23,9 +23,9 @@ from trajrl.collect.env import eval_env_factory
 from trajrl.config import validate
 from trajrl.envs import BitFlipping
 from trajrl.errors import ConfigError
+from trajrl.keys import GOAL_KEY, MASK_KEY, RELABELLED_KEY, TRAJ_KEY
 from trajrl.replay.audit import audit_batch
-from trajrl.replay.episodes import MASK_KEY, TRAJ_KEY
-from trajrl.replay.hindsight import GOAL_KEY, RELABELLED_KEY, HindsightGoals
+from trajrl.replay.hindsight import HindsightGoals
 from trajrl.training.evaluate import Evaluator
 
 BITS = 8

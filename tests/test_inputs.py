@@ -9,7 +9,8 @@ from tensordict import TensorDict
 
 import trajrl
 from trajrl.algos.networks import Standardize
-from trajrl.replay.episodes import MASK_KEY, as_sequences
+from trajrl.keys import MASK_KEY
+from trajrl.replay.episodes import as_sequences
 
 
 def standardizers(module: torch.nn.Module) -> list[Standardize]:

@@ -21,15 +21,16 @@ from helpers import trajrl as cli
 from torchrl.data import LazyTensorStorage, TensorDictReplayBuffer
 
 import trajrl
+from trajrl.checkpoint import load_checkpoint
 from trajrl.collect.env import make_env
 from trajrl.config import validate
 from trajrl.errors import ConfigError
+from trajrl.keys import MASK_KEY
 from trajrl.replay.audit import audit_batch, audit_lanes
 from trajrl.replay.batches import SequenceSampler
-from trajrl.replay.episodes import MASK_KEY, buffer_locked
+from trajrl.replay.episodes import buffer_locked
 from trajrl.replay.lanes import LaneSliceSampler, LaneWriter, PrioritizedLaneSliceSampler, in_time_order
 from trajrl.settings import COLLECTORS
-from trajrl.training.checkpoint import load_checkpoint
 
 LANE_LEN = 40
 LAYOUTS = {  # name -> (overrides, storage.ndim, lanes)

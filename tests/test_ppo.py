@@ -6,8 +6,8 @@ from helpers import random_episodes, rows_of
 from helpers import trajrl as cli
 
 import trajrl
-from trajrl.algos.ppo import LOG_PROB_KEY, PPO, ActorCritic, masked_gae
-from trajrl.replay.episodes import MASK_KEY
+from trajrl.algos.ppo import PPO, ActorCritic, masked_gae
+from trajrl.keys import LOG_PROB_KEY, MASK_KEY
 from trajrl.settings import PPOSettings
 
 

@@ -7,7 +7,8 @@ from tensordict import TensorDict
 
 import trajrl
 from trajrl.algos.r2d2 import R2D2, RecurrentQNet, signed_hyperbolic, signed_parabolic
-from trajrl.replay.batches import TD_KEY, sequence_priority
+from trajrl.keys import TD_KEY
+from trajrl.replay.batches import sequence_priority
 from trajrl.settings import R2D2Settings
 
 

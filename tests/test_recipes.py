@@ -13,7 +13,7 @@ from trajrl.algos.networks import recurrent_parameters
 from trajrl.algos.ppo import PPO, ActorCritic
 from trajrl.algos.r2d2 import R2D2, RecurrentQNet
 from trajrl.algos.rsac import RSAC, RecurrentActor, RecurrentCritic
-from trajrl.replay.episodes import MASK_KEY
+from trajrl.keys import MASK_KEY
 from trajrl.settings import PPOSettings, R2D2Settings, RSACSettings
 
 PREVIOUS = ["env.previous_action=true", "env.previous_reward=true"]

@@ -7,9 +7,9 @@ from helpers import trajrl as cli
 from tensordict import TensorDict
 
 import trajrl
+from trajrl.checkpoint import load_checkpoint
+from trajrl.keys import TRAJ_KEY
 from trajrl.replay.audit import audit_storage
-from trajrl.replay.episodes import TRAJ_KEY
-from trajrl.training.checkpoint import load_checkpoint
 
 
 def tensors(tree, prefix=""):

@@ -11,7 +11,7 @@ from torch.distributions import AffineTransform, Normal, TanhTransform, Transfor
 
 import trajrl
 from trajrl.algos.rsac import RSAC, RecurrentActor, RecurrentCritic, SquashedGaussian, run_core
-from trajrl.replay.episodes import MASK_KEY
+from trajrl.keys import MASK_KEY
 from trajrl.settings import RSACSettings
 
 

@@ -12,7 +12,7 @@ import pytest
 import yaml
 from helpers import read_metrics, trajrl
 
-from trajrl.training.checkpoint import load_checkpoint
+from trajrl.checkpoint import load_checkpoint
 
 HAS_RAY = importlib.util.find_spec("ray") is not None
 HAS_SWEEP = all(

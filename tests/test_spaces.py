@@ -11,10 +11,9 @@ from space_envs import KINDS
 
 import trajrl
 from trajrl.algos.networks import Inputs, ObservationInputs
-from trajrl.algos.ppo import LOG_PROB_KEY, SAMPLE_KEY
 from trajrl.config import validate
 from trajrl.errors import ConfigError
-from trajrl.replay.episodes import MASK_KEY
+from trajrl.keys import LOG_PROB_KEY, MASK_KEY, SAMPLE_KEY
 from trajrl.spaces import CODES, IMAGE, NUMBERS, flat_observations, parts_of
 
 

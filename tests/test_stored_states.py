@@ -10,7 +10,8 @@ from helpers import wait_for_frames
 
 import trajrl
 from trajrl.algos.networks import states_along
-from trajrl.replay.episodes import TRAJ_KEY, find_runs, run_steps
+from trajrl.keys import TRAJ_KEY
+from trajrl.replay.episodes import find_runs, run_steps
 from trajrl.replay.states import refresh_states
 
 

@@ -22,7 +22,7 @@ from omegaconf import DictConfig
 from trajrl.config import CONFIG_DIR, check_launcher, check_overrides, explain, key_of, validate
 from trajrl.errors import CheckpointError, CollectorFailed, ConfigError, EnvironmentFailed, RunInterrupted
 from trajrl.settings import starts_processes
-from trajrl.training.interrupts import stacks_on_sigusr1
+from trajrl.signals import stacks_on_sigusr1
 
 log = logging.getLogger("trajrl")
 #: HYDRA_FULL_ERROR=1 as the user set it: errors show their traceback instead of one line.
@@ -43,7 +43,7 @@ def quiet_torchrl() -> None:
 
 def workers_from_a_fork_server() -> None:
     """Collector workers are forked from a server process that imported what they run once
-    (``trajrl.collect.forkserver``) rather than spawned, each importing torch and TorchRL
+    (``trajrl.factory``, ``trajrl.collect.forkserver``) rather than spawned, each importing torch and TorchRL
     anew: a smoke run with two workers takes about a fifth less CPU (``scripts/bench_pipeline.py``,
     part ``startup``). Unless the start method is already set (TorchRL's own default is ``spawn``)."""
     import multiprocessing
@@ -53,7 +53,7 @@ def workers_from_a_fork_server() -> None:
         and "forkserver" in multiprocessing.get_all_start_methods()
     ):  # not on Windows
         multiprocessing.set_start_method("forkserver")
-        multiprocessing.set_forkserver_preload(["trajrl.collect.forkserver"])
+        multiprocessing.set_forkserver_preload(["trajrl.factory", "trajrl.collect.forkserver"])
 
 
 def start_fork_server() -> None:

@@ -16,7 +16,7 @@ import gymnasium as gym
 import numpy as np
 
 from trajrl.errors import ConfigError, EnvironmentFailed
-from trajrl.settings import ACTIONS
+from trajrl.signals import raise_after
 from trajrl.spaces import (
     CONTINUOUS,
     DISCRETE,
@@ -32,7 +32,6 @@ from trajrl.spaces import (
     goal_layout,
     parts_of,
 )
-from trajrl.training.interrupts import raise_after
 
 
 class HideObservation(gym.ObservationWrapper):
@@ -470,4 +469,10 @@ ACTION_SPACES = {
     MULTI_BINARY: "MultiBinary (1-D)",
 }
 #: Why an algorithm does not take a kind of actions.
+#: The kinds of actions (trajrl.spaces) each algorithm acts with.
+ACTIONS = {
+    "r2d2": (DISCRETE,),
+    "ppo": (DISCRETE, CONTINUOUS, MULTI_DISCRETE, MULTI_BINARY),
+    "rsac": (DISCRETE, CONTINUOUS),
+}
 WHY_NOT = {("r2d2", CONTINUOUS): ": it picks the action of highest Q-value among finitely many"}

@@ -503,12 +503,6 @@ ALGOS: dict[str, type] = {"r2d2": R2D2Settings, "rsac": RSACSettings, "ppo": PPO
 #: Algorithms that learn on-policy from each batch of complete episodes (the episodic loop);
 #: the others learn off-policy from a replay buffer.
 ON_POLICY_ALGOS = ("ppo",)
-#: The kinds of actions (trajrl.spaces) each algorithm acts with.
-ACTIONS = {
-    "r2d2": ("discrete",),
-    "ppo": ("discrete", "continuous", "multi_discrete", "multi_binary"),
-    "rsac": ("discrete", "continuous"),
-}
 
 
 # ---------------------------------------------------------------- report

@@ -40,11 +40,8 @@ from trajrl.algos.networks import (
     track_observations,
 )
 from trajrl.algos.sequences import observations_with_next, without_padding_columns
-from trajrl.replay.episodes import MASK_KEY
+from trajrl.keys import LOG_PROB_KEY, MASK_KEY, SAMPLE_KEY
 from trajrl.settings import PPOSettings
-
-LOG_PROB_KEY = "action_log_prob"  # where the acting policy stores log pi(a|s)
-SAMPLE_KEY = "action_sample"  # continuous actions: the Gaussian sample, before clipping to the bounds
 
 
 # ---------------------------------------------------------------- network

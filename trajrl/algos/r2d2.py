@@ -35,7 +35,7 @@ from trajrl.algos.networks import (
     track_observations,
 )
 from trajrl.algos.sequences import learned_steps, observations_with_next, stored_state, without_padding_columns
-from trajrl.replay.batches import TD_KEY
+from trajrl.keys import TD_KEY
 from trajrl.settings import R2D2Settings
 
 

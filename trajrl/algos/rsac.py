@@ -42,7 +42,7 @@ from trajrl.algos.networks import (
     track_observations,
 )
 from trajrl.algos.sequences import learned_steps, observations_with_next, stored_state, without_padding_columns
-from trajrl.replay.episodes import MASK_KEY
+from trajrl.keys import MASK_KEY
 from trajrl.settings import RSACSettings
 
 #: Discrete actions' target entropy by default, as a fraction of log |A| (Ni et al., 2022; Christodoulou's

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from tensordict import TensorDictBase
 
-from trajrl.replay.episodes import MASK_KEY
+from trajrl.keys import MASK_KEY
 
 
 def observations_with_next(batch: TensorDictBase) -> torch.Tensor:

@@ -19,7 +19,7 @@ import torch
 from tensordict import TensorDictBase
 from torchrl.collectors import Collector
 
-from trajrl.replay.episodes import TRAJ_KEY
+from trajrl.keys import TRAJ_KEY
 
 
 class EpisodesUnderWay:

@@ -15,7 +15,8 @@ import torch
 from tensordict import MemoryMappedTensor, TensorDictBase
 from torchrl.envs.transforms import Transform
 
-from trajrl.collect.faults import FAULT_KEY, FaultLog
+from trajrl.collect.faults import FaultLog
+from trajrl.keys import FAULT_KEY
 
 
 class WorkerCounters:

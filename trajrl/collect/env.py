@@ -25,8 +25,8 @@ from trajrl.collect.counters import CountSteps, WorkerCounters, parent_alive
 from trajrl.collect.faults import FaultLog, RestartOnError, read_faults
 from trajrl.collect.lean import LeanEnv
 from trajrl.envs import make_gym, make_vector, previous_of, stepping
-from trajrl.replay.lanes import WORKER_KEY
-from trajrl.training.interrupts import stacks_on_sigusr1
+from trajrl.keys import WORKER_KEY
+from trajrl.signals import stacks_on_sigusr1
 
 _exit_with_parent_started = False
 

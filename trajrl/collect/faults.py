@@ -33,9 +33,8 @@ from torchrl.envs.libs.gym import default_info_dict_reader
 from torchrl.envs.transforms import Transform
 
 from trajrl.errors import CollectorFailed
-from trajrl.replay.episodes import TRAJ_KEY
+from trajrl.keys import FAULT_KEY, TRAJ_KEY
 
-FAULT_KEY = "env_fault"
 #: Where a step says that its environment raised and was rebuilt (the episode it ends is dropped).
 NEXT_FAULT = ("next", FAULT_KEY)
 

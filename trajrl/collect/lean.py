@@ -24,8 +24,7 @@ from tensordict import TensorDict, TensorDictBase
 from torchrl.envs import EnvBase, TransformedEnv
 
 from trajrl.collect.counters import CountSteps
-from trajrl.collect.faults import FAULT_KEY
-from trajrl.replay.lanes import WORKER_KEY
+from trajrl.keys import FAULT_KEY, WORKER_KEY
 
 #: What TorchRL's path names each step's bookkeeping.
 COUNT, RETURN, INIT, SUCCESS = "step_count", "episode_reward", "is_init", "is_success"

@@ -20,6 +20,7 @@ from trajrl.algos.networks import CpuCopies, PolicyVersion, PrefixStates, states
 from trajrl.algos.ppo import PPO
 from trajrl.algos.r2d2 import R2D2
 from trajrl.algos.rsac import RSAC
+from trajrl.checkpoint import WHICH, LoopState, load_checkpoint, restore
 from trajrl.collect.counters import WorkerCounters
 from trajrl.collect.env import Restarts, env_factory, eval_env_factory
 from trajrl.collect.faults import RestartLimit
@@ -35,7 +36,6 @@ from trajrl.replay.batches import SequenceSampler
 from trajrl.replay.hindsight import HindsightGoals
 from trajrl.replay.states import StateRefresh
 from trajrl.settings import PROCESS_COLLECTORS, fixed_frame_lanes, settings_of
-from trajrl.training.checkpoint import WHICH, LoopState, load_checkpoint, restore
 
 log = logging.getLogger("trajrl")
 

@@ -22,7 +22,7 @@ from trajrl.algos.r2d2 import R2D2, RecurrentQNet, make_policies
 from trajrl.algos.rsac import RSAC, RecurrentActor, RecurrentCritic, make_policy
 from trajrl.collect.env import make_env, observation_stats
 from trajrl.envs import EnvSpaces
-from trajrl.replay.episodes import VERSION_KEY
+from trajrl.keys import VERSION_KEY
 from trajrl.settings import PPOSettings, R2D2Settings, RSACSettings, settings_of
 from trajrl.spaces import CONTINUOUS, DISCRETE, MULTI_BINARY
 

@@ -11,8 +11,9 @@ from torchrl.data.replay_buffers.samplers import RandomSampler, Sampler, SliceSa
 from torchrl.envs.transforms import ExcludeTransform
 
 from trajrl.collect.faults import DropFaultedEpisodes
+from trajrl.keys import TRAJ_KEY
 from trajrl.replay.batches import SequenceSampler
-from trajrl.replay.episodes import TRAJ_KEY, EpisodeSampler
+from trajrl.replay.episodes import EpisodeSampler
 from trajrl.replay.hindsight import HindsightGoals
 from trajrl.replay.lanes import LaneSliceSampler, LaneWriter, PrioritizedLaneSliceSampler
 from trajrl.replay.padded import PaddedToFlat

@@ -8,7 +8,8 @@ from __future__ import annotations
 import torch
 from tensordict import TensorDictBase
 
-from trajrl.replay.episodes import MASK_KEY, TRAJ_KEY, buffer_locked, find_runs, run_steps
+from trajrl.keys import MASK_KEY, TRAJ_KEY
+from trajrl.replay.episodes import buffer_locked, find_runs, run_steps
 from trajrl.replay.lanes import LaneWriter, in_time_order
 
 

@@ -9,10 +9,9 @@ import torch
 from tensordict import TensorDictBase
 from torchrl.data import TensorDictReplayBuffer
 
-from trajrl.replay.episodes import MASK_KEY, as_sequences
+from trajrl.keys import MASK_KEY, TD_KEY
+from trajrl.replay.episodes import as_sequences
 from trajrl.replay.hindsight import HindsightGoals
-
-TD_KEY = "td_error"  # where a learner writes each step's |TD error| (NaN where it did not learn) for priorities
 
 
 @dataclass

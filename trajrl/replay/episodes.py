@@ -11,9 +11,7 @@ from tensordict import TensorDictBase
 from torchrl.data.replay_buffers.samplers import Sampler
 from torchrl.data.replay_buffers.storages import Storage
 
-TRAJ_KEY = ("collector", "traj_ids")
-MASK_KEY = ("collector", "mask")
-VERSION_KEY = "policy_version"  # the weight version a step was collected with
+from trajrl.keys import MASK_KEY, TRAJ_KEY, VERSION_KEY
 
 
 @contextlib.contextmanager

@@ -38,13 +38,10 @@ import torch
 from tensordict import TensorDictBase
 from torchrl.data.replay_buffers.storages import Storage
 
+from trajrl.keys import GOAL_KEY, RELABELLED_KEY, STATE_KEY
 from trajrl.replay.episodes import run_steps
 from trajrl.settings import HER_STRATEGIES
 from trajrl.spaces import GoalLayout
-
-#: Per sampled step: the substituted goal, whether the step's slice is relabelled, and
-#: (``her_state=recompute``) the slice's initial recurrent state under that goal.
-GOAL_KEY, RELABELLED_KEY, STATE_KEY = ("hindsight", "goal"), ("hindsight", "relabelled"), ("hindsight",)
 
 
 class HindsightGoals:

@@ -30,11 +30,10 @@ import torch
 from tensordict import TensorDictBase
 from torchrl.data.replay_buffers.storages import Storage
 
-from trajrl.replay.episodes import TRAJ_KEY, StatelessSampler, run_steps
+from trajrl.keys import TRAJ_KEY, WORKER_KEY
+from trajrl.replay.episodes import StatelessSampler, run_steps
 from trajrl.replay.writer import EpisodeWriter
 
-#: The collector slot of the worker whose environment took a step (``trajrl.collect.env``).
-WORKER_KEY = "worker"
 WORKER_KEYS = (WORKER_KEY, ("next", WORKER_KEY))
 
 

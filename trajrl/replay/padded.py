@@ -15,7 +15,7 @@ from tensordict import TensorDictBase
 from torchrl.envs.transforms import Transform
 
 from trajrl.errors import MalformedMask
-from trajrl.replay.episodes import MASK_KEY
+from trajrl.keys import MASK_KEY
 
 
 def check_mask(batch: TensorDictBase) -> torch.Tensor:

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 import torch
 from tensordict import TensorDict
 
-from trajrl.replay.episodes import TRAJ_KEY, buffer_locked, find_runs, run_steps
+from trajrl.keys import TRAJ_KEY
+from trajrl.replay.episodes import buffer_locked, find_runs, run_steps
 
 #: ``(observations [N, obs], run [N], offset [N], lengths of the runs (longest first), initial state
 #: of each run: each [layers, runs, H]) -> the state before each step: each [N, layers, H]``

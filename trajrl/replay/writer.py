@@ -31,7 +31,7 @@ from tensordict import TensorDictBase
 from torchrl.data import RoundRobinWriter
 
 from trajrl.errors import CheckpointError
-from trajrl.replay.episodes import TRAJ_KEY
+from trajrl.keys import TRAJ_KEY
 from trajrl.replay.states import SparseStates
 
 

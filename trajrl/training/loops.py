@@ -24,17 +24,18 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 
 from trajrl.algos.networks import CpuCopies, PolicyVersion
+from trajrl.checkpoint import LoopState
 from trajrl.collect.counters import WorkerCounters
 from trajrl.collect.faults import RestartLimit, without_faulted
 from trajrl.collect.watch import CollectorWatch, close_collector, collection_failed, end_workers, shutdown_args, stalled
 from trajrl.errors import CollectorFailed, CollectorStalled, RunInterrupted
+from trajrl.keys import MASK_KEY, TRAJ_KEY
 from trajrl.replay.audit import LiveAudit
-from trajrl.replay.episodes import MASK_KEY, TRAJ_KEY, as_sequences, buffer_locked, without_stale
+from trajrl.replay.episodes import as_sequences, buffer_locked, without_stale
 from trajrl.replay.states import StateRefresh
 from trajrl.replay.writer import redo_unfinished_writes
 from trajrl.settings import LoopSettings
-from trajrl.training.checkpoint import LoopState
-from trajrl.training.interrupts import critical, raise_after
+from trajrl.signals import critical, raise_after
 from trajrl.training.metrics import (
     MaskTally,
     MetricsLog,

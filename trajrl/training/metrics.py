@@ -23,8 +23,8 @@ from torchrl.data import ReplayBuffer
 from torchrl.record.loggers import Logger
 
 from trajrl.collect.faults import NEXT_FAULT
-from trajrl.replay.episodes import MASK_KEY, TRAJ_KEY, VERSION_KEY, buffer_locked, find_episodes
-from trajrl.replay.hindsight import RELABELLED_KEY
+from trajrl.keys import MASK_KEY, RELABELLED_KEY, TRAJ_KEY, VERSION_KEY
+from trajrl.replay.episodes import buffer_locked, find_episodes
 from trajrl.replay.lanes import LaneWriter, in_time_order
 
 

@@ -10,14 +10,14 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from trajrl.checkpoint import Checkpointer, checkpoint_path
 from trajrl.config import validate
 from trajrl.factory import build
 from trajrl.factory.logger import flat_hparams
 from trajrl.replay.audit import LiveAudit
 from trajrl.settings import ON_POLICY_ALGOS, settings_of
-from trajrl.training.checkpoint import Checkpointer, checkpoint_path
+from trajrl.signals import interrupts_raise
 from trajrl.training.evaluate import Evaluator
-from trajrl.training.interrupts import interrupts_raise
 from trajrl.training.loops import EpisodicLoop, OffPolicyLoop, RunParts
 from trajrl.training.metrics import MetricsLog
 from trajrl.training.progress import Progress
