@@ -22,7 +22,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 def trajrl(*args, cwd, timeout=120, pythonpath=None):
     """``python -m trajrl *args`` in ``cwd`` (``pythonpath``: where extra env modules are)."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", **({"PYTHONPATH": str(pythonpath)} if pythonpath else {})}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    if pythonpath:  # before what the caller's PYTHONPATH holds (where trajrl's own packages may be)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(pythonpath), os.environ.get("PYTHONPATH")) if p)
     env.pop("HYDRA_FULL_ERROR", None)
     start = time.monotonic()
     proc = subprocess.run(
