@@ -27,9 +27,9 @@ USER_CONFIGS = {
 MATCH_BITS = ["env=gym", "env.id=MatchMultiBinary-v0", "env.import_module=action_envs"]
 
 CASES = [
-    # unknown group options and keys: Hydra's message, with the valid options
-    (["collector=nope"], ["collector/nope", "Available options", "multi_async"]),
-    (["algo=dqn"], ["algo/dqn", "r2d2", "rsac"]),
+    # unknown group options and keys, with the valid ones
+    (["collector=nope"], ["collector='nope'", "use one of async, async_batched, multi_async"]),
+    (["algo=dqn"], ["algo='dqn'", "use one of ppo, r2d2, rsac"]),
     (["foo=1"], ["foo=1", "the top level has no such setting", "total_frames"]),
     (
         ["sampler=random", "sampler.burn_in=3"],
@@ -216,7 +216,7 @@ CASES = [
         ["loop.warmup (set in experiment/unknown_key.yaml)", "loop has no such setting", "warmup_frames"],
     ),
     (["experiment=broken_yaml"], ["broken_yaml.yaml", "line 2", "expected ',' or ']'"]),
-    (["experiment=unknown_option"], ["collector/threads", "Available options", "multi_sync"]),
+    (["experiment=unknown_option"], ["collector='threads'", "use one of", "multi_sync"]),
     (["experiment=contradiction"], ["collector='multi_async'", "algo=ppo", "collector=sync or collector=multi_sync"]),
 ]
 

@@ -14,7 +14,8 @@ does not load torch.
 The packages follow the data: ``collect`` (environments, episode assembly, workers),
 ``replay`` (storage layouts, samplers, audit), ``algos`` (the learners), ``training`` (the
 loops, evaluation, metrics, checkpoints), ``report`` (plots and summaries of finished
-runs); ``settings`` declares every setting, ``config`` checks them, ``factory`` builds.
+runs); ``settings`` declares every setting, ``config`` composes a config, ``checks`` checks
+it, ``factory`` builds.
 """
 
 from __future__ import annotations

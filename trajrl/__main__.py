@@ -19,10 +19,11 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.errors import HydraException
 from omegaconf import DictConfig
 
-from trajrl.config import CONFIG_DIR, check_launcher, check_overrides, explain, key_of, validate
+from trajrl.checks import check_launcher, check_overrides, key_of
+from trajrl.config import CONFIG_DIR, explain, validate
 from trajrl.errors import CheckpointError, CollectorFailed, ConfigError, EnvironmentFailed, RunInterrupted
-from trajrl.settings import starts_processes
 from trajrl.signals import stacks_on_sigusr1
+from trajrl.topology import starts_processes
 
 log = logging.getLogger("trajrl")
 #: HYDRA_FULL_ERROR=1 as the user set it: errors show their traceback instead of one line.

@@ -2,11 +2,12 @@
 one-line description, as dataclass fields, one dataclass per option of each config group.
 
 These dataclasses are the schema Hydra composes with (each option's YAML file under
-``configs/`` extends its dataclass, registered in Hydra's ConfigStore by ``register()``),
+``configs/`` extends its dataclass; ``trajrl.config`` registers them in Hydra's ConfigStore),
 and the objects the code reads: the factory hands ``R2D2Settings`` to ``R2D2``,
-``LoopSettings`` to the loops. The registries (``GROUPS``) list each group's options;
-the choices, ``--help``, validation (``check_ranges``) and the factory's dispatch
-derive from them. A new hyperparameter is one field here plus its use.
+``LoopSettings`` to the loops (``settings_of``). The registries (``GROUPS``) list each
+group's options; the choices, ``--help`` (``trajrl.helptext``), the range checks
+(``trajrl.checks``) and the factory's dispatch derive from them. A new hyperparameter is
+one field here plus its use.
 
 Nothing here imports torch: a config is checked in about a second.
 """
@@ -14,7 +15,7 @@ Nothing here imports torch: a config is checked in about a second.
 from __future__ import annotations
 
 import math
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import MISSING, Field, dataclass, field
 from typing import Any
 
 from trajrl.errors import ConfigError
@@ -78,6 +79,11 @@ def setting(
 def option(name: str) -> Any:
     """The field that names a group's option (``kind`` or ``name``); the registry sets its choices."""
     return field(default=name, metadata={"help": "the option of this group", "range": None, "choices": None})
+
+
+def default_of(f: Field) -> Any:
+    """The default a field declares (a fresh copy of a list); ``MISSING`` where it is required."""
+    return f.default_factory() if f.default_factory is not MISSING else f.default
 
 
 # ---------------------------------------------------------------- env
@@ -159,43 +165,8 @@ COLLECTORS: dict[str, type] = {
 LOCAL_COLLECTORS = tuple(kind for kind in COLLECTORS if kind != "ray")
 #: Collectors whose workers are separate processes writing into a shared buffer.
 PROCESS_COLLECTORS = ("async", "multi_sync", "multi_async")
-
-
-def starts_processes(collector: str, env_backend: str | None = None) -> bool:
-    """Whether ``collector`` runs in worker processes of its own: its workers (``PROCESS_COLLECTORS``)
-    or, for ``async_batched``, its environments (``collector.env_backend=multiprocessing``)."""
-    return collector in PROCESS_COLLECTORS or (collector == "async_batched" and env_backend == "multiprocessing")
-
-
 #: Collectors that hand PPO episodes of the policy it is learning (the others run ahead with older weights).
 ON_POLICY_COLLECTORS = ("sync", "multi_sync")
-
-
-def rollout_frames(kind: str, num_workers: int, num_envs: int, frames_per_batch: int) -> int:
-    """``frames_per_batch`` rounded up to whole steps of every vector a rollout steps at once."""
-    step = num_envs * (num_workers if kind == "multi_sync" else 1)
-    return -(-frames_per_batch // step) * step
-
-
-def fixed_frame_lanes(kind: str, num_workers: int, num_envs: int, frames_per_batch: int) -> tuple[int, int, int]:
-    """``(workers, environments per worker, steps per write)`` of fixed-frame batches:
-    each worker writes ``[num_envs, T]`` (``[T]`` for one environment); a multi_sync
-    rollout is shared among its workers. ``async_batched`` steps ``num_workers x
-    num_envs`` single environments, each its own writer of ``T`` steps on average (a
-    batch holds whichever steps came first)."""
-    if kind == "async_batched":
-        singles = num_workers * num_envs
-        return singles, 1, max(1, frames_per_batch // singles)
-    workers = 1 if kind in ("sync", "async") else num_workers
-    frames = rollout_frames(kind, num_workers, num_envs, frames_per_batch)
-    per_worker = frames // num_workers if kind == "multi_sync" else frames
-    return workers, num_envs, per_worker // num_envs
-
-
-def lane_ndim(workers: int, envs: int) -> int:
-    """``storage.ndim`` of fixed-frame lanes: time, then the workers (if more than one),
-    then each worker's vector of environments (if more than one)."""
-    return 1 + (workers > 1) + (envs > 1)
 
 
 # ---------------------------------------------------------------- replay: storage and sampler
@@ -619,26 +590,7 @@ GROUPS: dict[str, tuple[str | None, dict[str, type]]] = {
 }
 
 
-def register() -> None:
-    """Put the dataclasses in Hydra's ConfigStore (``trajrl_<group>_<class>``, and
-    ``trajrl_run`` for the top level), where the YAML files of ``configs/`` extend them."""
-    from hydra.core.config_store import ConfigStore
-    from omegaconf import OmegaConf
-
-    if not OmegaConf.has_resolver("trajrl_settings"):  # --help's list of every setting (configs/config.yaml)
-        OmegaConf.register_new_resolver("trajrl_settings", describe)
-    store = ConfigStore.instance()
-    store.store(name="trajrl_run", node=RunSettings)
-    for group, (_, options) in GROUPS.items():
-        for schema in set(options.values()):
-            store.store(name=schema_name(group, schema), node=schema)
-
-
-def schema_name(group: str, schema: type) -> str:
-    return f"trajrl_{group}_{schema.__name__}"
-
-
-# ---------------------------------------------------------------- checking a composed config
+# ---------------------------------------------------------------- a group's option: its dataclass
 def option_schema(group: str, section: Any) -> type:
     """The dataclass of the option ``section`` (a group of a composed config) is."""
     selector, options = GROUPS[group]
@@ -646,75 +598,6 @@ def option_schema(group: str, section: Any) -> type:
     if choice not in options:
         raise ConfigError(f"{group}.{selector}", choice, f"use one of {', '.join(options)}")
     return options[choice]
-
-
-def check_section(group: str, section: Any) -> None:
-    """Every key of ``section`` is a setting of its option, and every value is in its range or choices."""
-    schema = option_schema(group, section)
-    selector = GROUPS[group][0]
-    where = f"{group}={section.get(selector)}" if selector else group
-    declared = {f.name: f for f in fields(schema)}
-    for key in section.keys():
-        if key not in declared:
-            raise ConfigError(
-                f"{group}.{key}",
-                section.get(key),
-                f"{where} has no such setting; its settings are {', '.join(sorted(declared))}",
-            )
-    for name, f in declared.items():
-        check_value(f"{group}.{name}", f, section.get(name))
-
-
-def check_value(key: str, f: Any, value: Any) -> None:
-    """``value`` (or each item of a list) against the range or choices declared with field ``f``."""
-    if value is None or f.metadata.get("help") is None or (value == "auto" and f.metadata.get("auto")):
-        return
-    span, choices = f.metadata.get("range"), f.metadata.get("choices")
-    is_list = isinstance(value, (list, tuple)) or type(value).__name__ == "ListConfig"
-    values = list(value) if is_list else [value]
-    if is_list and span is not None and not values:
-        raise ConfigError(key, [], "must list at least one size")
-    for item in values:
-        if choices is not None and str(item) not in choices:
-            raise ConfigError(key, item, f"use one of {', '.join(choices)}")
-        if span is not None and not span.admits(item):
-            default = (
-                f.default
-                if f.default is not MISSING
-                else (f.default_factory() if f.default_factory is not MISSING else None)
-            )
-            span = f"{span}, null or auto" if f.metadata.get("auto") else span
-            raise ConfigError(key, item, f"must be {span}; the default is {default} ({f.metadata['help']})")
-
-
-def check_ranges(cfg: Any) -> None:
-    """Every group's keys and every value's range or choices (types were checked when Hydra composed)."""
-    for group in GROUPS:
-        section = cfg.get(group)
-        if section is None or not hasattr(section, "keys"):
-            raise ConfigError(group, section, f"must be a group of settings; pick one with {group}=<option>")
-        check_section(group, section)
-    top = {f.name: f for f in fields(RunSettings)}
-    for key in cfg.keys():
-        if key not in top:
-            raise ConfigError(key, cfg.get(key), "is not a setting of trajrl; see python -m trajrl --help")
-        if key not in GROUPS:
-            check_value(key, top[key], cfg.get(key))
-
-
-def numeric_fields() -> list[tuple[str, str, Any]]:
-    """``(group, option, field)`` for every numeric setting of every option (and the top level)."""
-    found = []
-    for group, (_, options) in GROUPS.items():
-        for name, schema in options.items():
-            found += [(group, name, f) for f in fields(schema) if is_numeric(f)]
-    found += [("", "", f) for f in fields(RunSettings) if is_numeric(f)]
-    return found
-
-
-def is_numeric(f: Any) -> bool:
-    kind = str(f.type)
-    return any(word in kind for word in ("int", "float")) and "str" not in kind and kind != "Any"
 
 
 def settings_of(cfg: Any, group: str) -> Any:
@@ -727,34 +610,3 @@ def section_settings(group: str, section: Any) -> Any:
     from omegaconf import OmegaConf
 
     return option_schema(group, section)(**OmegaConf.to_container(section, resolve=True))
-
-
-def describe() -> str:
-    """Every setting of every option, one line each (``python -m trajrl --help``)."""
-    lines = []
-
-    def add(prefix: str, schema: type, skip: tuple = ()) -> None:
-        for f in fields(schema):
-            if f.name in skip or f.metadata.get("help") is None or f.name in GROUPS:
-                continue
-            default = (
-                f.default
-                if f.default is not MISSING
-                else (f.default_factory() if f.default_factory is not MISSING else "(required)")
-            )
-            span, choices = f.metadata.get("range"), f.metadata.get("choices")
-            allowed = f" | {span}" if span is not None else (f" | {', '.join(choices)}" if choices else "")
-            lines.append(f"  {prefix}{f.name} = {default}{allowed}: {f.metadata['help']}")
-
-    lines.append("top level:")
-    add("", RunSettings)
-    for group, (selector, options) in GROUPS.items():
-        seen: set = set()
-        for schema in options.values():
-            if schema in seen:
-                continue
-            seen.add(schema)
-            same = [n for n, s in options.items() if s is schema]
-            lines.append(f"{group}" + (f" ({selector}={', '.join(same)})" if selector else "") + ":")
-            add(f"{group}.", schema, skip=(selector,) if selector else ())
-    return "\n".join(lines)

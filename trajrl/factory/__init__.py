@@ -35,7 +35,8 @@ from trajrl.factory.replay import build_buffer
 from trajrl.replay.batches import SequenceSampler
 from trajrl.replay.hindsight import HindsightGoals
 from trajrl.replay.states import StateRefresh
-from trajrl.settings import PROCESS_COLLECTORS, fixed_frame_lanes, settings_of
+from trajrl.settings import PROCESS_COLLECTORS, settings_of
+from trajrl.topology import fixed_frame_lanes
 
 log = logging.getLogger("trajrl")
 

@@ -16,7 +16,8 @@ from torchrl.data import ReplayBuffer
 from torchrl.weight_update import SharedMemWeightSyncScheme
 
 from trajrl.collect.assembly import EpisodeCollector, StampTrajectoryIds
-from trajrl.settings import CollectorSettings, rollout_frames
+from trajrl.settings import CollectorSettings
+from trajrl.topology import rollout_frames
 
 
 def collector_slots(kind: str, num_workers: int, num_envs: int) -> int:

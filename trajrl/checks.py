@@ -1,0 +1,596 @@
+"""The checks of a composed config, in one pass: every value against the range or choices
+declared beside its setting (``trajrl.settings``), then the rules between settings, one
+named function each, in the order the data flows: the machine, the collector, what an
+on-policy learner needs, the replay buffer and its sampler, the learner, when to stop, the
+environment, the run to resume.
+
+``check(cfg)`` runs them all, on a config already merged into its dataclasses (its keys and
+types checked: ``trajrl.config.typed``); each rule raises the one-line ``ConfigError``
+naming the setting, the value and what would work. ``check_overrides`` and
+``check_launcher`` are what the CLI checks besides the config. Nothing here imports torch
+but ``check_device``, where ``device=cuda`` asks.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+from dataclasses import Field, fields
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, ListConfig
+
+from trajrl.errors import ConfigError
+from trajrl.settings import (
+    GROUPS,
+    OFF_POLICY_ONLY,
+    ON_POLICY_ALGOS,
+    ON_POLICY_COLLECTORS,
+    SLICE_SAMPLERS,
+    RunSettings,
+    default_of,
+    option_schema,
+)
+from trajrl.spaces import DISCRETE
+from trajrl.topology import fixed_frame_lanes, lane_ndim, starts_processes
+
+
+def check(cfg: DictConfig) -> None:
+    """Every check, in order; the first that fails raises its ``ConfigError``. Makes one
+    instance of the environment (gymnasium only) to check its id, spaces and step limit."""
+    from trajrl.envs import env_spaces  # gymnasium: only once the settings alone pass
+
+    check_ranges(cfg)
+    check_device(cfg)
+    # collect
+    check_workers(cfg)
+    check_ray(cfg)
+    check_on_policy_collector(cfg)
+    check_on_policy_batches(cfg)
+    # replay: storage and sampler
+    check_replay_storage(cfg)
+    check_fixed_frame_sampler(cfg)
+    check_lane_capacity(cfg)
+    check_refresh_states(cfg)
+    check_async_batched_writes(cfg)
+    check_storage_ndim(cfg)
+    check_burn_in(cfg)
+    check_state_every(cfg)
+    # learn, and when to stop
+    check_warmup(cfg)
+    check_rnn_lr(cfg)
+    check_target_sync(cfg)
+    check_stop(cfg)
+    # against the environment
+    spaces = env_spaces(cfg.env, cfg.algo.name)
+    check_episode_fits_storage(cfg, spaces)
+    check_slice_len(cfg, spaces)
+    check_actions(cfg, spaces)
+    check_hindsight_replay(cfg)
+    check_hindsight_env(cfg, spaces)
+    check_her_state(cfg)
+    # the run to resume
+    check_resume(cfg)
+
+
+def learns_on_policy(cfg: DictConfig) -> bool:
+    """Whether the algorithm learns from each batch of complete episodes (no replay buffer)."""
+    return cfg.algo.name in ON_POLICY_ALGOS
+
+
+# ---------------------------------------------------------------- each setting on its own
+def check_ranges(cfg: DictConfig) -> None:
+    """Every value is in the range or choices declared beside its setting (its key and type
+    were checked when the config was merged into the dataclasses: ``trajrl.config.typed``)."""
+    for group in GROUPS:
+        section = cfg[group]
+        for f in fields(option_schema(group, section)):
+            check_value(f"{group}.{f.name}", f, section.get(f.name))
+    for f in fields(RunSettings):
+        if f.name not in GROUPS:
+            check_value(f.name, f, cfg.get(f.name))
+
+
+def check_value(key: str, f: Field, value: Any) -> None:
+    """``value`` (or each item of a list) against the range or choices declared with field ``f``."""
+    auto = f.metadata.get("auto")
+    if value is None or f.metadata.get("help") is None or (value == "auto" and auto):
+        return
+    span, choices = f.metadata.get("range"), f.metadata.get("choices")
+    is_list = isinstance(value, (list, tuple, ListConfig))
+    values = list(value) if is_list else [value]
+    if is_list and span is not None and not values:
+        raise ConfigError(key, [], "must list at least one size")
+    for item in values:
+        if choices is not None and str(item) not in choices:
+            raise ConfigError(key, item, f"use one of {', '.join(choices)}")
+        if span is not None and not span.admits(item):
+            admitted = f"{span}, null or auto" if auto else span
+            raise ConfigError(key, item, f"must be {admitted}; the default is {default_of(f)} ({f.metadata['help']})")
+
+
+# ---------------------------------------------------------------- the machine
+def check_device(cfg: DictConfig) -> None:
+    """``device=cuda`` needs a CUDA device torch can use."""
+    if cfg.device != "cuda":
+        return
+    import torch  # only here: a refused setting is reported without waiting for torch's import
+
+    if not torch.cuda.is_available():
+        raise ConfigError(
+            "device",
+            cfg.device,
+            f"this machine has no CUDA device that torch {torch.__version__} can use; "
+            "use device=cpu, or device=auto (cuda where there is one)",
+        )
+
+
+# ---------------------------------------------------------------- collect
+def check_workers(cfg: DictConfig) -> None:
+    """``collector.num_workers``: one for the single-environment collectors, and no more
+    than the machine's cores can step (four a core)."""
+    kind, workers = cfg.collector.kind, cfg.collector.num_workers
+    if kind in ("sync", "async") and workers != 1:
+        raise ConfigError(
+            "collector.num_workers",
+            workers,
+            f"collector={kind} runs one environment; use collector=multi_sync or multi_async for {workers} workers",
+        )
+    cores = os.cpu_count() or 1
+    if workers > 4 * cores:
+        raise ConfigError("collector.num_workers", workers, f"this machine has {cores} cores; use at most {4 * cores}")
+
+
+def check_ray(cfg: DictConfig) -> None:
+    """``collector=ray`` needs Ray installed, and an address Ray can join."""
+    if cfg.collector.kind != "ray":
+        return
+    if importlib.util.find_spec("ray") is None:
+        raise ConfigError(
+            "collector",
+            "ray",
+            "needs Ray, an optional extra: pip install 'trajrl[ray]' (or use collector=multi_async on this machine)",
+        )
+    address = cfg.collector.get("address")
+    if address is not None and address != "auto" and not re.fullmatch(r"(ray://)?[^:/\s]+:\d+", str(address)):
+        raise ConfigError(
+            "collector.address",
+            address,
+            'give "ray://<head>:10001", "<head>:6379", "auto" '
+            "(the cluster this machine belongs to) or null (a Ray instance of the run's own)",
+        )
+
+
+def check_on_policy_collector(cfg: DictConfig) -> None:
+    """An on-policy learner needs episodes of its current weights: a collector that waits for them."""
+    collector = cfg.collector.kind
+    if learns_on_policy(cfg) and collector not in ON_POLICY_COLLECTORS:
+        raise ConfigError(
+            "collector",
+            collector,
+            f"algo={cfg.algo.name} learns on-policy from complete episodes of its current policy, and this "
+            f"collector runs ahead with older weights; use collector={' or collector='.join(ON_POLICY_COLLECTORS)}",
+        )
+
+
+def check_on_policy_batches(cfg: DictConfig) -> None:
+    """An on-policy learner learns from each batch of whole episodes as it comes: complete-episode
+    batches, no replay storage, sampled by episode."""
+    if not learns_on_policy(cfg):
+        return
+    algo = f"algo={cfg.algo.name}"
+    if cfg.trajs_per_batch is None:
+        raise ConfigError("trajs_per_batch", None, f"{algo} needs complete-episode batches; set trajs_per_batch=8")
+    if cfg.storage.kind != "none":
+        raise ConfigError(
+            "storage",
+            cfg.storage.kind,
+            f"{algo} keeps no replay storage (it learns from each batch, then drops it); use storage=none",
+        )
+    if cfg.sampler.kind != "episode":
+        raise ConfigError(
+            "sampler",
+            cfg.sampler.kind,
+            f"{algo} learns from whole episodes; use sampler=episode "
+            "(sampler.episodes_per_batch episodes per minibatch)",
+        )
+
+
+# ---------------------------------------------------------------- replay: storage and sampler
+def check_replay_storage(cfg: DictConfig) -> None:
+    """An off-policy learner samples a replay buffer: a storage, of a given capacity."""
+    if learns_on_policy(cfg):
+        return
+    if cfg.storage.kind == "none":
+        raise ConfigError(
+            "storage",
+            "none",
+            f"algo={cfg.algo.name} learns from a replay buffer; use storage=lazy_tensor or storage=lazy_memmap",
+        )
+    if cfg.storage.capacity is None:
+        raise ConfigError("storage.capacity", None, "set the frames the buffer holds, e.g. storage.capacity=100000")
+
+
+def writes_fixed_frames(cfg: DictConfig) -> bool:
+    """Whether the collector writes fixed-frame batches (``trajs_per_batch=null``) into lanes of a storage."""
+    return cfg.trajs_per_batch is None and cfg.storage.kind != "none"
+
+
+def check_fixed_frame_sampler(cfg: DictConfig) -> None:
+    """Fixed-frame batches are sampled by stored step (the lanes keep no episode index)."""
+    sampler = cfg.sampler
+    if not writes_fixed_frames(cfg):
+        return
+    if sampler.kind not in ("slice", "prioritized_slice", "random") or sampler.get("weighting", "step") != "step":
+        setting, value = (
+            ("sampler.weighting", sampler.weighting) if sampler.kind == "slice" else ("sampler", sampler.kind)
+        )
+        raise ConfigError(
+            setting,
+            value,
+            "fixed-frame batches (trajs_per_batch=null) are sampled by stored step: "
+            "use sampler=slice (sampler.weighting=step), sampler=prioritized_slice or sampler=random, "
+            "or set trajs_per_batch=4 to store complete episodes",
+        )
+
+
+def check_lane_capacity(cfg: DictConfig) -> None:
+    """Each lane of fixed-frame batches (one per environment) holds a write and a slice."""
+    if not writes_fixed_frames(cfg):
+        return
+    c, capacity, slice_len = cfg.collector, cfg.storage.capacity, cfg.sampler.get("slice_len", 1)
+    workers, envs, steps = fixed_frame_lanes(c.kind, c.num_workers, cfg.env.num_envs, c.frames_per_batch)
+    lanes = workers * envs
+    need = max(steps, slice_len)
+    if capacity // lanes < need:
+        raise ConfigError(
+            "storage.capacity",
+            capacity,
+            f"gives each of the {lanes} lanes (one per environment) {capacity // lanes} steps, fewer than the "
+            f"{need} a lane must hold (a write of {steps} steps, a slice of {slice_len}); "
+            f"use storage.capacity>={need * lanes}",
+        )
+
+
+def check_refresh_states(cfg: DictConfig) -> None:
+    """``algo.refresh_states_every`` recomputes the states stored with complete episodes, which
+    slices must then read."""
+    refresh = cfg.algo.get("refresh_states_every")
+    if refresh is None:
+        return
+    if writes_fixed_frames(cfg):
+        raise ConfigError(
+            "algo.refresh_states_every",
+            refresh,
+            "recomputes the stored states of complete episodes; with fixed-frame batches "
+            "(trajs_per_batch=null) leave it null, or set trajs_per_batch=4",
+        )
+    if cfg.algo.initial_state == "zero" or cfg.sampler.kind == "episode":
+        why = (
+            "algo.initial_state=zero starts every slice from a zero state"
+            if cfg.algo.initial_state == "zero"
+            else "sampler=episode starts every sequence at its episode's first step, from a zero state"
+        )
+        raise ConfigError(
+            "algo.refresh_states_every",
+            refresh,
+            f"{why}: no stored state is read; leave it null or use the stored states",
+        )
+
+
+def check_async_batched_writes(cfg: DictConfig) -> None:
+    """``collector=async_batched`` writes each episode as it completes, never several at once."""
+    trajs = cfg.trajs_per_batch
+    if cfg.collector.kind == "async_batched" and trajs not in (1, None):
+        raise ConfigError(
+            "trajs_per_batch",
+            trajs,
+            "collector=async_batched writes each episode as it completes; use trajs_per_batch=1 (or null: "
+            "fixed-frame batches), or collector=multi_async to batch episodes",
+        )
+
+
+def check_storage_ndim(cfg: DictConfig) -> None:
+    """An explicit ``storage.ndim`` is the one the collector's batches have (``storage_layout``)."""
+    if cfg.storage.kind == "none":
+        return
+    ndim, why = storage_layout(cfg)
+    if str(cfg.storage.ndim) not in ("auto", str(ndim)):
+        raise ConfigError("storage.ndim", cfg.storage.ndim, f"{why}; use storage.ndim=auto or {ndim}")
+
+
+def storage_layout(cfg: DictConfig) -> tuple[int, str]:
+    """The storage's ``ndim`` for this collector and ``trajs_per_batch``, and why."""
+    if cfg.trajs_per_batch is not None:
+        return 1, f"trajs_per_batch={cfg.trajs_per_batch} writes complete episodes flat, one after the other"
+    c = cfg.collector
+    workers, envs, steps = fixed_frame_lanes(c.kind, c.num_workers, cfg.env.num_envs, c.frames_per_batch)
+    if c.kind == "async_batched":
+        lanes = f"[N={workers}, T]" if workers > 1 else "[T]"
+        return lane_ndim(workers, envs), (
+            f"collector=async_batched steps {workers} single environment{'s' * (workers > 1)} "
+            f"(num_workers x env.num_envs) and writes their steps as they come (trajs_per_batch=null) "
+            f"into {lanes} lanes, one per environment"
+        )
+    shape = ", ".join([f"W={workers}"] * (workers > 1) + [f"B={envs}"] * (envs > 1) + [f"T={steps}"])
+    who = f"collector={c.kind}" + (f" with {workers} workers" if workers > 1 else "")
+    envs_said = f"env.num_envs={envs}" if envs > 1 else "one environment each"
+    return lane_ndim(workers, envs), (
+        f"{who} and {envs_said} writes fixed-frame [{shape}] batches "
+        "(trajs_per_batch=null), one storage lane per environment"
+    )
+
+
+def check_burn_in(cfg: DictConfig) -> None:
+    """A slice keeps at least one step to learn from after its burn-in."""
+    sampler = cfg.sampler
+    if sampler.kind in SLICE_SAMPLERS and sampler.burn_in >= sampler.slice_len:
+        raise ConfigError(
+            "sampler.burn_in",
+            sampler.burn_in,
+            f"leaves no step to learn from in slices of {sampler.slice_len}; "
+            f"use sampler.burn_in<={sampler.slice_len - 1} or a longer sampler.slice_len",
+        )
+
+
+def check_state_every(cfg: DictConfig) -> None:
+    """``sampler.state_every`` (a number): slices can start only where the state is kept
+    (``state_every_problem``), and no step falls between two of them unlearnt."""
+    every = cfg.sampler.get("state_every")
+    if every is None or every == "auto":  # auto: trajrl.config.resolve_auto picks what works
+        return
+    why = state_every_problem(cfg)
+    most = cfg.sampler.slice_len - cfg.sampler.burn_in
+    if why is None and every > most:
+        why = (
+            f"slices start only every {every} steps and learn from steps {cfg.sampler.burn_in} to "
+            f"{cfg.sampler.slice_len - 1} of theirs (sampler.burn_in={cfg.sampler.burn_in}, "
+            f"sampler.slice_len={cfg.sampler.slice_len}): the steps between would never be learnt from; "
+            f"use sampler.state_every<={most} (R2D2's slices overlap by their burn-in)"
+        )
+    if why is not None:
+        raise ConfigError("sampler.state_every", every, why)
+
+
+def state_every_problem(cfg: DictConfig) -> str | None:
+    """Why slices cannot start only where the state is kept every k steps (None: they can):
+    that needs trajrl's step slice samplers over complete episodes, and a recurrent learner
+    that reads the stored state."""
+    if cfg.sampler.get("weighting", "step") != "step":
+        return (
+            "sampler.weighting=episode is TorchRL's SliceSampler, which starts slices anywhere; "
+            "use sampler.weighting=step"
+        )
+    if cfg.trajs_per_batch is None:
+        return (
+            "fixed-frame batches (trajs_per_batch=null) keep every step's state in their lanes; "
+            "set trajs_per_batch=4 to store complete episodes"
+        )
+    if cfg.algo.get("initial_state") == "zero":
+        return "algo.initial_state=zero starts every slice from a zero state, so no state is read; leave it null"
+    if cfg.algo.get("refresh_states_every") is not None:
+        return "algo.refresh_states_every recomputes every step's stored state; set it to null"
+    if cfg.algo.get("recurrent", True) is False:
+        return "the network is not recurrent: it keeps no state; leave it null"
+    return None
+
+
+# ---------------------------------------------------------------- learn, and when to stop
+def check_warmup(cfg: DictConfig) -> None:
+    """An off-policy run updates at least once: its warm-up ends before the run does."""
+    if not learns_on_policy(cfg) and cfg.loop.warmup_frames >= cfg.total_frames:
+        raise ConfigError(
+            "loop.warmup_frames",
+            cfg.loop.warmup_frames,
+            f"must be below total_frames={cfg.total_frames}, or no update ever runs",
+        )
+
+
+def check_rnn_lr(cfg: DictConfig) -> None:
+    """``algo.rnn_lr`` needs a recurrent core to apply to."""
+    if cfg.algo.get("rnn_lr") is not None and cfg.algo.get("recurrent", True) is False:
+        raise ConfigError(
+            "algo.rnn_lr",
+            cfg.algo.rnn_lr,
+            "is the learning rate of the recurrent core, and "
+            "algo.recurrent=false has none: set algo.recurrent=true, or algo.rnn_lr=null",
+        )
+
+
+def check_target_sync(cfg: DictConfig) -> None:
+    """Target networks synced every k > 1 updates are copied there whole (tau=1)."""
+    every = cfg.algo.get("target_sync_every", 1)
+    for tau in ("target_tau", "tau"):
+        if tau in cfg.algo and every > 1 and cfg.algo[tau] < 1:
+            raise ConfigError(
+                "algo.target_sync_every",
+                every,
+                f"syncs the target every {every} updates and algo.{tau}={cfg.algo[tau]:g} would move it only "
+                f"part of the way there: set algo.{tau}=1 (a hard copy, as DQN's), or algo.target_sync_every=1 "
+                "(a soft update every step)",
+            )
+
+
+def check_stop(cfg: DictConfig) -> None:
+    """A run that stops when solved evaluates on the way."""
+    stop_at, loop = cfg.loop.stop_at_return, cfg.loop
+    if stop_at is None:
+        return
+    if loop.eval_episodes == 0:
+        raise ConfigError(
+            "loop.stop_at_return",
+            stop_at,
+            "stops the run at an evaluation, and loop.eval_episodes=0 "
+            "never evaluates: set loop.eval_episodes>=1 (the default is 10), or loop.stop_at_return=null",
+        )
+    if loop.eval_every_frames == 0 or loop.eval_every_frames >= cfg.total_frames:
+        raise ConfigError(
+            "loop.stop_at_return",
+            stop_at,
+            f"stops the run at an evaluation, and loop.eval_every_frames={loop.eval_every_frames} evaluates only "
+            f"at the end of total_frames={cfg.total_frames}: set loop.eval_every_frames between 1 and "
+            f"{cfg.total_frames - 1}, or loop.stop_at_return=null",
+        )
+
+
+# ---------------------------------------------------------------- against the environment
+def check_episode_fits_storage(cfg: DictConfig, spaces: Any) -> None:
+    """A storage of complete episodes holds the longest one (``spaces.step_limit`` steps)."""
+    limit = spaces.step_limit
+    if cfg.storage.kind != "none" and cfg.trajs_per_batch is not None and cfg.storage.capacity < limit:
+        raise ConfigError(
+            "storage.capacity",
+            cfg.storage.capacity,
+            f"cannot hold one whole episode of {cfg.env.id} (up to {limit} steps); use storage.capacity>={limit}",
+        )
+
+
+def check_slice_len(cfg: DictConfig, spaces: Any) -> None:
+    """A slice is no longer than the longest episode."""
+    limit = spaces.step_limit
+    if "slice_len" in cfg.sampler and cfg.sampler.slice_len > limit:
+        raise ConfigError(
+            "sampler.slice_len",
+            cfg.sampler.slice_len,
+            f"is longer than any episode of {cfg.env.id} (at most {limit} steps): no slice could be full, "
+            f"each would be a whole episode and padding; use sampler.slice_len<={limit}",
+        )
+
+
+def check_actions(cfg: DictConfig, spaces: Any) -> None:
+    """``algo.target_entropy_fraction`` is for Discrete actions, instead of ``algo.target_entropy``."""
+    fraction = cfg.algo.get("target_entropy_fraction")
+    if fraction is None:
+        return
+    if spaces.action_kind != DISCRETE:
+        raise ConfigError(
+            "algo.target_entropy_fraction",
+            fraction,
+            f"sets SAC-discrete's target entropy, and {cfg.env.id} has continuous actions: set "
+            f"algo.target_entropy (e.g. -{spaces.actions}, minus the action size: the default), "
+            "or algo.target_entropy_fraction=null",
+        )
+    if cfg.algo.get("target_entropy") is not None:
+        raise ConfigError(
+            "algo.target_entropy_fraction",
+            fraction,
+            f"and algo.target_entropy={cfg.algo.target_entropy:g} both set the target entropy: "
+            "keep one, the other null",
+        )
+
+
+def hindsight(cfg: DictConfig) -> str | None:
+    """``hindsight relabelling (sampler.her_ratio=...)`` when it is on, for the messages; else None."""
+    ratio = cfg.sampler.get("her_ratio", 0.0)
+    return f"hindsight relabelling (sampler.her_ratio={ratio:g})" if ratio else None
+
+
+def check_hindsight_replay(cfg: DictConfig) -> None:
+    """Hindsight relabelling replays complete stored episodes, drawn by a sampler that keeps
+    trajrl's episode index."""
+    what = hindsight(cfg)
+    if what is None:
+        return
+    if learns_on_policy(cfg):
+        raise ConfigError(
+            "sampler.her_ratio",
+            cfg.sampler.her_ratio,
+            f"algo={cfg.algo.name} learns on-policy from the episodes its current policy collects; relabelled "
+            "goals need replay: use algo=r2d2 or algo=rsac, or sampler.her_ratio=0",
+        )
+    if cfg.trajs_per_batch is None:
+        raise ConfigError(
+            "trajs_per_batch", None, f"{what} draws goals from complete stored episodes; set trajs_per_batch=4"
+        )
+    sampler = cfg.sampler
+    if sampler.kind == "slice_without_replacement" or sampler.get("weighting", "step") != "step":
+        setting, value = (
+            ("sampler.weighting", sampler.weighting) if sampler.kind == "slice" else ("sampler", sampler.kind)
+        )
+        raise ConfigError(
+            setting,
+            value,
+            f"{what} draws goals from trajrl's episode index, which this TorchRL sampler does not keep: use "
+            "sampler=slice (sampler.weighting=step), sampler=prioritized_slice or sampler=episode",
+        )
+
+
+def check_hindsight_env(cfg: DictConfig, spaces: Any) -> None:
+    """Hindsight relabelling needs a goal environment, whose rewards it recomputes (none observed)."""
+    what = hindsight(cfg)
+    if what is None:
+        return
+    if spaces.goal_problem:
+        raise ConfigError(
+            "env.id",
+            cfg.env.id,
+            f"{spaces.goal_problem}; {what} needs a goal environment, e.g. env=bit_flipping, or sampler.her_ratio=0",
+        )
+    if cfg.env.previous_reward:
+        raise ConfigError(
+            "env.previous_reward",
+            True,
+            f"{what} recomputes rewards for new goals, and a reward observed at the next step would still be the "
+            "old goal's: use env.previous_reward=false (env.previous_action=true is fine), or sampler.her_ratio=0",
+        )
+
+
+def check_her_state(cfg: DictConfig) -> None:
+    """``sampler.her_state=recompute`` recomputes a state that slices start from (not from zero)."""
+    if hindsight(cfg) and cfg.sampler.get("her_state") == "recompute" and cfg.algo.initial_state == "zero":
+        raise ConfigError(
+            "sampler.her_state",
+            "recompute",
+            "recomputes the state a relabelled slice starts from, and algo.initial_state=zero starts every slice "
+            "from a zero state: use sampler.her_state=zero, or algo.initial_state=stored",
+        )
+
+
+# ---------------------------------------------------------------- the run to resume
+def check_resume(cfg: DictConfig) -> None:
+    """``resume=<run dir>``: a run directory with its config and a checkpoint."""
+    if cfg.resume is None:
+        return
+    missing = [name for name in ("config.yaml", "checkpoints/latest.pt") if not (Path(cfg.resume) / name).exists()]
+    if missing:
+        raise ConfigError(
+            "resume",
+            cfg.resume,
+            f"has no {' and no '.join(missing)}; use resume=<the directory of a "
+            "run that saved a checkpoint> (outputs/<date>/<time>)",
+        )
+
+
+# ---------------------------------------------------------------- what the CLI checks besides the config
+def key_of(override: str) -> str:
+    """The setting an override sets (``+a.b=1`` -> ``a.b``)."""
+    return override.split("=", 1)[0].lstrip("+~")
+
+
+def check_overrides(overrides: list[str], algo: str) -> None:
+    """Refuse an override of a setting this run would not read (``overrides``: as typed)."""
+    if algo not in ON_POLICY_ALGOS:
+        return
+    for override in overrides:
+        key, value = key_of(override), override.partition("=")[2]
+        if key in OFF_POLICY_ONLY:
+            raise ConfigError(
+                key,
+                value,
+                f"is read by the off-policy loop only; algo={algo} learns from each batch of episodes as "
+                "it comes (algo.epochs passes, weights pushed after each): drop it, or set algo.epochs, "
+                "trajs_per_batch or sampler.episodes_per_batch",
+            )
+
+
+def check_launcher(launcher: str, collector: str, env_backend: str = "threading") -> None:
+    """Refuse a Hydra launcher that cannot run this collector (``launcher``: its ``_target_``)."""
+    if "joblib" in launcher.lower() and starts_processes(collector, env_backend):
+        raise ConfigError(
+            "hydra/launcher",
+            "joblib",
+            f"cannot start collector={collector}'s worker processes inside its jobs (they cannot pickle its "
+            "shared memory); use hydra/launcher=parallel (each job its own process) or collector=sync",
+        )
