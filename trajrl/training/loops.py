@@ -240,6 +240,7 @@ class OffPolicyLoop:
         return row
 
     def saved(self) -> LoopState:
+        """The loop's counters, as a checkpoint saves them."""
         return LoopState(self.buffer.write_count, self.episodes.episodes, self.evaluations.best)
 
     def save_checkpoint(self) -> None:
@@ -372,6 +373,7 @@ class EpisodicLoop:
         return row
 
     def saved(self) -> LoopState:
+        """The loop's counters, as a checkpoint saves them."""
         return LoopState(self.frames, self.episodes, self.evaluations.best)
 
     def save_checkpoint(self) -> None:

@@ -33,7 +33,8 @@ def pauses(collector: BaseCollector) -> bool:
 
 
 class CollectorSupervisor:
-    """Runs a collector for a loop, and replaces it when it fails.
+    """Runs a collector for a loop, and replaces it when it fails (watching it for
+    failures from when the supervisor is made until ``running()`` ends).
 
     With ``buffer`` the collector writes into it in the background (``start()``, the
     off-policy loop): ``check(frames)`` says whether it failed or stalled. Without, the loop
@@ -90,6 +91,7 @@ class CollectorSupervisor:
         self.shut_down()
 
     def start(self, handed_over: tuple[int, int]) -> None:
+        """Start collecting (``handed_over``: the frames and episodes handed over before)."""
         self.handed_over_before = handed_over
         if self.buffer is not None:
             self.collector.start()  # it writes into the buffer in the background
