@@ -1,13 +1,18 @@
-"""Deterministic evaluation over a vector of environments (one policy call per step for all)."""
+"""Deterministic evaluation over a vector of environments (one policy call per step for all),
+and a loop's record of its evaluations (``Evaluations``)."""
 
 from __future__ import annotations
 
+import contextlib
+import math
+import time
 from collections.abc import Callable
 
 import torch
 from torchrl.envs import EnvBase
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
+from trajrl.algos.networks import CpuCopies
 from trajrl.envs import stepping
 
 
@@ -84,3 +89,42 @@ class Evaluator:
     def close(self) -> None:
         if self.env is not None and not self.env.is_closed:
             self.env.close()
+
+
+class Evaluations:
+    """A loop's evaluations: ``run()`` makes one with ``evaluate()`` (an ``Evaluator``, say),
+    the learner's weights pulled into its networks (``evaluated``) first, and keeps the best
+    mean return so far (``improved``: the last one was a new best), the first evaluation that
+    reached ``stop_at_return`` (``solved``) and the time spent evaluating (``seconds``)."""
+
+    def __init__(
+        self,
+        evaluate: Callable[[], dict] | None,
+        evaluated: CpuCopies | None = None,
+        stop_at_return: float | None = None,
+        best: float = -math.inf,
+    ):
+        self.evaluate, self.evaluated, self.stop_at_return = evaluate, evaluated, stop_at_return
+        self.best = best
+        self.improved = False
+        self.solved: dict[str, float] | None = None  # its results, with the frames it was made at
+        self.seconds = 0.0
+
+    def run(self, frames: int, pause: contextlib.AbstractContextManager | None = None, closing: bool = False) -> dict:
+        """One evaluation at ``frames`` (``eval/...``; empty without ``evaluate``), inside
+        ``pause`` (collection waits meanwhile: it would compete for the cores). The
+        ``closing`` one, made once training is over, solves nothing."""
+        if self.evaluate is None:
+            return {}
+        t0 = time.monotonic()
+        if self.evaluated is not None:
+            self.evaluated.pull()  # the learner's weights as they are now
+        with pause if pause is not None else contextlib.nullcontext():
+            stats = {f"eval/{k}": v for k, v in self.evaluate().items()}
+        self.seconds += time.monotonic() - t0
+        self.improved = stats["eval/return"] > self.best
+        self.best = max(self.best, stats["eval/return"])
+        stop_at = self.stop_at_return
+        if not closing and stop_at is not None and stats["eval/return"] >= stop_at and self.solved is None:
+            self.solved = {**stats, "run/solved_at_frames": float(frames)}
+        return stats
