@@ -22,6 +22,7 @@ import torch
 
 from trajrl.errors import CheckpointError
 from trajrl.replay.episodes import buffer_locked
+from trajrl.signals import critical
 
 FORMAT = "trajrl-checkpoint/2"
 
@@ -76,14 +77,19 @@ class Checkpointer:
         self.policy_state, self.buffer = policy_state, buffer
 
     def __call__(self, loop: LoopState) -> Path:
-        if self.buffer is None:
-            return save_checkpoint(self.path, self.state(loop))
-        with buffer_locked(self.buffer):
-            return save_checkpoint(self.path, {**self.state(loop), "buffer": self.buffer.state_dict()})
+        """``checkpoints/latest.pt``: the run as it is now (collection paused or over), written
+        whole before a signal is let through (``trajrl.signals.critical``)."""
+        with critical():
+            if self.buffer is None:
+                return save_checkpoint(self.path, self.state(loop))
+            with buffer_locked(self.buffer):
+                return save_checkpoint(self.path, {**self.state(loop), "buffer": self.buffer.state_dict()})
 
     def best(self, loop: LoopState) -> Path:
-        """``checkpoints/best.pt``: the agent as it is now (just evaluated at its best), without the buffer."""
-        return save_checkpoint(self.path.with_name("best.pt"), self.state(loop))
+        """``checkpoints/best.pt``: the agent as it is now (just evaluated at its best), without
+        the buffer; written whole before a signal is let through."""
+        with critical():
+            return save_checkpoint(self.path.with_name("best.pt"), self.state(loop))
 
     def state(self, loop: LoopState) -> dict[str, Any]:
         return {

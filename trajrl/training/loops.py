@@ -8,7 +8,7 @@ are parts they call, not a class they share:
   pauses it, replaces it after a failure and shuts it down, failures reported with their cause;
 - ``Reporter`` (``reporter.py``): metrics rows, console lines, the status line;
 - ``Evaluations`` (``evaluate.py``): the best return so far, and whether the run is solved;
-- ``Checkpoints`` (``checkpoints.py``): ``latest.pt`` and ``best.pt``;
+- ``Checkpointer`` (``trajrl.checkpoint``): ``latest.pt`` and ``best.pt``, each written whole;
 - ``Cadence`` (``cadence.py``): when to evaluate, log and save, and when the run is over.
 
 The loops:
@@ -41,12 +41,15 @@ from trajrl.replay.states import StateRefresh
 from trajrl.settings import LoopSettings
 from trajrl.signals import critical
 from trajrl.training.cadence import Cadence
-from trajrl.training.checkpoints import Checkpoints
 from trajrl.training.evaluate import Evaluations
 from trajrl.training.metrics import MaskTally, MetricsLog, StoredEpisodeStats, buffer_stats, episode_stats
 from trajrl.training.progress import Progress
 from trajrl.training.reporter import Reporter
 from trajrl.training.supervisor import CollectorSupervisor
+
+
+def no_checkpoint(state: LoopState) -> None:
+    """What a loop built without checkpoints saves: nothing."""
 
 
 @dataclass
@@ -125,7 +128,8 @@ class OffPolicyLoop:
         self.timings = {"sample": 0.0, "update": 0.0}
         self.collection = collection_of(parts, settings, self.buffer)
         self.evaluations = Evaluations(parts.evaluate, parts.evaluated, settings.stop_at_return, start.best_eval)
-        self.checkpoints = Checkpoints(parts.checkpoint, parts.keep_best)
+        self.save_latest = parts.checkpoint or no_checkpoint
+        self.save_best = parts.keep_best or no_checkpoint
         self.reporter = reporter_of(parts, self.frames, start.episodes)
         self.cadence = Cadence(settings, total_frames, self.frames, evaluates=parts.evaluate is not None)
 
@@ -215,7 +219,7 @@ class OffPolicyLoop:
         """An evaluation (collection paused meanwhile, but for the ``closing`` one); best.pt at a new best."""
         stats = self.evaluations.run(self.frames, None if closing else self.collection.paused(), closing)
         if self.evaluations.improved:
-            self.checkpoints.save_best(self.saved())
+            self.save_best(self.saved())
         return stats
 
     def write_row(self, values: dict[str, float], closing: bool = False) -> dict[str, float]:
@@ -248,7 +252,7 @@ class OffPolicyLoop:
         the lock is free; collection is paused or over, so it stays free for the save, however long."""
         with self.collection.waiting_on_buffer("a checkpoint waited on the replay buffer"), buffer_locked(self.buffer):
             pass
-        self.checkpoints.save(self.saved())
+        self.save_latest(self.saved())
 
 
 class EpisodicLoop:
@@ -277,7 +281,8 @@ class EpisodicLoop:
         self.timings = {"collect": 0.0, "update": 0.0}
         self.collection = collection_of(parts, settings)
         self.evaluations = Evaluations(parts.evaluate, parts.evaluated, settings.stop_at_return, start.best_eval)
-        self.checkpoints = Checkpoints(parts.checkpoint, parts.keep_best)
+        self.save_latest = parts.checkpoint or no_checkpoint
+        self.save_best = parts.keep_best or no_checkpoint
         self.reporter = reporter_of(parts, self.frames, self.episodes)
         self.cadence = Cadence(settings, total_frames, self.frames, evaluates=parts.evaluate is not None)
 
@@ -351,7 +356,7 @@ class EpisodicLoop:
         """An evaluation (collection waits between batches meanwhile); best.pt at a new best."""
         stats = self.evaluations.run(self.frames, closing=closing)
         if self.evaluations.improved:
-            self.checkpoints.save_best(self.saved())
+            self.save_best(self.saved())
         return stats
 
     def write_row(self, values: dict[str, float], closing: bool = False) -> dict[str, float]:
@@ -377,7 +382,7 @@ class EpisodicLoop:
         return LoopState(self.frames, self.episodes, self.evaluations.best)
 
     def save_checkpoint(self) -> None:
-        self.checkpoints.save(self.saved())
+        self.save_latest(self.saved())
 
 
 class CurrentPolicyOnly:
