@@ -2,7 +2,8 @@
 process group is left, not even a zombie, at the moment it exits (no grace period: a script
 that runs trajrl and then starts the next job, or looks for stray processes, sees what is
 left right then). Whether it refused its settings, finished, resumed from a corrupt
-checkpoint, or was stopped by Ctrl-C or SIGTERM while collector workers ran."""
+checkpoint, or was stopped by Ctrl-C or SIGTERM while collector workers ran; and a signal
+stops a run with its one line wherever in the learner it lands."""
 
 import os
 import signal
@@ -81,3 +82,26 @@ def test_a_run_stopped_by_ctrl_c_or_sigterm_leaves_no_process(signum, run_in):
     name = signal.Signals(signum).name
     assert err.strip().splitlines()[-1].startswith(f"trajrl: run stopped: interrupted by {name}"), err[-3000:]
     assert left == []
+
+
+def test_a_signal_while_the_learner_samples_a_batch_still_stops_the_run():
+    """TorchRL applies a buffer's transforms inside a tensordict ``unlock_()`` block, whose exit
+    turns an exception that is not an ``Exception`` into a RuntimeError: a Ctrl-C that lands
+    there reaches the loop as ``RunInterrupted`` all the same (exit 130, not a traceback)."""
+    import torch
+    from tensordict import TensorDict
+    from torchrl.data import LazyTensorStorage, TensorDictReplayBuffer
+    from torchrl.envs.transforms import Transform
+
+    from trajrl.errors import RunInterrupted
+    from trajrl.replay.batches import SequenceSampler
+
+    class SignalArrives(Transform):
+        def forward(self, tensordict):
+            raise RunInterrupted(signal.SIGINT)
+
+    buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(10), batch_size=2)
+    buffer.extend(TensorDict({"observation": torch.zeros(4, 2)}, [4]))
+    buffer.append_transform(SignalArrives())
+    with pytest.raises(RunInterrupted, match="interrupted by SIGINT"):
+        SequenceSampler(buffer, transitions=True).sample()
