@@ -1,16 +1,21 @@
-"""The CLI: ``python -m trajrl [overrides]`` (also the ``trajrl`` console script).
-
+"""The CLI: ``python -m trajrl [overrides]`` trains (also the ``trajrl`` console script);
 ``trajrl plot <dir>``, ``trajrl summary <dir>`` and ``trajrl evaluate <run dir>`` read
 finished runs instead.
+
+Every command runs inside ``one_line_errors`` (an error trajrl expects ends it with one
+line and its exit code) and returns only once the processes it started have ended.
 """
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import logging
 import os
 import shlex
 import shutil
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import hydra
@@ -22,7 +27,8 @@ from omegaconf import DictConfig
 from trajrl.checks import check_launcher, check_overrides, key_of
 from trajrl.config import CONFIG_DIR, explain, validate
 from trajrl.errors import CheckpointError, CollectorFailed, ConfigError, EnvironmentFailed, RunInterrupted
-from trajrl.signals import stacks_on_sigusr1
+from trajrl.processes import end_child_processes, start_fork_server, workers_from_a_fork_server
+from trajrl.signals import interrupts_raise, stacks_on_sigusr1
 from trajrl.topology import starts_processes
 
 log = logging.getLogger("trajrl")
@@ -30,8 +36,141 @@ log = logging.getLogger("trajrl")
 #: (main() sets HYDRA_FULL_ERROR for Hydra itself; the user's value travels to sweep jobs
 #: started in other processes as TRAJRL_FULL_ERROR.)
 SHOW_TRACEBACK = os.environ.get("TRAJRL_FULL_ERROR", os.environ.get("HYDRA_FULL_ERROR", "")) == "1"
-#: The arguments as typed (``resume=`` adds the resumed run's own before Hydra sees them).
-TYPED_ARGS: list[str] = sys.argv[1:]
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the command in ``argv`` (default: this process's arguments): a subcommand of
+    ``commands()``, or else training, with everything else passed to Hydra as it is."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    command = argv[0] if argv and argv[0] in SUBCOMMANDS else None
+    try:
+        with interrupts_raise(), one_line_errors(f"trajrl {command}" if command else "trajrl"):
+            if command:
+                args = commands().parse_args(argv)
+                args.run(args)
+            else:
+                train_from_the_command_line(argv)
+    finally:
+        end_child_processes()
+
+
+# ---------------------------------------------------------------- errors: one line each
+@contextlib.contextmanager
+def one_line_errors(command: str = "trajrl", run_dir: Path | None = None) -> Iterator[None]:
+    """An error ``command`` expects ends it with one line on stderr and its exit code
+    (``one_line``); with ``HYDRA_FULL_ERROR=1``, and for any other error, its traceback shows."""
+    try:
+        yield
+    except (RunInterrupted, Exception) as err:
+        reported = one_line(err, command, run_dir)
+        if reported is None or SHOW_TRACEBACK:
+            raise
+        line, exit_code = reported
+        print(f"{command}: {line}", file=sys.stderr)
+        sys.exit(exit_code)
+
+
+def one_line(err: BaseException, command: str, run_dir: Path | None = None) -> tuple[str, int] | None:
+    """What ``command`` says of ``err`` and its exit code: 2 for a command to fix, 1 for a run
+    that failed, 128 + the signal for one stopped by a signal; None for an error not expected.
+    ``run_dir``: the run that was under way."""
+    if isinstance(err, RunInterrupted):
+        if run_dir is None:
+            return f"stopped: {err}", 128 + err.signum
+        return (
+            f"run stopped: {err}; collectors shut down; {run_dir / 'metrics.csv'} holds the rows "
+            f"logged up to {last_logged_frames(run_dir)} frames",
+            128 + err.signum,
+        )
+    if command != "trajrl":  # plot, summary, evaluate: the error names what of the run it read is missing or wrong
+        if isinstance(err, (ConfigError, CheckpointError, EnvironmentFailed)):
+            return str(err), 2
+        return (str(err), 1) if isinstance(err, FileNotFoundError) else None
+    in_run = f" (run directory {run_dir}; HYDRA_FULL_ERROR=1 shows the traceback)" if run_dir is not None else ""
+    match err:
+        case ConfigError():
+            return f"configuration error: {err}{in_run}", 2
+        case CheckpointError():
+            return f"cannot resume: {err}{in_run}", 2
+        case CollectorFailed() | EnvironmentFailed():
+            return f"run failed: {err}{in_run}", 1
+        case HydraException() | yaml.YAMLError():
+            return f"configuration error: {composition_error(err)}", 2
+        case OSError():  # the run directory (hydra.run.dir) or a file in it cannot be written
+            where = f"{err.filename}: " if err.filename else ""
+            return (
+                f"run failed: {where}{err.strerror or err} (the run directory must be writable, with room "
+                "for its checkpoints; hydra.run.dir=<dir> puts it elsewhere)",
+                1,
+            )
+    return None
+
+
+def composition_error(err: Exception) -> str:
+    """A value of the wrong type or an unknown key as trajrl's one line (``trajrl.config.explain``);
+    otherwise Hydra's or YAML's message without the config search path (the options it lists stay)."""
+    explained = explain(err)
+    if explained is not None:
+        return str(explained)
+    text = str(err).split("\nConfig search path:")[0].strip()
+    override = getattr(err, "override", None)  # an override Hydra cannot parse
+    if override and override not in text:
+        text = f"{override}: {text}"
+    cause = err.__cause__
+    if cause is not None and str(cause) not in text:
+        text += f" ({str(cause).splitlines()[0]})"
+    return text
+
+
+# ---------------------------------------------------------------- training: Hydra composes the config
+def train_from_the_command_line(typed: list[str]) -> None:
+    """Train with the config Hydra composes from ``typed`` (overrides, ``--multirun``,
+    ``--help``, ``--cfg``, ``hydra.*``: Hydra parses them from ``sys.argv``)."""
+    quiet_torchrl()
+    stacks_on_sigusr1()
+    workers_from_a_fork_server()
+    sys.argv[1:] = resume_arguments(typed)
+    os.environ["TRAJRL_FULL_ERROR"] = "1" if SHOW_TRACEBACK else "0"
+    os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra raises what it cannot compose; one_line_errors reports it
+
+    @hydra.main(config_path=str(CONFIG_DIR), config_name="config", version_base="1.3")
+    def run(cfg: DictConfig) -> float:
+        return train_one_run(cfg, typed)
+
+    run()
+
+
+def train_one_run(cfg: DictConfig, typed: list[str]) -> float:
+    """Train with the composed config (one job of a multirun); return the final evaluation
+    return (for sweepers). ``typed``: the command's arguments as typed (for ``command.txt``)."""
+    hydra_cfg = HydraConfig.get()
+    run_dir = Path(hydra_cfg.runtime.output_dir)
+    with one_line_errors():  # before torch is even imported: a refusal takes a second and leaves nothing behind
+        try:
+            cfg = validate(cfg)
+            check_launcher(
+                hydra_cfg.launcher.get("_target_", ""),
+                cfg.collector.kind,
+                cfg.collector.get("env_backend", "threading"),
+            )
+            check_overrides(list(hydra_cfg.overrides.task), cfg.algo.name)
+        except ConfigError:
+            resumed = cfg.get("resume")
+            if resumed is None or Path(str(resumed)).resolve() != run_dir.resolve():  # never a resumed run's own
+                discard_run_dir(run_dir)
+            raise
+
+    if starts_processes(cfg.collector.kind, cfg.collector.get("env_backend")):
+        start_fork_server()  # its imports run beside the learner's own (below)
+    from trajrl.training.run import summary, train
+
+    with one_line_errors(run_dir=run_dir):
+        record_command(run_dir, list(hydra_cfg.overrides.task), typed)
+        final = train(cfg, run_dir=run_dir)
+    print(summary(final), flush=True)
+    if cfg.logger.plots:
+        write_plots(run_dir)
+    return final.get("eval/return", float("nan"))
 
 
 def quiet_torchrl() -> None:
@@ -42,89 +181,41 @@ def quiet_torchrl() -> None:
         logging.getLogger("torchrl").setLevel(logging.WARNING)
 
 
-def workers_from_a_fork_server() -> None:
-    """Collector workers are forked from a server process that imported what they run once
-    (``trajrl.factory``, ``trajrl.collect.forkserver``) rather than spawned, each importing torch and TorchRL
-    anew: a smoke run with two workers takes about a fifth less CPU (``scripts/bench_pipeline.py``,
-    part ``startup``). Unless the start method is already set (TorchRL's own default is ``spawn``)."""
-    import multiprocessing
-
-    if (
-        multiprocessing.get_start_method(allow_none=True) is None
-        and "forkserver" in multiprocessing.get_all_start_methods()
-    ):  # not on Windows
-        multiprocessing.set_start_method("forkserver")
-        multiprocessing.set_forkserver_preload(["trajrl.factory", "trajrl.collect.forkserver"])
-
-
-def start_fork_server() -> None:
-    """Start the fork server now, where workers come from one: it imports what they run
-    while this process imports the learner (the two imports overlap on two cores)."""
-    import multiprocessing
-    from multiprocessing import forkserver
-
-    if multiprocessing.get_start_method(allow_none=True) == "forkserver":
-        forkserver.ensure_running()
-
-
-@hydra.main(config_path=str(CONFIG_DIR), config_name="config", version_base="1.3")
-def run(cfg: DictConfig) -> float:
-    """Train with the composed config; return the final evaluation return (for sweepers)."""
-    hydra_cfg = HydraConfig.get()
-    run_dir = Path(hydra_cfg.runtime.output_dir)
-    try:  # before torch is even imported: a refusal takes a second and leaves nothing behind
-        cfg = validate(cfg)
-        check_launcher(
-            hydra_cfg.launcher.get("_target_", ""), cfg.collector.kind, cfg.collector.get("env_backend", "threading")
+def resume_arguments(argv: list[str]) -> list[str]:
+    """``resume=<run dir>``: the run's own overrides (its ``overrides.yaml``) come
+    first, so its config is composed again, then the ones given now (which win),
+    and Hydra's run directory is the resumed one. Other arguments pass unchanged."""
+    given = [a for a in argv if key_of(a) == "resume" and "=" in a]
+    if not given:
+        return argv
+    run_dir = Path(given[-1].split("=", 1)[1])
+    if "-m" in argv or "--multirun" in argv:
+        raise ConfigError(
+            "resume", str(run_dir), "a resumed run cannot be swept; resume one run at a time, without --multirun"
         )
-        check_overrides(list(hydra_cfg.overrides.task), cfg.algo.name)
-    except ConfigError as err:
-        resumed = cfg.get("resume")
-        if resumed is None or Path(str(resumed)).resolve() != run_dir.resolve():  # never a resumed run's own
-            discard_run_dir(run_dir)
-        if SHOW_TRACEBACK:
-            raise
-        print(f"trajrl: configuration error: {err}", file=sys.stderr)
-        sys.exit(2)
-
-    if starts_processes(cfg.collector.kind, cfg.collector.get("env_backend")):
-        start_fork_server()  # its imports run beside the learner's own (below)
-    from trajrl.training.run import summary, train
-
-    record_command(run_dir, list(hydra_cfg.overrides.task))
     try:
-        final = train(cfg, run_dir=run_dir)
-    except (ConfigError, CheckpointError, CollectorFailed, EnvironmentFailed) as err:
-        if SHOW_TRACEBACK:
-            raise
-        kind = {ConfigError: "configuration error", CheckpointError: "cannot resume"}.get(type(err), "run failed")
-        print(
-            f"trajrl: {kind}: {err} (run directory {run_dir}; HYDRA_FULL_ERROR=1 shows the traceback)", file=sys.stderr
-        )
-        sys.exit(2 if isinstance(err, (ConfigError, CheckpointError)) else 1)
-    except RunInterrupted as stop:
-        if SHOW_TRACEBACK:
-            raise
-        print(
-            f"trajrl: run stopped: {stop}; collectors shut down; {Path(run_dir) / 'metrics.csv'} holds the rows "
-            f"logged up to {last_logged_frames(Path(run_dir))} frames",
-            file=sys.stderr,
-        )
-        sys.exit(128 + stop.signum)
-    print(summary(final), flush=True)
-    if cfg.logger.plots:
-        write_plots(Path(run_dir))
-    return final.get("eval/return", float("nan"))
+        original = yaml.safe_load((run_dir / "overrides.yaml").read_text()) or []
+    except OSError:
+        return argv  # the config check says what is missing
+    now = {key_of(a) for a in argv}
+    return [o for o in original if key_of(o) not in now] + argv + [f"hydra.run.dir={run_dir}"]
 
 
-def last_logged_frames(run_dir: Path) -> str:
-    """Frames of the last metrics row written (what the run leaves behind)."""
-    from trajrl.report.runs import read_metrics
-
-    try:
-        return f"{int(read_metrics(run_dir / 'metrics.csv')[-1]['frames']):,}"
-    except (OSError, IndexError, KeyError):
-        return "0"
+def record_command(run_dir: Path, overrides: list[str], typed: list[str]) -> None:
+    """This run's overrides and the command that reruns it, beside its config (in a
+    multirun, each job's own command, and the sweep's command that launched it).
+    A resumed run keeps its files and gets a line saying how it was resumed."""
+    launched = shlex.join(["python", "-m", "trajrl", *typed])
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if any(key_of(o) == "resume" for o in overrides) and (run_dir / "command.txt").exists():
+        with open(run_dir / "command.txt", "a") as out:
+            out.write(f"# resumed by: {launched}\n")
+        return
+    (run_dir / "overrides.yaml").write_text(yaml.safe_dump(overrides, default_flow_style=False))
+    command = shlex.join(["python", "-m", "trajrl", *overrides])
+    (run_dir / "command.txt").write_text(
+        command + "\n" + (f"# launched by: {launched}\n" if launched != command else "")
+    )
 
 
 def discard_run_dir(run_dir: Path) -> None:
@@ -148,44 +239,14 @@ def discard_run_dir(run_dir: Path) -> None:
             break
 
 
-def record_command(run_dir: Path, overrides: list[str]) -> None:
-    """This run's overrides and the command that reruns it, beside its config (in a
-    multirun, each job's own command, and the sweep's command that launched it).
-    A resumed run keeps its files and gets a line saying how it was resumed."""
-    launched = shlex.join(["python", "-m", "trajrl", *TYPED_ARGS])
-    run_dir.mkdir(parents=True, exist_ok=True)
-    if any(key_of(o) == "resume" for o in overrides) and (run_dir / "command.txt").exists():
-        with open(run_dir / "command.txt", "a") as out:
-            out.write(f"# resumed by: {launched}\n")
-        return
-    (run_dir / "overrides.yaml").write_text(yaml.safe_dump(overrides, default_flow_style=False))
-    command = shlex.join(["python", "-m", "trajrl", *overrides])
-    (run_dir / "command.txt").write_text(
-        command + "\n" + (f"# launched by: {launched}\n" if launched != command else "")
-    )
+def last_logged_frames(run_dir: Path) -> str:
+    """Frames of the last metrics row written (what the run leaves behind)."""
+    from trajrl.report.runs import read_metrics
 
-
-def resume_arguments(argv: list[str]) -> list[str]:
-    """``resume=<run dir>``: the run's own overrides (its ``overrides.yaml``) come
-    first, so its config is composed again, then the ones given now (which win),
-    and Hydra's run directory is the resumed one. Other arguments pass unchanged."""
-    given = [a for a in argv if key_of(a) == "resume" and "=" in a]
-    if not given:
-        return argv
-    run_dir = Path(given[-1].split("=", 1)[1])
-    if "-m" in argv or "--multirun" in argv:
-        print(
-            f"trajrl: configuration error: resume={run_dir}: a resumed run cannot be swept; "
-            "resume one run at a time, without --multirun",
-            file=sys.stderr,
-        )
-        sys.exit(2)
     try:
-        original = yaml.safe_load((run_dir / "overrides.yaml").read_text()) or []
-    except OSError:
-        return argv  # the config check says what is missing
-    now = {key_of(a) for a in argv}
-    return [o for o in original if key_of(o) not in now] + argv + [f"hydra.run.dir={run_dir}"]
+        return f"{int(read_metrics(run_dir / 'metrics.csv')[-1]['frames']):,}"
+    except (OSError, IndexError, KeyError):
+        return "0"
 
 
 def write_plots(run_dir: Path) -> None:
@@ -199,59 +260,101 @@ def write_plots(run_dir: Path) -> None:
     print(f"plots           {run_dir / 'plots'} ({len(paths)} figures)", flush=True)
 
 
-SUBCOMMANDS = {"plot": "trajrl.report.plot", "summary": "trajrl.report.summary", "evaluate": "trajrl.report.evaluate"}
+# ---------------------------------------------------------------- subcommands: finished runs
+SUBCOMMANDS = ("plot", "summary", "evaluate")
 
 
-def main() -> None:
-    if len(sys.argv) > 1 and sys.argv[1] in SUBCOMMANDS:
-        import importlib
+def commands() -> argparse.ArgumentParser:
+    """``trajrl plot|summary|evaluate``, each with its options (``trajrl <command> --help``)."""
+    parser = argparse.ArgumentParser(
+        prog="trajrl",
+        epilog="Without a command, python -m trajrl [overrides] trains (python -m trajrl --help: every setting).",
+    )
+    subcommands = parser.add_subparsers(metavar="command")
+    plot = subcommands.add_parser(
+        "plot",
+        help="learning-curve PNGs of a run or a multirun",
+        description="Learning-curve PNGs, one per topic; in a multirun, the mean across seeds and their band.",
+    )
+    plot.add_argument("path", type=Path, help="a run directory or a multirun directory")
+    plot.add_argument("--out", type=Path, default=None, help="where the PNGs go (default: <path>/plots)")
+    plot.set_defaults(run=plot_runs)
 
-        importlib.import_module(SUBCOMMANDS[sys.argv[1]]).main(sys.argv[2:])
-        return
-    quiet_torchrl()
-    stacks_on_sigusr1()
-    workers_from_a_fork_server()
-    global TYPED_ARGS
-    TYPED_ARGS = sys.argv[1:]
-    sys.argv[1:] = resume_arguments(sys.argv[1:])
-    os.environ["TRAJRL_FULL_ERROR"] = "1" if SHOW_TRACEBACK else "0"
-    os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra raises what it cannot compose; it is reported here in one go
-    try:
-        run()
-    except (HydraException, yaml.YAMLError) as err:
-        if SHOW_TRACEBACK:
-            raise
-        print(f"trajrl: configuration error: {composition_error(err)}", file=sys.stderr)
-        sys.exit(2)
-    except OSError as err:  # the run directory (hydra.run.dir) or a file in it cannot be written
-        if SHOW_TRACEBACK:
-            raise
-        where = f"{err.filename}: " if err.filename else ""
-        print(
-            f"trajrl: run failed: {where}{err.strerror or err} (the run directory must be writable, with room "
-            "for its checkpoints; hydra.run.dir=<dir> puts it elsewhere)",
-            file=sys.stderr,
-        )
-        sys.exit(1)
+    summary = subcommands.add_parser(
+        "summary",
+        help="a markdown table of final metrics per configuration",
+        description="A markdown table of final metrics per configuration (mean ± std across seeds), "
+        "printed and written to <path>/summary.md.",
+    )
+    summary.add_argument("path", type=Path, help="a multirun directory (or one run directory)")
+    summary.set_defaults(run=summarise_runs)
+
+    evaluate = subcommands.add_parser(
+        "evaluate",
+        help="the return of a finished run's agent, and a video of it",
+        description="The return of a finished run's agent (its best or its latest checkpoint) over "
+        "deterministic episodes, and a video of one.",
+    )
+    evaluate.add_argument("run_dir", type=Path, help="a run directory (outputs/<date>/<time>)")
+    evaluate.add_argument(
+        "--which",
+        choices=("best", "latest"),
+        default="best",
+        help="the agent of the best evaluation (default) or the last checkpoint",
+    )
+    evaluate.add_argument(
+        "--episodes", type=at_least_one, default=10, help="deterministic episodes averaged (default 10)"
+    )
+    evaluate.add_argument("--seed", type=int, default=0, help="seed of the environments (default 0)")
+    evaluate.add_argument(
+        "--video",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="DIR",
+        help="also record one episode as an mp4 in DIR (default: <run dir>/videos)",
+    )
+    evaluate.set_defaults(run=evaluate_agent)
+    return parser
 
 
-def composition_error(err: Exception) -> str:
-    """A value of the wrong type or an unknown key as trajrl's one line (``trajrl.config.explain``);
-    otherwise Hydra's or YAML's message without the config search path (the options it lists stay)."""
-    explained = explain(err)
-    if explained is not None:
-        return str(explained)
-    text = str(err).split("\nConfig search path:")[0].strip()
-    override = getattr(err, "override", None)  # an override Hydra cannot parse
-    if override and override not in text:
-        text = f"{override}: {text}"
-    missing_plugin = "Could not find" in text or "Could not load" in text
-    if missing_plugin and any(name in text for name in ("submitit", "optuna", "launcher/parallel", "launcher/slurm")):
-        text += "\n(the sweep launchers and the Optuna sweeper are an optional extra: pip install 'trajrl[sweep]')"
-    cause = err.__cause__
-    if cause is not None and str(cause) not in text:
-        text += f" ({str(cause).splitlines()[0]})"
-    return text
+def at_least_one(text: str) -> int:
+    number = int(text)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{number}: must be at least 1")
+    return number
+
+
+def plot_runs(args: argparse.Namespace) -> None:
+    from trajrl.report.plot import plot
+
+    for path in plot(args.path, args.out):
+        print(path)
+
+
+def summarise_runs(args: argparse.Namespace) -> None:
+    from trajrl.report.summary import summary_table
+
+    table = summary_table(args.path)
+    (args.path / "summary.md").write_text(table + "\n")
+    print(table)
+
+
+def evaluate_agent(args: argparse.Namespace) -> None:
+    from trajrl.report.evaluate import evaluate_run, load_run, record_video
+
+    cfg, agent = load_run(args.run_dir, args.which)
+    stats = evaluate_run(cfg, agent, args.episodes, args.seed)
+    print(
+        f"{args.run_dir} ({args.which} agent): return {stats['return']:.1f} ± {stats['return_std']:.1f} "
+        f"over {args.episodes} deterministic episodes (length {stats['length']:.1f}"
+        + (f", success {stats['success']:.2f}" if "success" in stats else "")
+        + ")",
+        flush=True,
+    )
+    if args.video is not None:
+        folder = Path(args.video) if args.video else args.run_dir / "videos"
+        print(f"video: {record_video(cfg, agent, folder, args.which, args.seed)}", flush=True)
 
 
 if __name__ == "__main__":

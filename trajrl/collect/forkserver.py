@@ -1,7 +1,7 @@
 """The CLI's fork server: set up once in the server, before it forks any collector worker.
 
 ``python -m trajrl`` starts its collector workers with multiprocessing's ``forkserver``
-method (``trajrl.__main__.workers_from_a_fork_server``): a server process imports
+method (``trajrl.processes.workers_from_a_fork_server``): a server process imports
 ``trajrl.factory`` (everything a worker unpickles: torch, TorchRL, gymnasium, trajrl's
 environments, policies and buffers) and this module once, then forks each worker from
 itself, so that a worker starts with its imports done instead of making them anew

@@ -9,6 +9,7 @@ import torch
 from tensordict import TensorDictBase
 from torchrl.data import TensorDictReplayBuffer
 
+from trajrl.errors import RunInterrupted
 from trajrl.keys import MASK_KEY, TD_KEY
 from trajrl.replay.episodes import as_sequences
 from trajrl.replay.hindsight import HindsightGoals
@@ -25,7 +26,14 @@ class SequenceSampler:
     hindsight: HindsightGoals | None = None  # relabels the rows its sampler flagged (trajrl.replay.hindsight)
 
     def sample(self) -> TensorDictBase:
-        flat = self.buffer.sample()
+        try:
+            flat = self.buffer.sample()
+        except RuntimeError as err:
+            # a signal's RunInterrupted raised inside the buffer's transforms: TorchRL runs them in a tensordict
+            # unlock_() block, whose exit turns an exception that is not an Exception into this RuntimeError
+            if isinstance(err.__context__, RunInterrupted):
+                raise err.__context__ from None
+            raise
         starts = torch.ones(flat.shape, dtype=torch.bool) if self.transitions else flat.get("is_init")
         batch = as_sequences(flat, starts, self.horizon)
         return self.hindsight.relabel(batch) if self.hindsight is not None else batch

@@ -6,12 +6,10 @@ that render ``rgb_array`` frames (``pip install 'trajrl[video]'`` for classic co
 
 from __future__ import annotations
 
-import argparse
 import os
-import sys
 from pathlib import Path
 
-from trajrl.errors import CheckpointError, ConfigError, EnvironmentFailed
+from trajrl.errors import ConfigError
 
 
 def load_run(run_dir: str | Path, which: str = "best"):
@@ -83,43 +81,3 @@ def record_video(cfg, agent, folder: str | Path, which: str = "best", seed: int 
     finally:
         env.close()  # RecordVideo writes the file when the episode ends or the environment closes
     return folder / f"{which}-episode-0.mp4"
-
-
-def main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(prog="trajrl evaluate", description=__doc__.splitlines()[0])
-    parser.add_argument("run_dir", type=Path, help="a run directory (outputs/<date>/<time>)")
-    parser.add_argument(
-        "--which",
-        choices=("best", "latest"),
-        default="best",
-        help="the agent of the best evaluation (default) or the last checkpoint",
-    )
-    parser.add_argument("--episodes", type=int, default=10, help="deterministic episodes averaged (default 10)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the environments (default 0)")
-    parser.add_argument(
-        "--video",
-        nargs="?",
-        const="",
-        default=None,
-        metavar="DIR",
-        help="also record one episode as an mp4 in DIR (default: <run dir>/videos)",
-    )
-    args = parser.parse_args(argv)
-    if args.episodes < 1:
-        parser.error(f"--episodes {args.episodes}: must be at least 1")
-    try:
-        cfg, agent = load_run(args.run_dir, args.which)
-        stats = evaluate_run(cfg, agent, args.episodes, args.seed)
-        print(
-            f"{args.run_dir} ({args.which} agent): return {stats['return']:.1f} ± {stats['return_std']:.1f} "
-            f"over {args.episodes} deterministic episodes (length {stats['length']:.1f}"
-            + (f", success {stats['success']:.2f}" if "success" in stats else "")
-            + ")",
-            flush=True,
-        )
-        if args.video is not None:
-            folder = Path(args.video) if args.video else args.run_dir / "videos"
-            print(f"video: {record_video(cfg, agent, folder, args.which, args.seed)}", flush=True)
-    except (ConfigError, CheckpointError, EnvironmentFailed) as err:
-        print(f"trajrl evaluate: {err}", file=sys.stderr)
-        sys.exit(2)

@@ -8,7 +8,6 @@ seed (and the seeds as thin lines).
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import matplotlib
@@ -77,20 +76,3 @@ def plot(path: str | Path, out: str | Path | None = None) -> list[Path]:
             written.append(out / f"{figure}.png")
         plt.close(fig)
     return written
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="trajrl plot", description=__doc__.splitlines()[0].split(": ", 1)[1])
-    parser.add_argument("path", type=Path, help="a run directory or a multirun directory")
-    parser.add_argument("--out", type=Path, default=None, help="where the PNGs go (default: <path>/plots)")
-    args = parser.parse_args(argv)
-    try:
-        written = plot(args.path, args.out)
-    except FileNotFoundError as err:
-        raise SystemExit(f"trajrl plot: {err}") from None
-    for path in written:
-        print(path)
-
-
-if __name__ == "__main__":
-    main()

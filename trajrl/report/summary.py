@@ -6,7 +6,6 @@ table is printed and written to ``<dir>/summary.md``.
 
 from __future__ import annotations
 
-import argparse
 import math
 from pathlib import Path
 
@@ -58,19 +57,3 @@ def summary_table(path: str | Path) -> str:
         cells = [cell([value(run, metric, how) for run in runs]) for _, metric, how in columns]
         lines.append(f"| {label} | {', '.join(run.seed for run in runs)} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="trajrl summary", description=__doc__.splitlines()[0].split(": ", 1)[1])
-    parser.add_argument("path", type=Path, help="a multirun directory (or one run directory)")
-    args = parser.parse_args(argv)
-    try:
-        table = summary_table(args.path)
-    except FileNotFoundError as err:
-        raise SystemExit(f"trajrl summary: {err}") from None
-    (args.path / "summary.md").write_text(table + "\n")
-    print(table)
-
-
-if __name__ == "__main__":
-    main()

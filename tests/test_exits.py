@@ -1,0 +1,107 @@
+"""When ``python -m trajrl`` returns, everything it started has ended: no process of its
+process group is left, not even a zombie, at the moment it exits (no grace period: a script
+that runs trajrl and then starts the next job, or looks for stray processes, sees what is
+left right then). Whether it refused its settings, finished, resumed from a corrupt
+checkpoint, or was stopped by Ctrl-C or SIGTERM while collector workers ran; and a signal
+stops a run with its one line wherever in the learner it lands."""
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+
+def processes_now(pgid: int) -> list[str]:
+    """Every process of group ``pgid`` at this moment, zombies included: ``pid state command``."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            state, _, group = stat.read_text().rsplit(")", 1)[1].split()[:3]
+            command = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, ValueError):  # gone meanwhile
+            continue
+        if int(group) == pgid:
+            found.append(f"{stat.parent.name} {state} {command[:160]}")
+    return found
+
+
+def exit_of(run, within: float = 90) -> tuple[int, list[str], str]:
+    """``(exit code, processes of its group as it exited, stderr)`` of a ``helpers.Run``.
+
+    The group is listed as soon as the run's own process has exited, before its pipes are read:
+    reading them to the end waits for every process that holds them (the fork server and the
+    resource tracker inherit them), which would hide what is left behind. (A run's output
+    is a few kB, well within a pipe's buffer: the run never waits for it to be read.)"""
+    try:
+        code = run.proc.wait(timeout=within)
+    except subprocess.TimeoutExpired:
+        run.end(within=1)  # kills the group; raises with the stacks
+    left = processes_now(run.pgid)
+    return code, left, run.end()
+
+
+def test_a_refused_setting_leaves_no_process(run_in):
+    code, left, err = exit_of(run_in("algo.gamma=1.5"))
+    assert code == 2, err[-3000:]
+    assert err.startswith("trajrl: configuration error: algo.gamma=1.5: must be between 0 and 1"), err
+    assert left == []
+
+
+def test_a_finished_run_leaves_no_process(run_in):
+    run = run_in("total_frames=1000")
+    code, left, err = exit_of(run)
+    assert code == 0, err[-3000:]
+    assert "== trajrl run finished ==" in run.out
+    assert left == []
+
+
+def test_a_resume_from_a_corrupt_checkpoint_leaves_no_process(run_in, tmp_path):
+    """Refused once the fork server (and with it the resource tracker) has started."""
+    stopped = tmp_path / "run"  # the run directory run_in's runs use: resumed in place
+    (stopped / "checkpoints").mkdir(parents=True)
+    (stopped / "overrides.yaml").write_text("- debug=smoke\n")
+    (stopped / "config.yaml").write_text("seed: 0\n")
+    (stopped / "checkpoints" / "latest.pt").write_bytes(os.urandom(4096))
+    code, left, err = exit_of(run_in(f"resume={stopped}"))
+    assert code == 2, err[-3000:]
+    (line,) = err.strip().splitlines()
+    assert line.startswith(f"trajrl: cannot resume: {stopped / 'checkpoints' / 'latest.pt'} cannot be read"), line
+    assert left == []
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl_c", "sigterm"])
+def test_a_run_stopped_by_ctrl_c_or_sigterm_leaves_no_process(signum, run_in):
+    """Ctrl-C: SIGINT to the whole process group, workers included; SIGTERM: to the run only."""
+    run = run_in("total_frames=1000000")
+    run.wait_for_checkpoint()  # training is under way, the collector's workers running
+    os.killpg(run.pgid, signum) if signum == signal.SIGINT else run.proc.send_signal(signum)
+    code, left, err = exit_of(run)
+    assert code == 128 + signum, err[-3000:]
+    name = signal.Signals(signum).name
+    assert err.strip().splitlines()[-1].startswith(f"trajrl: run stopped: interrupted by {name}"), err[-3000:]
+    assert left == []
+
+
+def test_a_signal_while_the_learner_samples_a_batch_still_stops_the_run():
+    """TorchRL applies a buffer's transforms inside a tensordict ``unlock_()`` block, whose exit
+    turns an exception that is not an ``Exception`` into a RuntimeError: a Ctrl-C that lands
+    there reaches the loop as ``RunInterrupted`` all the same (exit 130, not a traceback)."""
+    import torch
+    from tensordict import TensorDict
+    from torchrl.data import LazyTensorStorage, TensorDictReplayBuffer
+    from torchrl.envs.transforms import Transform
+
+    from trajrl.errors import RunInterrupted
+    from trajrl.replay.batches import SequenceSampler
+
+    class SignalArrives(Transform):
+        def forward(self, tensordict):
+            raise RunInterrupted(signal.SIGINT)
+
+    buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(10), batch_size=2)
+    buffer.extend(TensorDict({"observation": torch.zeros(4, 2)}, [4]))
+    buffer.append_transform(SignalArrives())
+    with pytest.raises(RunInterrupted, match="interrupted by SIGINT"):
+        SequenceSampler(buffer, transitions=True).sample()

@@ -1,0 +1,82 @@
+"""The processes the CLI starts beside its own: collector workers forked from a fork server,
+the fork server, and multiprocessing's resource tracker; how they start and how they end.
+
+multiprocessing leaves its fork server and resource tracker running until the process that
+started them has exited (each stops when the last holder of its pipe closes it), so without
+``end_child_processes`` they would outlive ``python -m trajrl`` by a second or two: a script
+that runs trajrl and then looks for stray processes, or starts the next job, would see them.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import multiprocessing.util
+import os
+import signal
+import time
+from multiprocessing import forkserver, resource_tracker
+
+
+def workers_from_a_fork_server() -> None:
+    """Collector workers are forked from a server process that imported what they run once
+    (``trajrl.factory``, ``trajrl.collect.forkserver``) rather than spawned, each importing torch and TorchRL
+    anew: a smoke run with two workers takes about a fifth less CPU (``scripts/bench_pipeline.py``,
+    part ``startup``). Unless the start method is already set (TorchRL's own default is ``spawn``)."""
+    if (
+        multiprocessing.get_start_method(allow_none=True) is None
+        and "forkserver" in multiprocessing.get_all_start_methods()
+    ):  # not on Windows
+        multiprocessing.set_start_method("forkserver")
+        multiprocessing.set_forkserver_preload(["trajrl.factory", "trajrl.collect.forkserver"])
+
+
+def start_fork_server() -> None:
+    """Start the fork server now, where workers come from one: it imports what they run
+    while this process imports the learner (the two imports overlap on two cores)."""
+    if multiprocessing.get_start_method(allow_none=True) == "forkserver":
+        forkserver.ensure_running()
+
+
+def end_child_processes(wait_s: float = 5.0) -> None:
+    """End every process multiprocessing started for this one, and return once they have
+    ended: collector workers still running (a failure may leave some), then the fork server,
+    then the resource tracker (each of the two stops once no process holds its pipe open: it
+    outlives the workers, which hold both). Each is killed if it has not ended within ``wait_s``."""
+    workers = multiprocessing.active_children()  # also reaps the ones that have ended
+    for worker in workers:
+        worker.terminate()
+    for worker in workers:
+        worker.join(wait_s)
+        if worker.exitcode is None:
+            worker.kill()
+            worker.join()
+    # what multiprocessing does at exit, done now: semaphores still open are unlinked and their
+    # names struck off the resource tracker's list before it stops (else it unlinks them, as leaked)
+    multiprocessing.util._run_finalizers(0)
+    server = forkserver._forkserver  # multiprocessing's own ``_stop()`` waits without a limit
+    with server._lock:
+        close_and_wait(server._forkserver_pid, server._forkserver_alive_fd, wait_s)
+        server._forkserver_pid = server._forkserver_alive_fd = None  # a later ensure_running() starts a new one
+    tracker = resource_tracker._resource_tracker
+    with tracker._lock:
+        close_and_wait(tracker._pid, tracker._fd, wait_s)
+        tracker._pid = tracker._fd = None
+
+
+def close_and_wait(pid: int | None, pipe: int | None, wait_s: float) -> None:
+    """Close this process's end of ``pipe`` (the child stops when it reads its end), then
+    wait for the child ``pid`` to exit, killing it after ``wait_s``."""
+    if pipe is not None:
+        os.close(pipe)
+    if pid is None:
+        return
+    deadline = time.monotonic() + wait_s
+    try:
+        while os.waitpid(pid, os.WNOHANG) == (0, 0):
+            if time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                return
+            time.sleep(0.01)
+    except ChildProcessError:  # already waited for
+        pass
