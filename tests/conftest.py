@@ -29,10 +29,9 @@ torch.set_num_threads(1)
 
 
 @pytest.fixture
-def run_in(tmp_path, monkeypatch):
-    """Start ``python -m trajrl debug=smoke ...`` with the failing environments of
-    ``helpers.BAD_ENVS`` importable; every run started is killed at the end of the test."""
-    monkeypatch.syspath_prepend(str(tmp_path))  # load_agent imports bad_envs too
+def run_in(tmp_path):
+    """Start ``python -m trajrl debug=smoke ...`` in ``tmp_path`` with the failing environments
+    of ``tests/bad_envs.py`` importable; every run started is killed at the end of the test."""
     runs = []
 
     def start(*overrides: str) -> Run:

@@ -17,7 +17,8 @@ from torchrl.data import LazyTensorStorage, TensorDictReplayBuffer
 from trajrl.keys import LOG_PROB_KEY, MASK_KEY, TRAJ_KEY
 from trajrl.replay.episodes import EpisodeSampler, as_sequences
 
-REPO = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parent  # helpers.py and the test environments (known_envs, bad_envs, ...)
+REPO = TESTS.parent
 
 
 def trajrl(*args, cwd, timeout=120, pythonpath=None):
@@ -80,129 +81,18 @@ def rows_of(run_dir: Path) -> list[dict]:
     return [{k: float(v) for k, v in row.items() if v != ""} for row in read_metrics(run_dir)]
 
 
-KNOWN_LENGTHS_ENV = '''
-import gymnasium as gym
-import numpy as np
-
-
-class KnownLengths(gym.Env):
-    """Reward 1 per step; episode k (counted per environment) lasts lengths[k % len(lengths)] steps."""
-    observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
-    action_space = gym.spaces.Discrete(2)
-
-    def __init__(self, lengths=(5,)):
-        self.lengths, self.finished, self.t = list(lengths), 0, 0
-
-    def _obs(self):
-        return np.array([self.t / 10.0, 0.0], dtype=np.float32)
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        self.t = 0
-        return self._obs(), {}
-
-    def step(self, action):
-        self.t += 1
-        terminated = self.t >= self.lengths[self.finished % len(self.lengths)]
-        if terminated:
-            self.finished += 1
-        return self._obs(), 1.0, terminated, False, {}
-
-
-gym.register("KnownLengths-v0", entry_point=KnownLengths)
-'''
-
-
 def run_cli(tmp_path, *args, timeout=180):
-    """The CLI, with the KnownLengths-v0 environment importable (``env.import_module=known_envs``)."""
-    (tmp_path / "known_envs.py").write_text(KNOWN_LENGTHS_ENV)
-    return trajrl(*args, cwd=tmp_path, timeout=timeout, pythonpath=tmp_path)
-
-
-BAD_ENVS = '''
-import multiprocessing
-import os
-import time
-
-import gymnasium as gym
-import numpy as np
-from gymnasium.envs.classic_control import CartPoleEnv
-
-class Faulty(CartPoleEnv):
-    """CartPole that, after ``after`` steps, raises (Exploding-v0) or stops answering,
-    as a simulator can (Hanging-v0); ``learner_only``: only in the learner's process
-    (its evaluation), never in a collector worker's (FailsInTheLearner-v0)."""
-
-    def __init__(self, after=1000, hang=False, learner_only=False, **kwargs):
-        super().__init__(**kwargs)
-        self.after, self.hang, self.learner_only, self.steps_taken = after, hang, learner_only, 0
-
-    def step(self, action):
-        self.steps_taken += 1
-        if self.steps_taken > self.after and not (self.learner_only and multiprocessing.parent_process()):
-            if self.hang:
-                time.sleep(3600)
-            raise RuntimeError(f"boom: the environment failed after {self.after} steps")
-        return super().step(action)
-
-_steps = 0
-
-
-class Flaky(CartPoleEnv):
-    """CartPole whose step raises at every ``every``-th step of its process (counted
-    over every instance: rebuilt ones too), writing a line to ``log`` each time."""
-
-    def __init__(self, every=300, log=None, **kwargs):
-        super().__init__(**kwargs)
-        self.every, self.log = every, log
-
-    def step(self, action):
-        global _steps
-        _steps += 1
-        if _steps % self.every == 0:
-            if self.log:
-                with open(self.log, "a") as f:
-                    print(os.getpid(), file=f)
-            raise RuntimeError(f"flaky: step {_steps} of process {os.getpid()}")
-        return super().step(action)
-
-class Wide(CartPoleEnv):
-    """CartPole whose observation carries ``width`` more numbers (zeros): each write into
-    the buffer is large enough to take a while."""
-
-    def __init__(self, width=20_000, **kwargs):
-        super().__init__(**kwargs)
-        self.width = width
-        high = np.concatenate([self.observation_space.high, np.ones(width, np.float32)])
-        self.observation_space = gym.spaces.Box(-high, high, dtype=np.float32)
-
-    def _wide(self, obs):
-        return np.concatenate([obs, np.zeros(self.width, np.float32)])
-
-    def reset(self, **kwargs):
-        obs, info = super().reset(**kwargs)
-        return self._wide(obs), info
-
-    def step(self, action):
-        obs, *rest = super().step(action)
-        return (self._wide(obs), *rest)
-
-gym.register("Exploding-v0", entry_point=Faulty, max_episode_steps=500)
-gym.register("Flaky-v0", entry_point=Flaky, max_episode_steps=500)
-gym.register("Wide-v0", entry_point=Wide, max_episode_steps=500)
-gym.register("Hanging-v0", entry_point=Faulty, max_episode_steps=500, kwargs={"after": 3000, "hang": True})
-gym.register("FailsInTheLearner-v0", entry_point=Faulty, max_episode_steps=500,
-             kwargs={"after": 0, "learner_only": True})
-'''
+    """The CLI in ``tmp_path``, with the test environments importable (``env.import_module=known_envs``)."""
+    return trajrl(*args, cwd=tmp_path, timeout=timeout, pythonpath=os.pathsep.join([str(tmp_path), str(TESTS)]))
 
 
 class Run:
     """``python -m trajrl`` in its own process group (as a shell would start it)."""
 
     def __init__(self, tmp_path: Path, *overrides: str):
-        (tmp_path / "bad_envs.py").write_text(BAD_ENVS)
         self.dir = tmp_path / "run"
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(tmp_path)}
+        paths = (str(tmp_path), str(TESTS), os.environ.get("PYTHONPATH"))  # the test environments (bad_envs)
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
         env.pop("HYDRA_FULL_ERROR", None)
         self.proc = subprocess.Popen(
             [

@@ -314,7 +314,7 @@ def recurrent_parameters(module: nn.Module) -> set[int]:
 
 def adam(params, lr: float, rnn_lr: float | None = None, **kwargs) -> torch.optim.Adam:
     """Adam with its fused step: one kernel over every parameter, where torch picks its
-    per-parameter loop on a CPU; the same arithmetic (``tests/test_speedups.py``;
+    per-parameter loop on a CPU; the same arithmetic (``tests/integration/test_speedups.py``;
     ``scripts/bench_pipeline.py`` times both). Given a module and ``rnn_lr``, its recurrent
     cores learn at ``rnn_lr`` and the rest at ``lr`` (two parameter groups). Each group keeps
     its rate in ``base_lr``, which schedules scale (``scale_lr``)."""

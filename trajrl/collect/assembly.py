@@ -6,7 +6,7 @@ trajectory id one id at a time (a tensordict slice per environment and a ``cat``
 per finished episode): over a vector of 256 environments that costs more than
 stepping them. ``EpisodeCollector`` is TorchRL's ``Collector`` with that one step
 replaced by ``EpisodesUnderWay`` when it writes into a replay buffer: it writes the
-same episodes, in the same order, in the same writes (tests/test_assembly.py
+same episodes, in the same order, in the same writes (tests/unit/test_assembly.py
 compares the two buffers).
 """
 

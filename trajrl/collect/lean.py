@@ -11,7 +11,7 @@ usual, for its specs, seeding and (rare) full resets, and steps the gymnasium
 environment under it directly: one ``step`` of the vector, its arrays converted once,
 the counters, flags, returns, recurrent states, fault marks and resets written for
 all environments at once. It writes what TorchRL's path writes: the same keys and
-values, step for step (tests/test_lean.py compares the buffers both fill, byte for byte).
+values, step for step (tests/integration/test_lean.py compares the buffers both fill, byte for byte).
 """
 
 from __future__ import annotations

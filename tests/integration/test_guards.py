@@ -82,7 +82,7 @@ def test_episodes_in_flight_at_shutdown_are_dropped_by_torchrl_and_counted_by_tr
         # The trap: write_count (TorchRL's only count) says nothing of the frames it dropped.
         assert stored == len(pipe.buffer)
         # The guard: every environment step is counted where it happens; the loop
-        # reports the difference as buffer/frames_in_flight_dropped (tests/test_cli.py).
+        # reports the difference as buffer/frames_in_flight_dropped (tests/cli/test_cli.py).
         assert stepped > stored
 
 

@@ -1,6 +1,6 @@
 """``device``: the learner trains there; the collectors and evaluation act on CPU copies of
 its networks, which the loop refreshes on each weight push (and before each evaluation).
-``device=cuda`` on a machine without CUDA is refused (tests/test_refusals.py); the tests
+``device=cuda`` on a machine without CUDA is refused (tests/cli/test_refusals.py); the tests
 marked ``cuda`` run only where torch sees a CUDA device."""
 
 import math

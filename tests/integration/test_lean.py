@@ -7,7 +7,6 @@ import sys
 
 import pytest
 import torch
-from helpers import BAD_ENVS
 
 import trajrl
 from trajrl.collect.lean import LeanEnv
@@ -49,12 +48,6 @@ CASES = {  # name: overrides (each run collects 12 rollouts from the same seed, 
 }
 
 
-@pytest.fixture
-def bad_envs(tmp_path, monkeypatch):
-    (tmp_path / "bad_envs.py").write_text(BAD_ENVS)
-    monkeypatch.syspath_prepend(str(tmp_path))
-
-
 def collect(overrides: list[str], stepping: str, rollouts: int = 12):
     """What a sync collector writes (or yields, for PPO) in ``rollouts`` rollouts, and
     its environments' counters."""
@@ -94,7 +87,7 @@ def assert_identical(ours, theirs) -> None:
 
 
 @pytest.mark.parametrize("name", list(CASES))
-def test_lean_stepping_writes_what_torchrl_writes(name, bad_envs):
+def test_lean_stepping_writes_what_torchrl_writes(name):
     theirs, their_counts, their_env = collect(CASES[name], "torchrl")
     ours, our_counts, our_env = collect(CASES[name], "lean")
     assert our_env is LeanEnv and their_env is not LeanEnv

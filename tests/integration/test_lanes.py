@@ -214,7 +214,7 @@ def test_prioritized_slices_in_lanes_follow_the_priorities_the_learner_writes():
 
 def combinations():
     """Every collector x num_envs x trajs_per_batch. Worker processes take seconds to
-    start: where the path is another default test's (complete episodes: tests/test_pipeline.py;
+    start: where the path is another default test's (complete episodes: tests/integration/test_pipeline.py;
     multi_async lanes: the wrap-around test above), the case runs with -m slow; so does
     collector=ray, an optional extra (pip install 'trajrl[ray]'), skipped without it."""
     for collector in COLLECTORS:

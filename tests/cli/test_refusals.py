@@ -6,11 +6,10 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 import torch
-from helpers import processes_in_group
+from helpers import TESTS, processes_in_group
 
 #: Config files a user might write (``hydra.searchpath`` adds their directory).
 USER_CONFIGS = {
@@ -45,7 +44,7 @@ CASES = [
     # values and combinations
     (["trajs_per_batch=0"], ["trajs_per_batch=0", "must be >= 1", "the default is 4"]),
     (["env.num_envs=0"], ["env.num_envs=0", "must be >= 1"]),
-    # a range declared beside each numeric setting (tests/test_settings.py goes through all of them)
+    # a range declared beside each numeric setting (tests/unit/test_settings.py goes through all of them)
     (["algo.gamma=1.5"], ["algo.gamma=1.5", "must be between 0 and 1", "the default is 0.99"]),
     (["algo.lr=-1"], ["algo.lr=-1.0", "must be > 0", "the default is 0.001"]),
     (["algo.hidden_size=0"], ["algo.hidden_size=0", "must be >= 1", "the default is 64"]),
@@ -151,7 +150,7 @@ CASES = [
         [(["device=cuda"], ["device='cuda'", "no CUDA device", "device=cpu, or device=auto"])]
         if not torch.cuda.is_available()
         else []
-    ),  # a machine with one runs it (tests/test_device.py)
+    ),  # a machine with one runs it (tests/integration/test_device.py)
     (["loop.warmup_frames=5000", "total_frames=1000"], ["loop.warmup_frames=5000", "below total_frames=1000"]),
     (["algo=ppo", "loop.updates_per_frame=2"], ["loop.updates_per_frame='2'", "off-policy loop only", "algo.epochs"]),
     (["logger.backends=[mlflow]"], ["logger.backends='mlflow'", "use one of csv, tensorboard, wandb"]),
@@ -226,7 +225,7 @@ def test_a_setting_that_cannot_work_is_refused_with_a_clear_message(overrides, w
     for name, text in USER_CONFIGS.items():
         (tmp_path / "conf" / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / "conf" / name).write_text(text)
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent)}  # the test environments (action_envs)
+    env = {**os.environ, "PYTHONPATH": str(TESTS)}  # the test environments (action_envs)
     env.pop("HYDRA_FULL_ERROR", None)
     start = time.monotonic()
     proc = subprocess.Popen(
