@@ -16,6 +16,7 @@ from torchrl.data import LazyTensorStorage, TensorDictReplayBuffer
 
 from trajrl.keys import LOG_PROB_KEY, MASK_KEY, TRAJ_KEY
 from trajrl.replay.episodes import EpisodeSampler, as_sequences
+from trajrl.report import runs
 
 TESTS = Path(__file__).resolve().parent  # helpers.py and the test environments (known_envs, bad_envs, ...)
 REPO = TESTS.parent
@@ -77,8 +78,8 @@ def read_metrics(run_dir: Path) -> list[dict]:
 
 
 def rows_of(run_dir: Path) -> list[dict]:
-    """``metrics.csv`` as numbers, each row with the columns it has a value for."""
-    return [{k: float(v) for k, v in row.items() if v != ""} for row in read_metrics(run_dir)]
+    """``metrics.csv`` as numbers, each row with the columns it has a value for (as ``trajrl plot`` reads it)."""
+    return runs.read_metrics(run_dir / "metrics.csv")
 
 
 def run_cli(tmp_path, *args, timeout=180):
