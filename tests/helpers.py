@@ -42,6 +42,20 @@ def trajrl(*args, cwd, timeout=120, pythonpath=None):
     return proc
 
 
+def failed_with(proc, code: int, line: str, *texts: str, traceback: bool = False) -> str:
+    """Assert that a finished ``python -m trajrl`` ended with exit ``code``, its last line on
+    stderr starting with ``line``, each of ``texts`` in that stderr and (unless ``traceback``:
+    a worker's own report may hold one) no traceback; return its stderr."""
+    err = proc.stderr
+    assert proc.returncode == code, err[-3000:]
+    assert err.strip(), "nothing on stderr"
+    assert err.strip().splitlines()[-1].startswith(line), err[-3000:]
+    for text in texts:
+        assert text in err, (text, err[-3000:])
+    assert traceback or "Traceback" not in err, err[-3000:]
+    return err
+
+
 def collector_sampler_pairs(collectors, samplers, samplers_with: str = "multi_async") -> list:
     """Every collector x sampler pair as test parameters. Each sampler with the collector
     ``samplers_with`` and each collector with the default sampler (slice) run by default;
@@ -174,6 +188,17 @@ class Run:
             raise AssertionError(f"the run did not end within {within} s; its stacks:\n{err[-12000:]}") from None
         assert time.monotonic() - start < within
         return err
+
+    def failed_with(self, code: int, line: str, *texts: str, within: float = 60, traceback: bool = False) -> str:
+        """``failed_with`` of this run, once it has ended (within ``within`` s); its stderr."""
+        err = self.end(within=within)
+        return failed_with(
+            subprocess.CompletedProcess(self.proc.args, self.proc.returncode, self.out, err),
+            code,
+            line,
+            *texts,
+            traceback=traceback,
+        )
 
     def assert_nothing_left(self, within: float = 10) -> None:
         deadline = time.monotonic() + within
