@@ -328,7 +328,7 @@ def test_a_worker_waiting_on_a_lock_its_dead_learner_held_exits(start_method):
 def test_sigusr1_prints_the_stacks_of_the_run_and_its_workers_and_the_run_goes_on(run_in):
     """``kill -USR1`` says where a run that seems stuck waits (the tests print it for a run
     that does not end in time), without stopping it."""
-    run = run_in("collector=multi_async", "collector.num_workers=2", "total_frames=3000")
+    run = run_in("collector=multi_async", "collector.num_workers=2", "total_frames=2000")
     run.wait_for_checkpoint()
     workers = run.workers()
     assert len(workers) == 2

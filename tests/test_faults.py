@@ -60,13 +60,13 @@ def test_environments_that_raise_are_rebuilt_and_the_run_reaches_total_frames(al
     injected = tmp_path / "injected.log"  # a line per error the environments raised
     run = train_in(
         *FLAKY,
-        "+env.kwargs.every=300",
+        "+env.kwargs.every=150",
         f"+env.kwargs.log={injected}",
         f"algo={algo}",
         f"collector={collector.split()[0]}",
         *collector.split()[1:],
         "collector.max_restarts=50",
-        "total_frames=2400",
+        "total_frames=1200",
     )
     fixed_frames = "trajs_per_batch=null" in collector
     run.train()  # returns: the run reached its end
@@ -74,7 +74,7 @@ def test_environments_that_raise_are_rebuilt_and_the_run_reaches_total_frames(al
     faults = len(injected.read_text().splitlines())
     last = rows_of(run.dir)[-1]
     assert faults >= 4 and last["collect/env_restarts"] == faults, (faults, last)
-    assert last["frames"] >= 2400
+    assert last["frames"] >= 1200
     assert last["audit/violations"] == 0 and last["audit/batches_checked"] >= 2
     lost, in_flight = last["collect/frames_lost_to_faults"], last["buffer/frames_in_flight_dropped"]
     assert (lost == 0 if fixed_frames else lost > 0) and in_flight >= 0
@@ -106,7 +106,7 @@ def test_a_killed_worker_is_replaced_and_the_run_reaches_total_frames(collector,
         "audit=true",
         "audit_every=1",
         "loop.eval_episodes=0",
-        "total_frames=3000",
+        "total_frames=2000",
     )
 
     def kill_a_worker():
@@ -118,7 +118,7 @@ def test_a_killed_worker_is_replaced_and_the_run_reaches_total_frames(collector,
     run.train_while(kill_a_worker)  # returns: the run reached its end
     last = rows_of(run.dir)[-1]
     assert last["collect/worker_restarts"] == 1 and last["collect/env_restarts"] == 0, last
-    assert last["frames"] >= 3000
+    assert last["frames"] >= 2000
     assert last["audit/violations"] == 0 and last["audit/batches_checked"] >= 2
     lost, in_flight = last["collect/frames_lost_to_faults"], last["buffer/frames_in_flight_dropped"]
     assert lost >= 0 and in_flight >= 0
@@ -302,7 +302,7 @@ def test_a_learner_killed_with_sigkill_resumes_exactly_from_its_last_periodic_ch
     overrides = ["collector=multi_async", "storage.capacity=20000", "audit=true"]  # the buffer never wraps
     run = run_in(*overrides, "total_frames=1000000")
     run.wait_for_checkpoint()
-    time.sleep(3)
+    time.sleep(1.0)  # past the first checkpoint
     os.killpg(run.pgid, signal.SIGKILL)
     run.proc.wait()
     run.assert_nothing_left()
