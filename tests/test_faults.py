@@ -1,7 +1,8 @@
-"""Training through faults, through the real CLI with real worker processes: an
-environment that raises is rebuilt, its episode dropped and counted, and the run goes
-on to ``total_frames`` with every frame accounted for; past ``collector.max_restarts``
-the run ends as it did before restarts existed."""
+"""Training through faults, with real worker processes: an environment that raises is
+rebuilt, its episode dropped and counted, and the run goes on to ``total_frames`` with
+every frame accounted for (runs trained in the test's process: what they write and print);
+past ``collector.max_restarts`` the run ends as it did before restarts existed (through
+the real CLI: its exit code, its one line, nothing left running)."""
 
 import os
 import signal
