@@ -333,3 +333,150 @@ def acting_rollout(pipe, steps: int):
     assert rollout["recurrent_state_h"][is_init].abs().sum() == 0
     assert rollout["recurrent_state_h"][~is_init].abs().sum() > 0
     return rollout
+
+
+# ---------------------------------------------------------------- runs trained in the test's own process
+def processes_below(pid: int | None = None) -> set[int]:
+    """Live processes started under ``pid`` (default: this one), their own children included (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z":
+            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = set(), [pid or os.getpid()]
+    while todo:
+        below = children.get(todo.pop(), [])
+        found.update(below)
+        todo.extend(below)
+    return found
+
+
+def session_processes() -> set[int]:
+    """What multiprocessing keeps for the whole test session: the fork server (conftest.py)
+    and the resource tracker."""
+    from multiprocessing import forkserver, resource_tracker
+
+    return {forkserver._forkserver._forkserver_pid, resource_tracker._resource_tracker._pid} - {None}
+
+
+def assert_nothing_left_since(before: set[int], within: float = 10) -> None:
+    """Every process started under this one since ``before = processes_below()`` has ended
+    (the session's own processes aside): what ``Run.assert_nothing_left`` checks of a CLI run."""
+    import contextlib
+
+    deadline = time.monotonic() + within
+    while left := processes_below() - before - session_processes():
+        if time.monotonic() > deadline:
+            for pid in left:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            raise AssertionError(f"processes left behind: {sorted(left)}")
+        time.sleep(0.2)
+
+
+def assert_checkpoint_loads(run_dir: Path) -> dict:
+    """What ``Run.assert_checkpoint_loads`` checks, of any run directory."""
+    import trajrl
+    from trajrl.checkpoint import load_checkpoint
+
+    saved = load_checkpoint(run_dir)
+    assert saved["frames"] > 0
+    agent = trajrl.load_agent(run_dir)
+    assert agent.algo.updates == saved["algo"]["updates"]
+    return saved
+
+
+class Trained:
+    """``Run``'s run, trained in the test's process (``trajrl.train``) rather than through the
+    CLI, for tests of what a run does and writes rather than of the CLI around it: ``train()``
+    returns the final metrics, ``out`` is what the CLI would print (the metrics rows, then the
+    summary) and ``dir`` the run directory. ``Run`` runs the CLI."""
+
+    def __init__(self, tmp_path: Path, *overrides: str):
+        (tmp_path / "bad_envs.py").write_text(
+            BAD_ENVS
+        )  # importable: the ``train_in`` fixture puts tmp_path on sys.path
+        self.dir = tmp_path / "run"
+        self.overrides = ["debug=smoke", "loop.checkpoint_every_frames=500", *overrides]
+        self.before = processes_below()
+
+    def train(self) -> dict:
+        import io
+
+        import trajrl
+        from trajrl.training.progress import Progress
+        from trajrl.training.run import summary
+
+        cfg = trajrl.compose(self.overrides)
+        rows = io.StringIO()
+        final = trajrl.train(cfg, self.dir, progress=Progress(int(cfg.total_frames), stream=rows))
+        self.out = rows.getvalue() + summary(final) + "\n"
+        return final
+
+    def train_while(self, action) -> dict:
+        """``train()``, with ``action()`` run beside it in a thread (what a user does to a run
+        under way); an error it raised is raised here once the run has ended."""
+        import threading
+
+        errors = []
+
+        def act():
+            try:
+                action()
+            except BaseException as err:
+                errors.append(err)
+
+        thread = threading.Thread(target=act, name="test-action", daemon=True)
+        thread.start()
+        final = self.train()
+        thread.join(60)
+        assert not thread.is_alive(), "the action did not end with the run"
+        if errors:
+            raise errors[0]
+        return final
+
+    def wait_for_checkpoint(self, timeout: float = 90) -> None:
+        """Until training is under way and has saved a checkpoint."""
+        deadline = time.monotonic() + timeout
+        while not (self.dir / "checkpoints" / "latest.pt").exists():
+            assert time.monotonic() < deadline, "no checkpoint in time"
+            time.sleep(0.2)
+
+    def workers(self) -> list[int]:
+        """The collector workers (environment processes, for async_batched) of the run under way:
+        the processes started since it began, the session's own aside."""
+        return sorted(processes_below() - self.before - session_processes())
+
+    def wait_for_write(self, timeout: float = 60) -> int:
+        """What ``Run.wait_for_write`` does (from a thread beside ``train()``): until a worker is
+        inside a write into the shared buffer, its journal whole in the run's scratch directory."""
+        import glob
+        import tempfile
+
+        deadline = time.monotonic() + timeout
+        switch = sys.getswitchinterval()
+        sys.setswitchinterval(0.0005)  # this thread looks often, though the learner's holds the GIL
+        try:
+            while time.monotonic() < deadline:
+                journals = [
+                    (os.path.join(scratch, f"write-{pid}.pt"), pid)
+                    for pid in self.workers()
+                    for scratch in glob.glob(os.path.join(tempfile.gettempdir(), "trajrl-counters-*"))
+                ]
+                for _ in range(2000):  # the same workers, looked for often (a write lasts milliseconds)
+                    for journal, pid in journals:
+                        if os.path.exists(journal):
+                            return pid
+                    time.sleep(0.0002)
+        finally:
+            sys.setswitchinterval(switch)
+        raise AssertionError(f"no worker was seen writing within {timeout} s")
+
+    def assert_nothing_left(self, within: float = 10) -> None:
+        assert_nothing_left_since(self.before, within)
+
+    def assert_checkpoint_loads(self) -> dict:
+        return assert_checkpoint_loads(self.dir)

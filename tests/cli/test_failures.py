@@ -36,8 +36,9 @@ def test_an_environment_that_raises_ends_the_run_with_its_cause(collector, run_i
 
 
 def test_an_environment_that_raises_before_collection_ends_the_run_with_one_line(run_in):
-    """Standardising observations steps the environment in the learner's process first."""
-    run = run_in("env=gym", "env.id=Exploding-v0", "env.import_module=bad_envs")
+    """Standardising observations steps the environment in the learner's process first
+    (collector=sync: the run fails before any collector starts; no fork server started for nothing)."""
+    run = run_in("env=gym", "env.id=Exploding-v0", "env.import_module=bad_envs", "collector=sync")
     err = run.end(within=60)
     assert run.proc.returncode == 1, err[-3000:]
     assert "Traceback" not in err, err[-3000:]
@@ -81,8 +82,9 @@ def test_an_environment_that_raises_during_evaluation_ends_the_run_with_one_line
 def test_an_environment_that_hangs_in_the_learners_process_ends_the_run(case, run_in):
     """Standardising observations and evaluating step the environment in the learner's
     process: a call that does not return within the stall timeout ends the run."""
-    if case == "measuring":  # it hangs at its 1,001st step, within the 2,000 random steps
-        overrides, doing = ["env.id=Hanging-v0", "+env.kwargs.after=1000"], "trajrl measured its observations"
+    if case == "measuring":  # it hangs at its 1,001st step, within the 2,000 random steps, before any collector
+        overrides = ["env.id=Hanging-v0", "+env.kwargs.after=1000", "collector=sync"]
+        doing = "trajrl measured its observations"
     else:
         overrides = [
             "env.id=FailsInTheLearner-v0",
@@ -144,7 +146,7 @@ def test_workers_that_do_not_stop_are_killed_after_one_wait_for_them_all():
 
     from trajrl.collect.watch import end_workers
 
-    ctx = multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context("forkserver")  # the session's (conftest.py): torch and trajrl imported once
     procs = [ctx.Process(target=stuck_worker, daemon=True) for _ in range(4)]
     for proc in procs:
         proc.start()
@@ -194,13 +196,17 @@ def test_sigint_and_sigterm_stop_the_run_and_save_a_checkpoint(signum, whole_gro
 
 SIGKILLED = {  # case -> overrides
     "multi_async": ["collector=multi_async"],
+    # -m slow: its workers exit as multi_async's do (trajrl.collect.env.exit_with_parent, in every worker's
+    # environment): the multi_async cases below, and test_a_worker_waiting_on_a_lock_its_dead_learner_held_exits
     "multi_sync": ["collector=multi_sync", "algo=ppo"],
     # the learner far behind: the environments wait at the closed gate most of the time
     "multi_async_gate_closed": ["collector=multi_async", "loop.updates_per_frame=2", "loop.max_update_lag=1"],
 }
 
 
-@pytest.mark.parametrize("case", SIGKILLED)
+@pytest.mark.parametrize(
+    "case", [pytest.param(case, marks=pytest.mark.slow) if case == "multi_sync" else case for case in SIGKILLED]
+)
 def test_sigkill_to_the_run_leaves_no_worker_behind(case, run_in):
     run = run_in(*SIGKILLED[case], "total_frames=1000000")
     run.wait_for_checkpoint()
@@ -253,7 +259,7 @@ def test_a_worker_killed_while_writing_does_not_hang_the_learner(wait, tmp_path)
         )
         loop = OffPolicyLoop(parts, pipe.sequences, pipe.exploration, settings_of(cfg, "loop"), cfg.total_frames)
         loop.started, loop.watch = time.monotonic(), CollectorWatch(pipe.collector)
-        context = multiprocessing.get_context("spawn")
+        context = multiprocessing.get_context("forkserver")
         held = context.Event()
         worker = context.Process(target=hold_the_write_lock, args=(pipe.buffer._write_lock, held))
         worker.start()
@@ -299,7 +305,7 @@ def test_a_worker_waiting_on_a_lock_its_dead_learner_held_exits(start_method):
     """SIGKILL to the learner while it samples (holding the write lock): its workers
     would wait on that lock forever; they exit once their parent is gone (under
     ``forkserver`` a worker's own parent is the fork server, which outlives the learner)."""
-    context = multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")  # the learner: from the session's fork server
     lock, worker_pid = context.Lock(), context.Value("i", 0)
     learner = context.Process(target=learner_holding_the_lock, args=(lock, worker_pid, start_method))
     learner.start()
@@ -322,7 +328,7 @@ def test_a_worker_waiting_on_a_lock_its_dead_learner_held_exits(start_method):
 def test_sigusr1_prints_the_stacks_of_the_run_and_its_workers_and_the_run_goes_on(run_in):
     """``kill -USR1`` says where a run that seems stuck waits (the tests print it for a run
     that does not end in time), without stopping it."""
-    run = run_in("collector=multi_async", "collector.num_workers=2", "total_frames=6000")
+    run = run_in("collector=multi_async", "collector.num_workers=2", "total_frames=2000")
     run.wait_for_checkpoint()
     workers = run.workers()
     assert len(workers) == 2

@@ -1,7 +1,12 @@
 """``resume=<run dir>``: a stopped run continues from its checkpoint, with its
 learner, its replay buffer and its counters exactly as they were saved."""
 
+import io
+import shutil
+
+import pytest
 import torch
+from conftest import run_once
 from helpers import read_metrics
 from helpers import trajrl as cli
 from tensordict import TensorDict
@@ -10,6 +15,7 @@ import trajrl
 from trajrl.checkpoint import load_checkpoint
 from trajrl.keys import TRAJ_KEY
 from trajrl.replay.audit import audit_storage
+from trajrl.training.progress import Progress
 
 
 def tensors(tree, prefix=""):
@@ -28,18 +34,31 @@ def stored(buffer_state) -> TensorDict:
     return TensorDict({tuple(k.split(".")): v for k, v in flat.items()}, batch_size=[storage["_len"]])
 
 
-def test_a_resumed_run_continues_where_its_checkpoint_stopped(tmp_path):
-    run_dir = tmp_path / "run"
-    first = cli(
+@pytest.fixture(scope="session")
+def finished_run(tmp_path_factory, worker_id):
+    """A run of the CLI to its end, run once for the tests that resume it (each a copy: ``run_dir``)."""
+    _, where = run_once(
+        tmp_path_factory,
+        worker_id,
+        "resumable",
         "collector=multi_async",
         "debug=smoke",
         "total_frames=1500",
         "storage.capacity=6000",
         "loop.log_every_frames=500",
-        f"hydra.run.dir={run_dir}",
-        cwd=tmp_path,
+        "hydra.run.dir=run",
+        timeout=180,
     )
-    assert first.returncode == 0, first.stderr[-3000:]
+    return where / "run"
+
+
+@pytest.fixture
+def run_dir(finished_run, tmp_path):
+    """A copy of ``finished_run``'s directory, this test's to resume."""
+    return shutil.copytree(finished_run, tmp_path / "run")
+
+
+def test_a_resumed_run_continues_where_its_checkpoint_stopped(run_dir, tmp_path):
     saved = load_checkpoint(run_dir)
     frames, updates = saved["frames"], saved["algo"]["updates"]
     before = stored(saved["buffer"])
@@ -94,20 +113,14 @@ def assert_same_steps(now, then) -> None:
 
 
 def test_a_resumed_ppo_run_continues_its_frames_and_updates(tmp_path):
+    """Both runs in the test's process (``resume=`` through the CLI: the test above)."""
     run_dir = tmp_path / "run"
-    first = cli(
-        "algo=ppo",
-        "debug=smoke",
-        "total_frames=1000",
-        "loop.log_every_frames=200",
-        f"hydra.run.dir={run_dir}",
-        cwd=tmp_path,
-    )
-    assert first.returncode == 0, first.stderr[-3000:]
+    overrides = ["algo=ppo", "debug=smoke", "loop.log_every_frames=200"]
+    trajrl.train(trajrl.compose([*overrides, "total_frames=1000"]), run_dir, progress=Progress(0, io.StringIO()))
     saved = load_checkpoint(run_dir)
     assert "buffer" not in saved and saved["frames"] >= 1000
-    second = cli(f"resume={run_dir}", "total_frames=2000", cwd=tmp_path)
-    assert second.returncode == 0, second.stderr[-3000:]
+    resumed = trajrl.compose([*overrides, f"resume={run_dir}", "total_frames=2000"])
+    trajrl.train(resumed, progress=Progress(0, io.StringIO()))
     final = load_checkpoint(run_dir)
     assert final["frames"] >= 2000
     assert final["algo"]["updates"] > saved["algo"]["updates"]
@@ -117,20 +130,13 @@ def test_a_resumed_ppo_run_continues_its_frames_and_updates(tmp_path):
     assert any(f <= saved["frames"] for f in frames) and any(f > saved["frames"] for f in frames)
 
 
-def test_resuming_from_a_checkpoint_that_does_not_fit_is_refused_and_the_run_kept(tmp_path):
-    run_dir = tmp_path / "run"
-    assert (
-        cli(
-            "debug=smoke", "total_frames=1000", "loop.warmup_frames=400", f"hydra.run.dir={run_dir}", cwd=tmp_path
-        ).returncode
-        == 0
-    )
+def test_resuming_from_a_checkpoint_that_does_not_fit_is_refused_and_the_run_kept(run_dir, tmp_path):
     metrics = (run_dir / "metrics.csv").read_bytes()
     proc = cli(f"resume={run_dir}", "storage.capacity=3000", cwd=tmp_path)
     assert proc.returncode == 2
     assert (
-        "trajrl: cannot resume: the checkpoint's buffer holds 1,500 frames and this run's 3,000; "
-        "resume with storage.capacity=1500" in proc.stderr
+        "trajrl: cannot resume: the checkpoint's buffer holds 6,000 frames and this run's 3,000; "
+        "resume with storage.capacity=6000" in proc.stderr
     )
 
     checkpoint = run_dir / "checkpoints" / "latest.pt"

@@ -11,11 +11,12 @@ network's state over its episode's earlier steps with the new goal shown
 nothing, not even the sampler's random draws.
 """
 
+import io
+
 import numpy as np
 import pytest
 import torch
 from helpers import read_metrics
-from helpers import trajrl as cli
 from tensordict.nn import TensorDictModule
 
 import trajrl
@@ -27,6 +28,8 @@ from trajrl.keys import GOAL_KEY, MASK_KEY, RELABELLED_KEY, TRAJ_KEY
 from trajrl.replay.audit import audit_batch
 from trajrl.replay.hindsight import HindsightGoals
 from trajrl.training.evaluate import Evaluator
+from trajrl.training.progress import Progress
+from trajrl.training.run import summary
 
 BITS = 8
 ACHIEVED, DESIRED = slice(BITS, 2 * BITS), slice(2 * BITS, 3 * BITS)  # Dict(observation, achieved_goal, desired_goal)
@@ -265,10 +268,13 @@ def test_evaluation_reports_the_share_of_episodes_that_end_at_their_goal(reach, 
     ids=["r2d2-bit_flipping", "rsac-point_reach", "sac_discrete-bit_flipping"],
 )
 def test_a_run_with_hindsight_logs_the_relabelled_share_and_the_success_rate(task, tmp_path):
+    """Trained in the test's process: what the CLI would print (the metrics rows, then the summary) and write."""
     run_dir = tmp_path / "run"
-    proc = cli(*task, "sampler.her_ratio=0.25", "debug=smoke", "audit=true", f"hydra.run.dir={run_dir}", cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "eval success    " in proc.stdout and "audit           0 violations" in proc.stdout, proc.stdout[-2000:]
+    cfg = trajrl.compose([*task, "sampler.her_ratio=0.25", "debug=smoke", "audit=true"])
+    printed = io.StringIO()
+    final = trajrl.train(cfg, run_dir, progress=Progress(int(cfg.total_frames), stream=printed))
+    out = printed.getvalue() + summary(final)
+    assert "eval success    " in out and "audit           0 violations" in out, out[-2000:]
     rows = read_metrics(run_dir)
     relabelled = [float(r["sample/relabelled_frac"]) for r in rows if r.get("sample/relabelled_frac")]
     assert relabelled and 0.1 < sum(relabelled) / len(relabelled) < 0.4, relabelled
