@@ -109,15 +109,14 @@ def sweep(tmp_path_factory, worker_id):
 
 
 @pytest.fixture
-def train_in(tmp_path, monkeypatch):
+def train_in(tmp_path):
     """``run_in``'s run trained in the test's own process (``helpers.Trained``), with the
-    environments of ``helpers.BAD_ENVS`` importable; a process one started that is still
+    environments of ``tests/bad_envs.py`` importable; a process one started that is still
     there at the end of the test is killed (the test asserts ``assert_nothing_left``)."""
     import contextlib
 
     from helpers import Trained
 
-    monkeypatch.syspath_prepend(str(tmp_path))  # the workers get this process's sys.path
     runs = []
 
     def start(*overrides: str) -> Trained:

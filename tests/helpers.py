@@ -396,9 +396,6 @@ class Trained:
     summary) and ``dir`` the run directory. ``Run`` runs the CLI."""
 
     def __init__(self, tmp_path: Path, *overrides: str):
-        (tmp_path / "bad_envs.py").write_text(
-            BAD_ENVS
-        )  # importable: the ``train_in`` fixture puts tmp_path on sys.path
         self.dir = tmp_path / "run"
         self.overrides = ["debug=smoke", "loop.checkpoint_every_frames=500", *overrides]
         self.before = processes_below()
