@@ -20,15 +20,16 @@ from trajrl.settings import LOCAL_COLLECTORS
 
 SAMPLERS = {  # name -> overrides
     "slice": ["sampler=slice", "sampler.slice_len=12"],
-    "slice_by_episode": ["sampler=slice", "sampler.slice_len=25", "sampler.weighting=episode"],
-    "slice_without_replacement": ["sampler=slice_without_replacement", "sampler.slice_len=25"],
+    "slice_by_episode": ["sampler=slice", "sampler.slice_len=16", "sampler.weighting=episode"],
+    "slice_without_replacement": ["sampler=slice_without_replacement", "sampler.slice_len=16"],
     "prioritized_slice": ["sampler=prioritized_slice", "sampler.slice_len=12"],
     "episode": ["sampler=episode"],
     "random": ["sampler=random"],
 }
 CAPACITY = 600
 FRAMES = 3 * CAPACITY  # the storage wraps around
-TIME_LIMIT = "+env.kwargs.max_episode_steps=30"  # some episodes end truncated
+MAX_STEPS = 20  # short enough that the episodes in a wrapped storage always include truncated ones
+TIME_LIMIT = f"+env.kwargs.max_episode_steps={MAX_STEPS}"
 
 
 def no_violations(counts):
@@ -61,7 +62,7 @@ def test_collector_writes_complete_episodes_and_samples_stay_inside_them(collect
         # in what the collectors hold (a rollout chunk and trajs_per_batch episodes each).
         in_flight = pipe.counters.frames - pipe.buffer.write_count
         workers, trajs = cfg.collector.num_workers, cfg.trajs_per_batch
-        assert 0 <= in_flight <= workers * (cfg.collector.frames_per_batch + trajs * 30)
+        assert 0 <= in_flight <= workers * (cfg.collector.frames_per_batch + trajs * MAX_STEPS)
         assert len(pipe.buffer) == CAPACITY
         stored = pipe.buffer[:]
         assert no_violations(audit_storage(stored, full=True)) == {}
@@ -153,7 +154,7 @@ def test_vector_envs_store_each_environments_episodes_whole(case):
         else:  # 3 single environments per worker
             assert slots.shape[0] == 3 * cfg.collector.num_workers
         in_flight = pipe.counters.frames - pipe.buffer.write_count
-        assert 0 <= in_flight <= slots.shape[0] * 3 * (cfg.collector.frames_per_batch + cfg.trajs_per_batch * 30)
+        assert 0 <= in_flight <= slots.shape[0] * 3 * (cfg.collector.frames_per_batch + cfg.trajs_per_batch * MAX_STEPS)
 
 
 @pytest.mark.parametrize("collector", ["sync", "multi_async"])
