@@ -8,9 +8,11 @@ stops a run with its one line wherever in the learner it lands."""
 import os
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
+from helpers import read_metrics
 
 
 def processes_now(pgid: int) -> list[str]:
@@ -72,16 +74,25 @@ def test_a_resume_from_a_corrupt_checkpoint_leaves_no_process(run_in, tmp_path):
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl_c", "sigterm"])
-def test_a_run_stopped_by_ctrl_c_or_sigterm_leaves_no_process(signum, run_in):
-    """Ctrl-C: SIGINT to the whole process group, workers included; SIGTERM: to the run only."""
+def test_a_run_stopped_by_ctrl_c_or_sigterm_saves_a_checkpoint_and_leaves_no_process(signum, run_in):
+    """Ctrl-C: SIGINT to the whole process group, workers included; SIGTERM: to the run only.
+    The run ends within 30 s, says why, exits 128 + signal, keeps its metrics and saves a
+    checkpoint of where it stopped."""
     run = run_in("total_frames=1000000")
     run.wait_for_checkpoint()  # training is under way, the collector's workers running
+    time.sleep(1.0)  # past the first checkpoint
     os.killpg(run.pgid, signum) if signum == signal.SIGINT else run.proc.send_signal(signum)
-    code, left, err = exit_of(run)
+    code, left, err = exit_of(run, within=30)  # it ends within 30 s
     assert code == 128 + signum, err[-3000:]
     name = signal.Signals(signum).name
-    assert err.strip().splitlines()[-1].startswith(f"trajrl: run stopped: interrupted by {name}"), err[-3000:]
+    assert (
+        err.strip().splitlines()[-1].startswith(f"trajrl: run stopped: interrupted by {name}; collectors shut down")
+    ), err[-3000:]
     assert left == []
+    saved = run.assert_checkpoint_loads()
+    rows = read_metrics(run.dir)
+    assert saved["frames"] >= int(rows[-1]["frames"])  # saved when it stopped, not at the last periodic save
+    assert saved["algo"]["updates"] >= float(rows[-1]["train/updates"])
 
 
 def test_a_signal_while_the_learner_samples_a_batch_still_stops_the_run():

@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import read_metrics
 
 import trajrl
 
@@ -174,24 +173,7 @@ def test_a_killed_worker_ends_the_run_and_names_it(collector, run_in):
     run.assert_checkpoint_loads()
 
 
-@pytest.mark.parametrize("signum, whole_group", [(signal.SIGINT, True), (signal.SIGTERM, False)])
-def test_sigint_and_sigterm_stop_the_run_and_save_a_checkpoint(signum, whole_group, run_in):
-    """Ctrl-C (SIGINT to the whole process group, workers included) or SIGTERM to the
-    main process: the run ends within 30 s, says why, exits 128 + signal, keeps its
-    metrics, saves a checkpoint of where it stopped and leaves no process behind."""
-    run = run_in("total_frames=1000000")
-    run.wait_for_checkpoint()
-    time.sleep(1.0)  # past the first checkpoint
-    os.killpg(run.pgid, signum) if whole_group else run.proc.send_signal(signum)
-    err = run.end()
-    assert run.proc.returncode == 128 + signum, err[-3000:]
-    name = signal.Signals(signum).name
-    assert err.strip().splitlines()[-1].startswith(f"trajrl: run stopped: interrupted by {name}; collectors shut down")
-    run.assert_nothing_left()
-    saved = run.assert_checkpoint_loads()
-    rows = read_metrics(run.dir)
-    assert saved["frames"] >= int(rows[-1]["frames"])  # saved when it stopped, not at the last periodic save
-    assert saved["algo"]["updates"] >= float(rows[-1]["train/updates"])
+# Ctrl-C and SIGTERM mid-run (exit code, checkpoint, nothing left): tests/cli/test_exits.py
 
 
 SIGKILLED = {  # case -> overrides
