@@ -23,7 +23,7 @@ workers_from_a_fork_server()  # as the CLI: before TorchRL's import sets ``spawn
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
-from helpers import Run, trajrl  # noqa: E402
+from helpers import Run  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -46,11 +46,13 @@ def run_in(tmp_path):
 def run_once(tmp_path_factory, worker_id: str, name: str, *args: str, timeout: float) -> tuple:
     """``python -m trajrl *args`` run once per test session, however many test processes
     ask for it (pytest-xdist's workers share the session's temporary directory; the first
-    to ask runs it, the others wait for it): ``(process, its directory)``."""
+    to ask runs it, the others wait for it): ``(process, its directory)``; ``process.left``:
+    the processes of its group at the moment it exited (``helpers.processes_now``)."""
     import json
     import subprocess
 
     from filelock import FileLock
+    from helpers import exited
 
     root = tmp_path_factory.getbasetemp()
     root = root.parent if worker_id != "master" else root
@@ -59,10 +61,12 @@ def run_once(tmp_path_factory, worker_id: str, name: str, *args: str, timeout: f
         result = where / "result.json"
         if not result.exists():
             where.mkdir(parents=True, exist_ok=True)
-            proc = trajrl(*args, cwd=where, timeout=timeout)
-            result.write_text(json.dumps({"returncode": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr}))
+            proc, left = exited(*args, cwd=where, timeout=timeout)
+            done = {"returncode": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr, "left": left}
+            result.write_text(json.dumps(done))
         done = json.loads(result.read_text())
     proc = subprocess.CompletedProcess(args, done["returncode"], done["stdout"], done["stderr"])
+    proc.left = done["left"]
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc, where
 

@@ -2,6 +2,7 @@
 processes left behind, and environments written into a test's directory (imported
 by the CLI through ``env.import_module``). Fixtures around them are in conftest.py."""
 
+import contextlib
 import csv
 import os
 import signal
@@ -40,6 +41,36 @@ def trajrl(*args, cwd, timeout=120, pythonpath=None):
     )
     proc.elapsed = time.monotonic() - start
     return proc
+
+
+def exited(*args, cwd, timeout=120) -> tuple[subprocess.CompletedProcess, list[str]]:
+    """``trajrl(*args)`` with its output in pipes, in a process group of its own: the finished
+    process, and the processes of its group at the moment it exited (listed as soon as it has,
+    while threads read its pipes: reading them to their end waits for whatever still holds them)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env.pop("HYDRA_FULL_ERROR", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trajrl", *args],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    with ThreadPoolExecutor(2) as readers:
+        out, err = readers.submit(proc.stdout.read), readers.submit(proc.stderr.read)
+        try:
+            code = proc.wait(timeout=timeout)
+        finally:
+            left = processes_now(proc.pid)
+            if proc.poll() is None or left:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+        return subprocess.CompletedProcess(proc.args, code, out.result(), err.result()), left
 
 
 def failed_with(proc, code: int, line: str, *texts: str, traceback: bool = False) -> str:
@@ -82,6 +113,20 @@ def processes_in_group(pgid: int) -> list[int]:
             continue
         if int(fields[2]) == pgid and fields[0] != "Z":
             found.append(int(stat.parent.name))
+    return found
+
+
+def processes_now(pgid: int) -> list[str]:
+    """Every process of group ``pgid`` at this moment, zombies included: ``pid state command``."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            state, _, group = stat.read_text().rsplit(")", 1)[1].split()[:3]
+            command = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, ValueError):  # gone meanwhile
+            continue
+        if int(group) == pgid:
+            found.append(f"{stat.parent.name} {state} {command[:160]}")
     return found
 
 
@@ -365,7 +410,6 @@ def session_processes() -> set[int]:
 def assert_nothing_left_since(before: set[int], within: float = 10) -> None:
     """Every process started under this one since ``before = processes_below()`` has ended
     (the session's own processes aside): what ``Run.assert_nothing_left`` checks of a CLI run."""
-    import contextlib
 
     deadline = time.monotonic() + within
     while left := processes_below() - before - session_processes():

@@ -9,24 +9,9 @@ import os
 import signal
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
-from helpers import read_metrics
-
-
-def processes_now(pgid: int) -> list[str]:
-    """Every process of group ``pgid`` at this moment, zombies included: ``pid state command``."""
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            state, _, group = stat.read_text().rsplit(")", 1)[1].split()[:3]
-            command = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except (OSError, ValueError):  # gone meanwhile
-            continue
-        if int(group) == pgid:
-            found.append(f"{stat.parent.name} {state} {command[:160]}")
-    return found
+from helpers import processes_now, read_metrics
 
 
 def exit_of(run, within: float = 90) -> tuple[int, list[str], str]:
@@ -51,12 +36,11 @@ def test_a_refused_setting_leaves_no_process(run_in):
     assert left == []
 
 
-def test_a_finished_run_leaves_no_process(run_in):
-    run = run_in("total_frames=1000")
-    code, left, err = exit_of(run)
-    assert code == 0, err[-3000:]
-    assert "== trajrl run finished ==" in run.out
-    assert left == []
+def test_a_finished_run_leaves_no_process(smoke_run):
+    """The session's smoke run (collector workers, every logger): listed as it exited (``run_once``)."""
+    proc, _ = smoke_run
+    assert "== trajrl run finished ==" in proc.stdout
+    assert proc.left == []
 
 
 def test_a_resume_from_a_corrupt_checkpoint_leaves_no_process(run_in, tmp_path):
