@@ -26,10 +26,9 @@ def test_an_environment_that_raises_ends_the_run_with_its_cause(collector, run_i
         "total_frames=8000",
         "algo.normalize_observations=false",
     )  # the collector's steps are the first
-    err = run.end(within=60)
-    assert run.proc.returncode == 1, err[-3000:]
-    assert "boom: the environment failed after 1000 steps" in err
-    assert err.strip().splitlines()[-1].startswith("trajrl: run failed: collection failed")
+    run.failed_with(
+        1, "trajrl: run failed: collection failed", "boom: the environment failed after 1000 steps", traceback=True
+    )  # a worker's own report of its error may hold its traceback
     run.assert_nothing_left()
     run.assert_checkpoint_loads()
 
@@ -38,18 +37,12 @@ def test_an_environment_that_raises_before_collection_ends_the_run_with_one_line
     """Standardising observations steps the environment in the learner's process first
     (collector=sync: the run fails before any collector starts; no fork server started for nothing)."""
     run = run_in("env=gym", "env.id=Exploding-v0", "env.import_module=bad_envs", "collector=sync")
-    err = run.end(within=60)
-    assert run.proc.returncode == 1, err[-3000:]
-    assert "Traceback" not in err, err[-3000:]
-    assert (
-        err.strip()
-        .splitlines()[-1]
-        .startswith(
-            "trajrl: run failed: the environment env.id=Exploding-v0 raised while trajrl measured its observations "
-            "(2,000 random steps for algo.normalize_observations=true): RuntimeError: boom: the environment failed "
-            "after 1000 steps"
-        )
-    ), err[-3000:]
+    run.failed_with(
+        1,
+        "trajrl: run failed: the environment env.id=Exploding-v0 raised while trajrl measured its observations "
+        "(2,000 random steps for algo.normalize_observations=true): RuntimeError: boom: the environment failed "
+        "after 1000 steps",
+    )
     run.assert_nothing_left()
 
 
@@ -62,17 +55,11 @@ def test_an_environment_that_raises_during_evaluation_ends_the_run_with_one_line
         "algo.normalize_observations=false",
         "loop.eval_every_frames=1000",
     )
-    err = run.end(within=60)
-    assert run.proc.returncode == 1, err[-3000:]
-    assert "Traceback" not in err, err[-3000:]
-    assert (
-        err.strip()
-        .splitlines()[-1]
-        .startswith(
-            "trajrl: run failed: the environment env.id=FailsInTheLearner-v0 raised while trajrl evaluated the policy: "
-            "RuntimeError: boom: the environment failed after 0 steps"
-        )
-    ), err[-3000:]
+    run.failed_with(
+        1,
+        "trajrl: run failed: the environment env.id=FailsInTheLearner-v0 raised while trajrl evaluated the policy: "
+        "RuntimeError: boom: the environment failed after 0 steps",
+    )
     run.assert_nothing_left()
     run.assert_checkpoint_loads()
 
@@ -94,15 +81,8 @@ def test_an_environment_that_hangs_in_the_learners_process_ends_the_run(case, ru
         ]
         doing = "trajrl evaluated the policy"
     run = run_in("env=gym", "env.import_module=bad_envs", *overrides, "loop.stall_timeout_s=5")
-    err = run.end(within=60)
-    assert run.proc.returncode == 1, err[-3000:]
-    assert "Traceback" not in err, err[-3000:]
-    last = err.strip().splitlines()[-1]
-    assert (
-        last.startswith("trajrl: run failed: the environment env.id=")
-        and "did not answer for 5 s while " + doing in last
-    )
-    assert "(loop.stall_timeout_s=5)" in last, last
+    last = run.failed_with(1, "trajrl: run failed: the environment env.id=").strip().splitlines()[-1]
+    assert "did not answer for 5 s while " + doing in last and "(loop.stall_timeout_s=5)" in last, last
     run.assert_nothing_left()
 
 
@@ -125,10 +105,8 @@ def test_an_environment_that_hangs_ends_the_run_after_the_stall_timeout(algo, co
         "total_frames=100000",
         "loop.stall_timeout_s=5",
     )
-    err = run.end(within=90)
-    assert run.proc.returncode == 1, err[-3000:]
-    last = err.strip().splitlines()[-1]
-    assert last.startswith("trajrl: run failed: no ") and "for 5 s (loop.stall_timeout_s=5)" in last, last
+    err = run.failed_with(1, "trajrl: run failed: no ", within=90, traceback=True)
+    assert "for 5 s (loop.stall_timeout_s=5)" in err.strip().splitlines()[-1], err[-3000:]
     run.assert_nothing_left()
     run.assert_checkpoint_loads()
 
@@ -165,10 +143,9 @@ def test_a_killed_worker_ends_the_run_and_names_it(collector, run_in):
     workers = run.workers()
     assert len(workers) == 2, workers
     os.kill(workers[1], signal.SIGKILL)
-    err = run.end()
-    assert run.proc.returncode == 1, err[-3000:]
+    err = run.failed_with(1, "trajrl: run failed: collection failed", within=30, traceback=True)
     last = err.strip().splitlines()[-1]
-    assert last.startswith("trajrl: run failed: collection failed") and "worker 1" in last and "-9" in last, last
+    assert "worker 1" in last and "-9" in last, last
     run.assert_nothing_left()
     run.assert_checkpoint_loads()
 
