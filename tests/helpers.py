@@ -43,13 +43,15 @@ def trajrl(*args, cwd, timeout=120, pythonpath=None):
     return proc
 
 
-def exited(*args, cwd, timeout=120) -> tuple[subprocess.CompletedProcess, list[str]]:
+def exited(*args, cwd, timeout=120, pythonpath=None) -> tuple[subprocess.CompletedProcess, list[str]]:
     """``trajrl(*args)`` with its output in pipes, in a process group of its own: the finished
     process, and the processes of its group at the moment it exited (listed as soon as it has,
     while threads read its pipes: reading them to their end waits for whatever still holds them)."""
     from concurrent.futures import ThreadPoolExecutor
 
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    if pythonpath:  # before what the caller's PYTHONPATH holds
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(pythonpath), os.environ.get("PYTHONPATH")) if p)
     env.pop("HYDRA_FULL_ERROR", None)
     proc = subprocess.Popen(
         [sys.executable, "-m", "trajrl", *args],
@@ -146,6 +148,28 @@ def run_cli(tmp_path, *args, timeout=180):
     return trajrl(*args, cwd=tmp_path, timeout=timeout, pythonpath=os.pathsep.join([str(tmp_path), str(TESTS)]))
 
 
+def a_worker_writing(workers, timeout: float) -> int:
+    """The pid of one of ``workers()`` seen inside a journalled write into the shared buffer (its
+    journal file in the run's scratch directory), looked for often (a write lasts milliseconds)
+    until ``timeout`` s."""
+    import glob
+    import tempfile
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        journals = [
+            (os.path.join(scratch, f"write-{pid}.pt"), pid)
+            for pid in workers()
+            for scratch in glob.glob(os.path.join(tempfile.gettempdir(), "trajrl-counters-*"))
+        ]
+        for _ in range(2000):  # the same workers, looked for often
+            for journal, pid in journals:
+                if os.path.exists(journal):
+                    return pid
+            time.sleep(0.0002)
+    raise AssertionError(f"no worker was seen writing within {timeout} s")
+
+
 class Run:
     """``python -m trajrl`` in its own process group (as a shell would start it)."""
 
@@ -198,27 +222,6 @@ class Run:
             if (spawned or forked) and pid != self.proc.pid:
                 found.append(pid)
         return found
-
-    def wait_for_write(self, timeout: float = 60) -> int:
-        """Until a collector worker is inside a write into the shared buffer (its journal
-        whole in the run's scratch directory, the buffer's write lock held): its pid."""
-        import glob
-        import tempfile
-
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, self.proc.communicate()[1][-3000:]
-            journals = [
-                (os.path.join(scratch, f"write-{pid}.pt"), pid)
-                for pid in self.workers()
-                for scratch in glob.glob(os.path.join(tempfile.gettempdir(), "trajrl-counters-*"))
-            ]
-            for _ in range(2000):  # the same workers, looked for often (a write lasts milliseconds)
-                for journal, pid in journals:
-                    if os.path.exists(journal):
-                        return pid
-                time.sleep(0.0002)
-        raise AssertionError(f"no worker was seen writing within {timeout} s")
 
     def end(self, within: float = 30) -> str:
         """Its stderr once it has ended (its stdout: ``self.out``), asserting it ended within ``within`` seconds."""
@@ -492,29 +495,14 @@ class Trained:
         return sorted(processes_below() - self.before - session_processes())
 
     def wait_for_write(self, timeout: float = 60) -> int:
-        """What ``Run.wait_for_write`` does (from a thread beside ``train()``): until a worker is
-        inside a write into the shared buffer, its journal whole in the run's scratch directory."""
-        import glob
-        import tempfile
-
-        deadline = time.monotonic() + timeout
+        """From a thread beside ``train()``: until a collector worker is inside a write into the
+        shared buffer (its journal whole in the run's scratch directory, the write lock held): its pid."""
         switch = sys.getswitchinterval()
         sys.setswitchinterval(0.0005)  # this thread looks often, though the learner's holds the GIL
         try:
-            while time.monotonic() < deadline:
-                journals = [
-                    (os.path.join(scratch, f"write-{pid}.pt"), pid)
-                    for pid in self.workers()
-                    for scratch in glob.glob(os.path.join(tempfile.gettempdir(), "trajrl-counters-*"))
-                ]
-                for _ in range(2000):  # the same workers, looked for often (a write lasts milliseconds)
-                    for journal, pid in journals:
-                        if os.path.exists(journal):
-                            return pid
-                    time.sleep(0.0002)
+            return a_worker_writing(self.workers, timeout)
         finally:
             sys.setswitchinterval(switch)
-        raise AssertionError(f"no worker was seen writing within {timeout} s")
 
     def assert_nothing_left(self, within: float = 10) -> None:
         assert_nothing_left_since(self.before, within)

@@ -1,15 +1,11 @@
 """Bad input, through the real CLI: one clear message naming the setting, the value and
 what would work; exit code 2; under 10 s; no run directory written; no process left."""
 
-import os
-import signal
-import subprocess
-import sys
 import time
 
 import pytest
 import torch
-from helpers import TESTS, processes_in_group
+from helpers import TESTS, exited
 
 #: Config files a user might write (``hydra.searchpath`` adds their directory).
 USER_CONFIGS = {
@@ -225,25 +221,17 @@ def test_a_setting_that_cannot_work_is_refused_with_a_clear_message(overrides, w
     for name, text in USER_CONFIGS.items():
         (tmp_path / "conf" / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / "conf" / name).write_text(text)
-    env = {**os.environ, "PYTHONPATH": str(TESTS)}  # the test environments (action_envs)
-    env.pop("HYDRA_FULL_ERROR", None)
     start = time.monotonic()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "trajrl", *overrides, "debug=smoke", f"hydra.searchpath=[file://{tmp_path / 'conf'}]"],
+    proc, left = exited(
+        *overrides,
+        "debug=smoke",
+        f"hydra.searchpath=[file://{tmp_path / 'conf'}]",
         cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        start_new_session=True,
+        timeout=30,
+        pythonpath=TESTS,  # the test environments (action_envs)
     )
-    try:
-        out, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
     elapsed = time.monotonic() - start
+    out, err = proc.stdout, proc.stderr
     message = out + err
     assert proc.returncode == 2, message[-2000:]
     for word in words:
@@ -252,4 +240,4 @@ def test_a_setting_that_cannot_work_is_refused_with_a_clear_message(overrides, w
     assert err.strip().startswith("trajrl: configuration error:"), err
     assert elapsed < 10
     assert not (tmp_path / "outputs").exists(), sorted(str(p) for p in (tmp_path / "outputs").rglob("*"))
-    assert processes_in_group(proc.pid) == []
+    assert left == []  # no process of its group, not even a zombie, as it exited
