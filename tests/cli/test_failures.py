@@ -190,7 +190,6 @@ def test_a_worker_killed_while_writing_does_not_hang_the_learner(wait, tmp_path)
     episodes for a metrics row, saving the buffer with a checkpoint) gives up after the
     stall timeout (the off-policy loop's own steps, on the pipeline's own buffer)."""
     from trajrl.checkpoint import Checkpointer, checkpoint_path
-    from trajrl.collect.watch import CollectorWatch
     from trajrl.config import validate
     from trajrl.errors import CollectorFailed
     from trajrl.settings import settings_of
@@ -217,7 +216,6 @@ def test_a_worker_killed_while_writing_does_not_hang_the_learner(wait, tmp_path)
             checkpoint=checkpointer,
         )
         loop = OffPolicyLoop(parts, pipe.sequences, pipe.exploration, settings_of(cfg, "loop"), cfg.total_frames)
-        loop.started, loop.watch = time.monotonic(), CollectorWatch(pipe.collector)
         context = multiprocessing.get_context("forkserver")
         held = context.Event()
         worker = context.Process(target=hold_the_write_lock, args=(pipe.buffer._write_lock, held))
@@ -231,7 +229,7 @@ def test_a_worker_killed_while_writing_does_not_hang_the_learner(wait, tmp_path)
             step[wait]()
         assert time.monotonic() - start < 5
         assert not checkpoint_path(tmp_path).exists()
-        loop.watch.close()
+        loop.collection.watch.close()  # the supervisor's, made with the loop
 
 
 def alive(pid: int) -> bool:
