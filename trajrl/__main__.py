@@ -43,6 +43,7 @@ def main(argv: list[str] | None = None) -> None:
     ``commands()``, or else training, with everything else passed to Hydra as it is."""
     argv = sys.argv[1:] if argv is None else list(argv)
     command = argv[0] if argv and argv[0] in SUBCOMMANDS else None
+    quiet_torchrl()
     try:
         with interrupts_raise(), one_line_errors(f"trajrl {command}" if command else "trajrl"):
             if command:
@@ -126,7 +127,6 @@ def composition_error(err: Exception) -> str:
 def train_from_the_command_line(typed: list[str]) -> None:
     """Train with the config Hydra composes from ``typed`` (overrides, ``--multirun``,
     ``--help``, ``--cfg``, ``hydra.*``: Hydra parses them from ``sys.argv``)."""
-    quiet_torchrl()
     stacks_on_sigusr1()
     workers_from_a_fork_server()
     sys.argv[1:] = resume_arguments(typed)
