@@ -316,10 +316,6 @@ def stepping(env_id: str, doing: str, timeout_s: float | None = None) -> Iterato
         ) from err
 
 
-#: How a vector of environments steps: all in this process, or one process each.
-VECTORIZATION = ("sync", "async")
-
-
 def make_gym(
     env_id: str,
     kwargs: dict[str, Any],

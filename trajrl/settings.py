@@ -309,7 +309,6 @@ SAMPLERS: dict[str, type] = {
     "episode": EpisodeSamplerSettings,
     "random": RandomSamplerSettings,
 }
-TRAJECTORY_SAMPLERS = tuple(kind for kind in SAMPLERS if kind != "random")
 SLICE_SAMPLERS = ("slice", "slice_without_replacement", "prioritized_slice")
 
 
