@@ -69,15 +69,18 @@ def record_video(cfg, agent, folder: str | Path, which: str = "best", seed: int 
             episode_trigger=lambda episode: episode == 0,
         )
 
-    env = make_env(cfg.env.id, kwargs, cfg.env.import_module, primer=agent.primer, wrap=record, **previous_of(cfg.env))
-    env.set_seed(seed)
-    try:
-        with set_exploration_type(ExplorationType.DETERMINISTIC), torch.no_grad():
-            env.rollout(env_spaces(cfg.env, cfg.algo.name).step_limit, agent.greedy, break_when_any_done=True)
+    try:  # RecordVideo asks for moviepy when it is made, the renderer for pygame when it first draws
+        env = make_env(
+            cfg.env.id, kwargs, cfg.env.import_module, primer=agent.primer, wrap=record, **previous_of(cfg.env)
+        )
+        try:
+            env.set_seed(seed)
+            with set_exploration_type(ExplorationType.DETERMINISTIC), torch.no_grad():
+                env.rollout(env_spaces(cfg.env, cfg.algo.name).step_limit, agent.greedy, break_when_any_done=True)
+        finally:
+            env.close()  # RecordVideo writes the file when the episode ends or the environment closes
     except gym.error.DependencyNotInstalled as err:
         raise ConfigError(
             "--video", str(folder), f"rendering needs a package not installed ({err}); pip install 'trajrl[video]'"
         ) from None
-    finally:
-        env.close()  # RecordVideo writes the file when the episode ends or the environment closes
     return folder / f"{which}-episode-0.mp4"
