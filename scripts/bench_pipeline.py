@@ -565,18 +565,20 @@ def plain_optimizers(algo) -> dict:
     return plain
 
 
-def learner_speed(preset: str, updates: int, repeats: int, device: str = "cpu") -> dict:
+def learner_speed(preset: str | None, updates: int, repeats: int, device: str = "cpu", overrides=()) -> dict:
     """Gradient steps per second of ``preset``'s learner at its batch shape, alone on one
     thread, with torch's plain Adam step and with the fused one, alternated ``repeats``
     times (medians): batches sampled from 20,000 stored frames (PPO: its collected
     episodes, ``epochs`` x minibatches a batch); and the share of the time in the
     recurrent kernels, from a profile of a quarter as many steps. ``device``: where the
-    learner trains (the run's ``device`` setting; on cuda each step is timed to its end)."""
+    learner trains (the run's ``device`` setting; on cuda each step is timed to its end).
+    ``preset=None``: the learner of the run ``overrides`` make (the default run's: none)."""
     from torch.profiler import ProfilerActivity, profile
 
     cfg = trajrl.compose(
         [
-            f"experiment={preset}",
+            *([f"experiment={preset}"] if preset else []),
+            *overrides,
             "collector=sync",
             "env.num_envs=8",
             "collector.frames_per_batch=800",
@@ -652,6 +654,62 @@ def learner_speed(preset: str, updates: int, repeats: int, device: str = "cpu") 
         }
 
 
+#: The off-policy algorithms' default runs, as a user starts them (``in_run``).
+IN_RUN = [
+    ("recurrent DQN, the default run", []),
+    ("recurrent SAC, algo=rsac env=pendulum_novel", ["algo=rsac", "env=pendulum_novel"]),
+]
+
+
+def in_run(overrides: list[str], frames: int) -> dict:
+    """``python -m trajrl *overrides total_frames=frames`` as a user runs it, alone on the
+    machine: its wall-clock, the machine's busy fraction and the learner's gradient steps
+    a second (evaluation time left out) between its second metrics row and its last
+    before the closing one, and the learner's time a step (sampling and updating) there.
+    Busy: the whole machine's CPU (/proc/stat) over that window, of all its cores."""
+    from trajrl.report import runs
+
+    with tempfile.TemporaryDirectory() as where:
+        metrics = os.path.join(where, "run", "metrics.csv")
+        command = [sys.executable, "-m", "trajrl", *overrides, f"total_frames={frames}", "logger.plots=false"]
+        t0 = time.monotonic()
+        proc = subprocess.Popen(
+            [*command, f"hydra.run.dir={where}/run"],
+            cwd=where,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        marks: dict[int, tuple[float, float]] = {}  # metrics rows written -> (when, machine CPU s) they were seen
+        while proc.poll() is None:
+            try:
+                with open(metrics) as f:
+                    written = max(sum(1 for _ in f) - 1, 0)
+            except OSError:
+                written = 0
+            marks.setdefault(written, (time.monotonic(), machine_cpu_s()))
+            time.sleep(0.1)
+        wall = time.monotonic() - t0
+        if proc.returncode != 0:
+            raise RuntimeError(proc.stderr.read()[-2000:])
+        rows = runs.read_metrics(metrics)
+    first, last = rows[1], rows[-2]  # past the warm-up; before the closing evaluation
+    (t_first, cpu_first), (t_last, cpu_last) = marks[2], marks[len(rows) - 1]
+    steps = last["train/updates"] - first["train/updates"]
+    learner_s = (last["time/sample_s"] + last["time/update_s"]) - (first["time/sample_s"] + first["time/update_s"])
+    outside_eval = (last["time/elapsed_s"] - first["time/elapsed_s"]) - (last["time/eval_s"] - first["time/eval_s"])
+    return {
+        "wall": wall,
+        "busy": (cpu_last - cpu_first) / ((t_last - t_first) * os.cpu_count()),
+        "per_s": steps / outside_eval,
+        "step_ms": 1000 * learner_s / steps,
+        "paused": (last["time/paused_s"] - first["time/paused_s"]) / outside_eval,
+        "frames": int(rows[-1]["frames"]),
+        "window": (int(first["frames"]), int(last["frames"])),
+        "return": rows[-1].get("eval/return", float("nan")),
+    }
+
+
 def machine_cpu_s() -> float:
     """CPU seconds the whole machine has spent (user + system), from /proc/stat."""
     with open("/proc/stat") as f:
@@ -701,7 +759,15 @@ def main(argv: list[str] | None = None) -> None:
             "startup",
             "sampling",
             "learners",
+            "in_run",
         ],
+    )
+    parser.add_argument(
+        "--in-run-frames",
+        type=int,
+        nargs=2,
+        default=[30_000, 10_000],
+        help="total_frames of the recurrent DQN's and the recurrent SAC's run in the in_run part",
     )
     parser.add_argument("--repeats", type=int, default=30, help="samples timed per sampling measurement")
     parser.add_argument("--updates", type=int, default=200, help="gradient steps timed per learner run")
@@ -903,6 +969,33 @@ def main(argv: list[str] | None = None) -> None:
                     f"{compiled['update_ms']:.2f} | | {compiled['per_s'] / slow['per_s']:.2f} |",
                     flush=True,
                 )
+        print()
+    if "in_run" not in args.skip:
+        print(
+            f"# the learner inside a run against the learner alone: each off-policy algorithm's default run "
+            f"(`python -m trajrl <overrides> total_frames=<frames>`), alone on the machine; busy: the machine's CPU "
+            f"over all {os.cpu_count()} cores between the run's second metrics row and its last before the closing "
+            f"one; steps/s: the learner's gradient steps a second there (evaluations left out); alone: the same "
+            f"learner at the same batch shape on one thread, sampling included (median of {args.repeats_learner} "
+            f"runs of {args.updates} steps)"
+        )
+        print()
+        print(
+            "| run | frames | window (frames) | wall s | machine busy | paused | steps/s in the run | steps/s alone | "
+            "in run / alone | ms a step in the run | ms a step alone | final eval |"
+        )
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+        for (label, overrides), frames in zip(IN_RUN, args.in_run_frames):
+            inside = in_run(overrides, frames)
+            alone = learner_speed(None, args.updates, args.repeats_learner, overrides=overrides)["fused"]
+            alone_ms = alone["sample_ms"] + alone["update_ms"]
+            print(
+                f"| {label} | {inside['frames']:,} | {inside['window'][0]:,}-{inside['window'][1]:,} | "
+                f"{inside['wall']:.0f} | {inside['busy']:.0%} | {inside['paused']:.0%} | {inside['per_s']:.0f} | "
+                f"{alone['per_s']:.0f} | {inside['per_s'] / alone['per_s']:.2f} | {inside['step_ms']:.2f} | "
+                f"{alone_ms:.2f} | {inside['return']:.1f} |",
+                flush=True,
+            )
         print()
     if "sampling" in args.skip:
         return

@@ -139,6 +139,14 @@ class CollectorSettings:
         range=at_least(0),
     )
     restart_window_s: float = setting(3600.0, "the window max_restarts counts restarts in, in seconds", range=above(0))
+    worker_niceness: int = setting(
+        10,
+        "added to the niceness (os.nice) of the worker processes a collector starts on this machine "
+        "(multi_sync, multi_async; async_batched with env_backend=multiprocessing): where the learner and "
+        "the workers want more cores than there are, the learner keeps its own and the workers share what "
+        "is left; 0: the learner's priority",
+        range=between(0, 19),
+    )
 
 
 @dataclass

@@ -1,9 +1,12 @@
 """The learner's speed-ups change no result: each algorithm's updates with them and
 without them (the plain per-parameter Adam step and Polyak loop torch and the
 textbook write) give the same losses, gradients and weights, on batches of a real
-pipeline (real environments, collector, buffer and sampler)."""
+pipeline (real environments, collector, buffer and sampler). The collector's workers
+yield the learner its core (``collector.worker_niceness``): a priority, which changes no
+frame or update."""
 
 import copy
+import os
 
 import pytest
 import torch
@@ -97,3 +100,22 @@ def test_each_learner_updates_as_it_would_with_the_plain_optimizer(algo_name):
             assert a == pytest.approx(b, rel=1e-5, abs=1e-6)
         for a, b in zip(steps_a + grads_a, steps_b + grads_b):
             assert_same_up_to_rounding(a, b)
+
+
+@pytest.mark.parametrize("niceness", [10, 0])
+def test_collector_workers_run_at_the_niceness_asked_and_the_learner_at_its_own(niceness):
+    from helpers import processes_below, session_processes, wait_for_frames
+
+    learner = os.getpriority(os.PRIO_PROCESS, 0)
+    before = processes_below()
+    cfg = trajrl.compose(["debug=smoke", "collector=multi_async", f"collector.worker_niceness={niceness}"])
+    with trajrl.build(cfg) as pipe:
+        pipe.collector.start()
+        try:
+            wait_for_frames(pipe, 200)
+            workers = processes_below() - before - session_processes()
+            assert len(workers) == cfg.collector.num_workers == 2
+            assert {os.getpriority(os.PRIO_PROCESS, pid) for pid in workers} == {min(learner + niceness, 19)}
+            assert os.getpriority(os.PRIO_PROCESS, 0) == learner
+        finally:
+            pipe.collector.async_shutdown()

@@ -31,16 +31,20 @@ from trajrl.signals import stacks_on_sigusr1
 _exit_with_parent_started = False
 
 
-def exit_with_parent(poll_s: float = 0.5) -> None:
+def exit_with_parent(poll_s: float = 0.5, niceness: int = 0) -> None:
     """In a process that multiprocessing started (a collector's worker): exit once its
     parent is gone (``trajrl.collect.counters.parent_alive``). The learner killed while
     it holds the shared buffer's write lock never releases it, and a worker waiting on
-    it would otherwise wait forever. Does nothing in a process not started by
+    it would otherwise wait forever. ``niceness`` is added to the process's (``os.nice``,
+    ``collector.worker_niceness``): where workers and the learner want more cores than
+    there are, the learner keeps its own. Does nothing in a process not started by
     multiprocessing; starts one thread at most."""
     global _exit_with_parent_started
     if _exit_with_parent_started or multiprocessing.parent_process() is None:
         return
     _exit_with_parent_started = True
+    if niceness:
+        os.nice(niceness)
     stacks_on_sigusr1()  # a worker says where it waits, as the learner does
     alive = parent_alive()
 
@@ -69,6 +73,7 @@ def make_env(
     lean: bool = False,
     previous_action: bool = False,
     previous_reward: bool = False,
+    niceness: int = 0,
 ) -> EnvBase:
     """One environment, or a vector of ``num_envs`` (batch size ``[num_envs]``), with
     episode bookkeeping (and the recurrent-state primer, if given).
@@ -86,6 +91,7 @@ def make_env(
     environments say whether the goal is reached; 0 where one does not say).
     ``lean``: the stack is stepped by ``LeanEnv`` (``env.stepping=lean``: the same steps, in bulk).
     ``previous_action``, ``previous_reward``: observed as well (``env.previous_action``: ``make_gym``).
+    ``niceness``: a collector's environment in a worker process lowers the worker's priority by it.
     """
     make = functools.partial(make_gym, env_id, dict(kwargs), import_module, previous_action, previous_reward)
     if restarts is not None:
@@ -105,7 +111,7 @@ def make_env(
         transforms.append(StampWorker(slot))
     count = None
     if counts is not None:  # a collector's environment: in a worker process, it ends with the learner
-        exit_with_parent()
+        exit_with_parent(niceness=niceness)
         count = CountSteps(counts, slot, gate, faulted_stored=fixed_frames)
         transforms.append(count)
     if isinstance(env, TransformedEnv):  # a vector env comes with TorchRL's autoreset transform
@@ -179,6 +185,7 @@ def env_factory(
     success: bool = False,
     stepping: str = "torchrl",
     vectorization: str | None = None,
+    niceness: int = 0,
 ) -> Callable[..., EnvBase]:
     """A picklable environment factory (it crosses into worker processes), making
     ``env_cfg.num_envs`` environments at once unless ``num_envs`` says otherwise.
@@ -189,6 +196,7 @@ def env_factory(
     steps carry ``is_success`` (``make_env``). ``stepping``: ``lean`` (``LeanEnv``) or ``torchrl``,
     as ``env.stepping`` says for a collector's environments (evaluation's are lean, in one
     process: ``vectorization="sync"``); ``vectorization``: ``env_cfg.vectorization`` unless given.
+    ``niceness``: what a collector's worker process adds to its niceness (``collector.worker_niceness``).
     """
     return functools.partial(
         make_env,
@@ -204,6 +212,7 @@ def env_factory(
         fixed_frames=fixed_frames,
         success=success,
         lean=stepping == "lean",
+        niceness=niceness,
         **previous_of(env_cfg),
     )
 

@@ -140,6 +140,7 @@ def build(cfg: DictConfig, run_dir: str | Path | None = None) -> Pipeline:
         restarts=restarts,
         fixed_frames=fixed_frames,
         stepping=cfg.env.stepping,
+        niceness=collector_settings.worker_niceness,
     )
 
     sequences = None
