@@ -34,6 +34,13 @@ second at its preset's batch shape (with torch's plain Adam step against the fus
 one, and the recurrent DQN's networks under ``torch.compile``).
 
     python scripts/bench_pipeline.py --skip collection fixed_frames loops sampling   # memory and learners only
+
+Last (``in_run``), each off-policy algorithm's default run as a user starts it, with its
+collector's workers at the learner's priority and below it (``collector.worker_niceness``):
+the machine's busy fraction over the run, and its learner's gradient steps a second inside
+the run against the same learner alone.
+
+    python scripts/bench_pipeline.py --only in_run
 """
 
 from __future__ import annotations
@@ -741,27 +748,27 @@ def startup_cost(start_method: str, overrides: list[str]) -> tuple[float, float]
     return wall, cpu
 
 
+#: The parts (--skip, --only).
+PARTS = [
+    "collection",
+    "breakdown",
+    "assembly",
+    "memory",
+    "fixed_frames",
+    "loops",
+    "startup",
+    "sampling",
+    "learners",
+    "in_run",
+]
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=10.0, help="per collection measurement")
     parser.add_argument("--loop-frames", type=int, default=20_000, help="frames of each loop measurement")
-    parser.add_argument(
-        "--skip",
-        nargs="*",
-        default=[],
-        choices=[
-            "collection",
-            "breakdown",
-            "assembly",
-            "memory",
-            "fixed_frames",
-            "loops",
-            "startup",
-            "sampling",
-            "learners",
-            "in_run",
-        ],
-    )
+    parser.add_argument("--skip", nargs="*", default=[], choices=PARTS, help="parts left out")
+    parser.add_argument("--only", nargs="*", choices=PARTS, help="the parts measured (the others left out)")
     parser.add_argument(
         "--in-run-frames",
         type=int,
@@ -779,6 +786,8 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--repeats-learner", type=int, default=5, help="alternated runs per learner measurement")
     args = parser.parse_args(argv)
+    if args.only:
+        args.skip = [part for part in PARTS if part not in args.only]
     torch.set_num_threads(1)
     logging.getLogger("torchrl").setLevel(logging.WARNING)
     os.environ.setdefault("RL_LOGGING_LEVEL", "WARNING")  # the worker processes' TorchRL too (as the CLI does)
@@ -977,25 +986,31 @@ def main(argv: list[str] | None = None) -> None:
             f"over all {os.cpu_count()} cores between the run's second metrics row and its last before the closing "
             f"one; steps/s: the learner's gradient steps a second there (evaluations left out); alone: the same "
             f"learner at the same batch shape on one thread, sampling included (median of {args.repeats_learner} "
-            f"runs of {args.updates} steps)"
+            f"runs of {args.updates} steps); each run with collector.worker_niceness=0 (workers at the learner's "
+            f"priority) and 10 (the default)"
         )
         print()
         print(
-            "| run | frames | window (frames) | wall s | machine busy | paused | steps/s in the run | steps/s alone | "
-            "in run / alone | ms a step in the run | ms a step alone | final eval |"
+            "| run | frames | window (frames) | wall s | wall / niceness 0 | machine busy | paused | "
+            "steps/s in the run | steps/s alone | in run / alone | ms a step in the run | ms a step alone | "
+            "final eval |"
         )
-        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for (label, overrides), frames in zip(IN_RUN, args.in_run_frames):
-            inside = in_run(overrides, frames)
             alone = learner_speed(None, args.updates, args.repeats_learner, overrides=overrides)["fused"]
             alone_ms = alone["sample_ms"] + alone["update_ms"]
-            print(
-                f"| {label} | {inside['frames']:,} | {inside['window'][0]:,}-{inside['window'][1]:,} | "
-                f"{inside['wall']:.0f} | {inside['busy']:.0%} | {inside['paused']:.0%} | {inside['per_s']:.0f} | "
-                f"{alone['per_s']:.0f} | {inside['per_s'] / alone['per_s']:.2f} | {inside['step_ms']:.2f} | "
-                f"{alone_ms:.2f} | {inside['return']:.1f} |",
-                flush=True,
-            )
+            walls = {}
+            for niceness in (0, 10):  # the speed-up off, then on (the default)
+                inside = in_run([*overrides, f"collector.worker_niceness={niceness}"], frames)
+                walls[niceness] = inside["wall"]
+                print(
+                    f"| {label}, collector.worker_niceness={niceness} | {inside['frames']:,} | "
+                    f"{inside['window'][0]:,}-{inside['window'][1]:,} | {inside['wall']:.0f} | "
+                    f"{walls[niceness] / walls[0]:.2f} | {inside['busy']:.0%} | {inside['paused']:.0%} | "
+                    f"{inside['per_s']:.0f} | {alone['per_s']:.0f} | {inside['per_s'] / alone['per_s']:.2f} | "
+                    f"{inside['step_ms']:.2f} | {alone_ms:.2f} | {inside['return']:.1f} |",
+                    flush=True,
+                )
         print()
     if "sampling" in args.skip:
         return
