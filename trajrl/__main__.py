@@ -14,6 +14,7 @@ import logging
 import os
 import shlex
 import shutil
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -62,6 +63,9 @@ def one_line_errors(command: str = "trajrl", run_dir: Path | None = None) -> Ite
     (``one_line``); with ``HYDRA_FULL_ERROR=1``, and for any other error, its traceback shows."""
     try:
         yield
+    except BrokenPipeError:  # a reader that stopped early (``trajrl --help | head``): nothing more to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's own flush at exit would fail
+        sys.exit(128 + signal.SIGPIPE)
     except (RunInterrupted, Exception) as err:
         reported = one_line(err, command, run_dir)
         if reported is None or SHOW_TRACEBACK:

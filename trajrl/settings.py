@@ -142,7 +142,7 @@ class CollectorSettings:
     worker_niceness: int = setting(
         10,
         "added to the niceness (os.nice) of the worker processes a collector starts on this machine "
-        "(multi_sync, multi_async; async_batched with env_backend=multiprocessing): where the learner and "
+        "(async, multi_sync, multi_async; async_batched with env_backend=multiprocessing): where the learner and "
         "the workers want more cores than there are, the learner keeps its own and the workers share what "
         "is left; 0: the learner's priority",
         range=between(0, 19),

@@ -100,3 +100,27 @@ def test_a_signal_while_the_learner_samples_a_batch_still_stops_the_run():
     buffer.append_transform(SignalArrives())
     with pytest.raises(RunInterrupted, match="interrupted by SIGINT"):
         SequenceSampler(buffer, transitions=True).sample()
+
+
+def test_a_reader_that_stops_reading_ends_the_command_quietly(tmp_path):
+    """``trajrl --help | grep -m1 ...``: the pipe closes before the command has written it all.
+    The command ends as a shell expects of a closed pipe (exit 128 + SIGPIPE), with nothing on
+    stderr (it said "run failed: Broken pipe (the run directory must be writable ...)")."""
+    import sys
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader has gone before the first write
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "trajrl", "--help"],
+            cwd=tmp_path,
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        os.close(write_end)
+    assert proc.returncode == 128 + signal.SIGPIPE, proc.stderr
+    assert proc.stderr == ""
