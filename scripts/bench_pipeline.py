@@ -672,13 +672,22 @@ def in_run(overrides: list[str], frames: int) -> dict:
     """``python -m trajrl *overrides total_frames=frames`` as a user runs it, alone on the
     machine: its wall-clock, the machine's busy fraction and the learner's gradient steps
     a second (evaluation time left out) between its second metrics row and its last
-    before the closing one, and the learner's time a step (sampling and updating) there.
+    before the closing one, and the learner's time a step (sampling and updating) there; the
+    trajectory audit's violations (``audit=true``: every 100th batch, the whole buffer at the end).
     Busy: the whole machine's CPU (/proc/stat) over that window, of all its cores."""
     from trajrl.report import runs
 
     with tempfile.TemporaryDirectory() as where:
         metrics = os.path.join(where, "run", "metrics.csv")
-        command = [sys.executable, "-m", "trajrl", *overrides, f"total_frames={frames}", "logger.plots=false"]
+        command = [
+            sys.executable,
+            "-m",
+            "trajrl",
+            *overrides,
+            f"total_frames={frames}",
+            "logger.plots=false",
+            "audit=true",
+        ]
         t0 = time.monotonic()
         proc = subprocess.Popen(
             [*command, f"hydra.run.dir={where}/run"],
@@ -700,6 +709,8 @@ def in_run(overrides: list[str], frames: int) -> dict:
         if proc.returncode != 0:
             raise RuntimeError(proc.stderr.read()[-2000:])
         rows = runs.read_metrics(metrics)
+    if len(rows) < 4:
+        raise ValueError(f"total_frames={frames} writes {len(rows)} metrics rows: in_run needs 4 or more")
     first, last = rows[1], rows[-2]  # past the warm-up; before the closing evaluation
     (t_first, cpu_first), (t_last, cpu_last) = marks[2], marks[len(rows) - 1]
     steps = last["train/updates"] - first["train/updates"]
@@ -714,6 +725,7 @@ def in_run(overrides: list[str], frames: int) -> dict:
         "frames": int(rows[-1]["frames"]),
         "window": (int(first["frames"]), int(last["frames"])),
         "return": rows[-1].get("eval/return", float("nan")),
+        "violations": int(rows[-1]["audit/violations"]),  # every 100th batch and the whole buffer at the end
     }
 
 
@@ -993,9 +1005,9 @@ def main(argv: list[str] | None = None) -> None:
         print(
             "| run | frames | window (frames) | wall s | wall / niceness 0 | machine busy | paused | "
             "steps/s in the run | steps/s alone | in run / alone | ms a step in the run | ms a step alone | "
-            "final eval |"
+            "final eval | audit violations |"
         )
-        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for (label, overrides), frames in zip(IN_RUN, args.in_run_frames):
             alone = learner_speed(None, args.updates, args.repeats_learner, overrides=overrides)["fused"]
             alone_ms = alone["sample_ms"] + alone["update_ms"]
@@ -1008,7 +1020,7 @@ def main(argv: list[str] | None = None) -> None:
                     f"{inside['window'][0]:,}-{inside['window'][1]:,} | {inside['wall']:.0f} | "
                     f"{walls[niceness] / walls[0]:.2f} | {inside['busy']:.0%} | {inside['paused']:.0%} | "
                     f"{inside['per_s']:.0f} | {alone['per_s']:.0f} | {inside['per_s'] / alone['per_s']:.2f} | "
-                    f"{inside['step_ms']:.2f} | {alone_ms:.2f} | {inside['return']:.1f} |",
+                    f"{inside['step_ms']:.2f} | {alone_ms:.2f} | {inside['return']:.1f} | {inside['violations']} |",
                     flush=True,
                 )
         print()
