@@ -95,7 +95,8 @@ def smoke_run(tmp_path_factory, worker_id):
 @pytest.fixture(scope="session")
 def sweep(tmp_path_factory, worker_id):
     """One ``--multirun`` over seeds x algorithms, run once for the tests that read it
-    (the run directories, plots and summaries): its sweep directory."""
+    (the run directories, plots and summaries; 1,000 frames a job: two evaluations and
+    two metrics rows each, what a curve and a mean across seeds need): its sweep directory."""
     _, where = run_once(
         tmp_path_factory,
         worker_id,
@@ -106,6 +107,7 @@ def sweep(tmp_path_factory, worker_id):
         "debug=smoke",
         "logger.plots=true",
         "loop.eval_every_frames=500",
+        "total_frames=1000",
         "hydra.sweep.dir=sweep",
         timeout=400,
     )

@@ -1,8 +1,9 @@
-"""The real CLI in a subprocess: every collector x sampler smoke run, sweeps, help, refusals."""
+"""The training CLI in a subprocess where the command is the point (what a run prints and
+writes around its training, sweeps, help); the smoke runs of every collector, sampler and
+algorithm train in the test's process (``train_in``: the same run, metrics and printed rows),
+except the ones that stand for the CLI's paths (workers from its fork server, or none)."""
 
-import os
-import subprocess
-import sys
+from pathlib import Path
 
 import pytest
 from helpers import REPO, collector_sampler_pairs, read_metrics, trajrl
@@ -12,26 +13,34 @@ from trajrl.settings import LOCAL_COLLECTORS
 SAMPLERS = ("slice", "slice_without_replacement", "prioritized_slice", "episode", "random")
 
 
-# each sampler through the CLI with the collector that runs in the learner's process (the
-# cheapest run); with worker processes writing into a shared buffer: test_pipeline's pairs
+def smoke_run_of(collector, sampler, tmp_path, request, train_in) -> tuple[str, Path]:
+    """``(what it printed, run directory)`` of the audited smoke run of ``collector`` x ``sampler``,
+    and that the CLI wrote its command beside its config where the CLI ran it: the default
+    pair (the run conftest.py shares: worker processes from the CLI's fork server) and sync
+    with slice (the collector in the learner's process: no fork server); the other pairs
+    train in the test's process (the collector and the sampler are the point)."""
+    audited = (f"collector={collector}", f"sampler={sampler}", "debug=smoke", "audit=true", "audit_every=1")
+    if (collector, sampler) == ("multi_async", "slice"):
+        proc, run_dir = request.getfixturevalue("smoke_run")
+    elif (collector, sampler) == ("sync", "slice"):
+        run_dir = tmp_path / "run"
+        proc = trajrl(*audited, f"hydra.run.dir={run_dir}", cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    else:
+        run = train_in(*audited)
+        run.train()
+        return run.out, run.dir
+    assert (run_dir / "command.txt").exists()
+    return proc.stdout, run_dir
+
+
+# each sampler with the collector that runs in the learner's process (the cheapest run); with
+# worker processes writing into a shared buffer: test_pipeline's pairs
 @pytest.mark.parametrize(
     "collector, sampler", collector_sampler_pairs(LOCAL_COLLECTORS, SAMPLERS, samplers_with="sync")
 )
-def test_smoke_run_of_every_collector_and_sampler_writes_metrics(collector, sampler, tmp_path, request):
-    run_dir = tmp_path / "run"
-    if (collector, sampler) == ("multi_async", "slice"):  # the default pair: the run conftest.py shares
-        proc, run_dir = request.getfixturevalue("smoke_run")
-    else:
-        proc = trajrl(
-            f"collector={collector}",
-            f"sampler={sampler}",
-            "debug=smoke",
-            "audit=true",
-            "audit_every=1",
-            f"hydra.run.dir={run_dir}",
-            cwd=tmp_path,
-        )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+def test_smoke_run_of_every_collector_and_sampler_writes_metrics(collector, sampler, tmp_path, request, train_in):
+    out, run_dir = smoke_run_of(collector, sampler, tmp_path, request, train_in)
     rows = read_metrics(run_dir)
     assert rows and int(rows[-1]["frames"]) >= 2000
     assert float(rows[-1]["train/updates"]) > 0
@@ -47,9 +56,9 @@ def test_smoke_run_of_every_collector_and_sampler_writes_metrics(collector, samp
     assert sampled and all(
         0 < float(r["sample/valid_frac"]) <= 1 and float(r["sample/staleness_mean"]) >= 0 for r in sampled
     )
-    assert (run_dir / "config.yaml").exists() and (run_dir / "command.txt").exists()
-    assert "== trajrl run finished ==" in proc.stdout
-    assert not (run_dir / "plots").exists() and "plots " not in proc.stdout  # debug=smoke: logger.plots=false
+    assert (run_dir / "config.yaml").exists()
+    assert "== trajrl run finished ==" in out
+    assert not (run_dir / "plots").exists() and "plots " not in out  # debug=smoke: logger.plots=false
 
 
 @pytest.mark.parametrize(
@@ -61,21 +70,17 @@ def test_smoke_run_of_every_collector_and_sampler_writes_metrics(collector, samp
         pytest.param("multi_sync", "padded", marks=pytest.mark.slow),
     ],
 )
-def test_smoke_run_of_ppo_learns_from_complete_episodes(collector, traj_format, tmp_path):
-    run_dir = tmp_path / "run"
-    proc = trajrl(
+def test_smoke_run_of_ppo_learns_from_complete_episodes(collector, traj_format, train_in):
+    run = train_in(
         "algo=ppo",
         "algo.recurrent=true",
         f"collector={collector}",
         f"traj_format={traj_format}",
-        "debug=smoke",
         "audit=true",
         "audit_every=1",
-        f"hydra.run.dir={run_dir}",
-        cwd=tmp_path,
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    rows = read_metrics(run_dir)
+    run.train()
+    rows = read_metrics(run.dir)
     last = rows[-1]
     assert int(last["frames"]) >= 2000 and float(last["train/updates"]) > 0
     assert float(last["audit/violations"]) == 0 and float(last["audit/batches_checked"]) >= 1
@@ -87,19 +92,10 @@ def test_smoke_run_of_ppo_learns_from_complete_episodes(collector, traj_format, 
 @pytest.mark.parametrize(
     "collector", [c if c == "multi_async" else pytest.param(c, marks=pytest.mark.slow) for c in LOCAL_COLLECTORS]
 )  # the collectors' paths: the R2D2 smoke runs
-def test_smoke_run_of_recurrent_sac_on_every_collector(collector, tmp_path):
-    run_dir = tmp_path / "run"
-    proc = trajrl(
-        "experiment=rsac_pendulum_novel",
-        f"collector={collector}",
-        "debug=smoke",
-        "audit=true",
-        "audit_every=1",
-        f"hydra.run.dir={run_dir}",
-        cwd=tmp_path,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    last = read_metrics(run_dir)[-1]
+def test_smoke_run_of_recurrent_sac_on_every_collector(collector, train_in):
+    run = train_in("experiment=rsac_pendulum_novel", f"collector={collector}", "audit=true", "audit_every=1")
+    run.train()
+    last = read_metrics(run.dir)[-1]
     assert int(last["frames"]) >= 2000 and float(last["train/updates"]) > 0
     assert float(last["audit/violations"]) == 0 and float(last["audit/batches_checked"]) == float(last["train/updates"])
     assert "train/alpha" in last and "eval/return" in last
@@ -111,8 +107,8 @@ def test_multirun_makes_one_run_directory_per_job(sweep):
 
     runs = sorted(p for p in sweep.iterdir() if p.is_dir() and (p / "metrics.csv").exists())
     assert [p.name for p in runs] == ["0", "1", "2", "3"]
-    assert all(int(read_metrics(p)[-1]["frames"]) >= 2000 for p in runs)
     configs = [OmegaConf.load(p / "config.yaml") for p in runs]
+    assert all(int(read_metrics(p)[-1]["frames"]) >= c.total_frames == 1000 for p, c in zip(runs, configs))
     assert [(c.seed, c.algo.name, c.collector.kind, c.storage.kind) for c in configs] == [
         (0, "r2d2", "multi_async", "lazy_tensor"),
         (0, "ppo", "multi_sync", "none"),
@@ -129,36 +125,23 @@ def test_help_lists_every_group_and_option(tmp_path):
         assert f"{group}: {', '.join(options)}" in proc.stdout
 
 
-def test_any_gymnasium_id_with_kwargs_and_a_module_that_registers_it(tmp_path):
-    """env=gym: the module is imported first (in the workers too), then the id is made with the kwargs."""
+def test_any_gymnasium_id_with_kwargs_and_a_module_that_registers_it(train_in, tmp_path, monkeypatch):
+    """env=gym: the module is imported first (in the workers too: they start with this
+    process's sys.path, as the CLI's with its PYTHONPATH), then the id is made with the kwargs."""
     (tmp_path / "my_envs.py").write_text(
         "import gymnasium as gym\n"
         "gym.register('MyCartPole-v0', entry_point='gymnasium.envs.classic_control:CartPoleEnv')\n"
     )
-    run_dir = tmp_path / "run"
-    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "trajrl",
-            "env=gym",
-            "env.id=MyCartPole-v0",
-            "env.import_module=my_envs",
-            "+env.kwargs.max_episode_steps=25",
-            "sampler.slice_len=20",
-            "sampler.burn_in=5",
-            "collector=multi_async",
-            "debug=smoke",
-            f"hydra.run.dir={run_dir}",
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-        stdin=subprocess.DEVNULL,
+    monkeypatch.syspath_prepend(tmp_path)
+    run = train_in(
+        "env=gym",
+        "env.id=MyCartPole-v0",
+        "env.import_module=my_envs",
+        "+env.kwargs.max_episode_steps=25",
+        "sampler.slice_len=20",
+        "sampler.burn_in=5",
+        "collector=multi_async",
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    last = read_metrics(run_dir)[-1]
+    run.train()
+    last = read_metrics(run.dir)[-1]
     assert float(last["episode/length"]) <= 25 and float(last["eval/length"]) <= 25

@@ -1,7 +1,8 @@
 """What a run reports: episode, mask, worker, buffer and staleness statistics checked
-exactly on environments whose episode lengths are known; the TensorBoard and wandb
-(offline) files; the progress output on a terminal and in a log; plots and summaries
-of a multirun (real CLI in subprocesses)."""
+exactly on environments whose episode lengths are known (runs trained in the test's
+process); the TensorBoard and wandb (offline) files and the progress output in a pipe
+(the session's CLI smoke run) and on a terminal; plots and summaries of a multirun (real
+CLI in subprocesses)."""
 
 import glob
 import io
@@ -12,12 +13,10 @@ from helpers import rows_of, run_cli
 from trajrl.training.progress import Progress
 
 
-def test_off_policy_statistics_are_exact_on_episodes_of_known_length(tmp_path):
+def test_off_policy_statistics_are_exact_on_episodes_of_known_length(train_in):
     """Every episode lasts 5 steps and slices are 8 long, so every slice is one whole
     episode: 5 valid cells of 8 in every row, whatever the sampler draws."""
-    run_dir = tmp_path / "run"
-    proc = run_cli(
-        tmp_path,
+    run = train_in(
         "env=gym",
         "env.id=KnownLengths-v0",
         "env.import_module=known_envs",
@@ -26,12 +25,10 @@ def test_off_policy_statistics_are_exact_on_episodes_of_known_length(tmp_path):
         "sampler.slice_len=8",
         "sampler.burn_in=0",
         "sampler.slices_per_batch=32",
-        "debug=smoke",
         "storage.capacity=1500",
-        f"hydra.run.dir={run_dir}",
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    rows = rows_of(run_dir)
+    run.train()
+    rows = rows_of(run.dir)
     logged = [r for r in rows if "episode/return" in r]
     assert logged
     for row in logged:
@@ -63,16 +60,14 @@ def test_off_policy_statistics_are_exact_on_episodes_of_known_length(tmp_path):
 
 
 @pytest.mark.parametrize("rollout", [13, 26])
-def test_episodic_batch_statistics_are_exact_on_episodes_of_known_length(rollout, tmp_path):
+def test_episodic_batch_statistics_are_exact_on_episodes_of_known_length(rollout, train_in):
     """Episodes alternate 4 and 9 steps; batches of 2 complete episodes are [2, 9] with
     13 valid cells: valid fraction 13/18, lengths 6.5 mean and 9 max.
 
     Staleness: the collector steps ``collector.frames_per_batch`` frames at a time and
     hands complete episodes over two by two. With 13 frames per rollout each batch is
     fresh; with 26, every second batch was collected before the last update."""
-    run_dir = tmp_path / "run"
-    proc = run_cli(
-        tmp_path,
+    run = train_in(
         "env=gym",
         "env.id=KnownLengths-v0",
         "env.import_module=known_envs",
@@ -82,13 +77,11 @@ def test_episodic_batch_statistics_are_exact_on_episodes_of_known_length(rollout
         "trajs_per_batch=2",
         f"collector.frames_per_batch={rollout}",
         "traj_format=padded",
-        "debug=smoke",
         "total_frames=1000",
         "loop.log_every_frames=100",
-        f"hydra.run.dir={run_dir}",
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    rows = rows_of(run_dir)
+    run.train()
+    rows = rows_of(run.dir)
     batches = [r for r in rows if "batch/valid_frac" in r]
     assert len(batches) >= 5
     for row in batches:
@@ -155,7 +148,9 @@ def test_a_multirun_is_plotted_and_summarised_across_seeds(sweep, tmp_path):
         (line,) = [
             row
             for row in table[2:]
-            if row.startswith(f"| algo={algo} debug=smoke logger.plots=True loop.eval_every_frames=500 | 0, 1 | ")
+            if row.startswith(
+                f"| algo={algo} debug=smoke logger.plots=True loop.eval_every_frames=500 total_frames=1000 | 0, 1 | "
+            )
         ]
         finals = [rows_of(sweep / job)[-1]["eval/return"] for job in jobs]
         mean, std = sum(finals) / 2, abs(finals[0] - finals[1]) / 2
@@ -265,7 +260,8 @@ def test_episodes_are_counted_exactly_while_a_worker_process_writes_them():
     buffer.extend(five_step_episodes(1))  # the storage exists before the worker starts, as collectors do
     buffer.empty()
     stats = StoredEpisodeStats(buffer)
-    worker = multiprocessing.get_context("spawn").Process(target=write_episodes, args=(buffer, batches, count))
+    # from the session's fork server (conftest.py), as a collector's worker: torch and trajrl imported once
+    worker = multiprocessing.get_context("forkserver").Process(target=write_episodes, args=(buffer, batches, count))
     worker.start()
     reads = 0
     while worker.is_alive():

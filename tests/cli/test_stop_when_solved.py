@@ -4,7 +4,6 @@ summary and metrics.csv, and keeps best.pt and latest.pt as any run does."""
 import io
 
 from helpers import read_metrics
-from helpers import trajrl as run_trajrl
 
 import trajrl
 from trajrl.report.summary import summary_table
@@ -27,21 +26,20 @@ def check_stopped_at_first_evaluation_over(threshold: float, run_dir, total: int
     assert header.endswith("| solved at frames |") and row.endswith(f"| {solved[0]:,.0f} |")
 
 
-def test_a_ppo_run_from_the_cli_stops_at_its_first_evaluation_at_the_threshold(tmp_path):
-    """Episodic PPO: CartPole's return climbs over evaluations; 150 is past its first ones."""
-    run_dir = tmp_path / "run"
-    proc = run_trajrl(
-        "experiment=ppo_cartpole",
-        "total_frames=40000",
-        "loop.eval_every_frames=1000",
-        "loop.stop_at_return=150",
-        "logger.plots=false",
-        f"hydra.run.dir={run_dir}",
-        cwd=tmp_path,
-        timeout=240,
+def test_a_ppo_run_stops_at_its_first_evaluation_at_the_threshold(tmp_path):
+    """Episodic PPO (``train``, as the CLI runs it): CartPole's return climbs over evaluations;
+    150 is past its first ones."""
+    cfg = trajrl.compose(
+        [
+            "experiment=ppo_cartpole",
+            "total_frames=40000",
+            "loop.eval_every_frames=1000",
+            "loop.stop_at_return=150",
+            "logger.plots=false",
+        ]
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    check_stopped_at_first_evaluation_over(150.0, run_dir, 40_000, proc.stdout)
+    final = trajrl.train(cfg, tmp_path / "run", progress=Progress(40_000, stream=io.StringIO()))
+    check_stopped_at_first_evaluation_over(150.0, tmp_path / "run", 40_000, summary(final))
 
 
 def test_an_off_policy_run_stops_at_its_first_evaluation_at_the_threshold(tmp_path):

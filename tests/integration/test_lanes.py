@@ -17,7 +17,6 @@ import time
 
 import pytest
 import torch
-from helpers import trajrl as cli
 from torchrl.data import LazyTensorStorage, TensorDictReplayBuffer
 
 import trajrl
@@ -277,35 +276,34 @@ def test_every_collector_and_layout_is_refused_or_builds_writes_and_samples(coll
 # random: the lane sampler of slice (slices of 1) and the transitions of the flat random
 # sampler (test_cli's smoke runs), run with -m slow
 @pytest.mark.parametrize("sampler", [pytest.param("random", marks=pytest.mark.slow), "slice", "prioritized_slice"])
-def test_the_cli_trains_on_fixed_frames_to_the_end_and_resumes(sampler, tmp_path):
+def test_a_run_trains_on_fixed_frames_to_the_end_and_resumes(sampler, train_in):
     """The issue's commands (a vector env of 4, fixed frames, storage.ndim=2), audited,
     to the end; then resumed from the checkpoint: the lanes, their write heads, the
-    episode ids (and the priorities the learner wrote) go on where they stopped."""
-    run_dir = tmp_path / "run"
-    first = cli(
+    episode ids (and the priorities the learner wrote) go on where they stopped. Both
+    runs in the test's process, printing what the CLI prints (``resume=`` through the
+    CLI: test_resume.py)."""
+    overrides = (
         "collector=sync",
         f"sampler={sampler}",
         "trajs_per_batch=null",
         "env.num_envs=4",
         "storage.ndim=2",
-        "debug=smoke",
         "audit=true",
-        "total_frames=1200",
-        f"hydra.run.dir={run_dir}",
-        cwd=tmp_path,
     )
-    assert first.returncode == 0, first.stderr[-3000:]
-    assert "audit           0 violations" in first.stdout, first.stdout[-2000:]
-    stored = re.search(r"frames stored   ([\d,]+)", first.stdout).group(1)
-    assert f"frames stepped  {stored} (0 in flight" in first.stdout, first.stdout[-2000:]
+    first = train_in(*overrides, "total_frames=1200")
+    first.train()
+    run_dir = first.dir
+    assert "audit           0 violations" in first.out, first.out[-2000:]
+    stored = re.search(r"frames stored   ([\d,]+)", first.out).group(1)
+    assert f"frames stepped  {stored} (0 in flight" in first.out, first.out[-2000:]
     saved = load_checkpoint(run_dir)["buffer"]["_writer"]["_lanes"]
     if sampler == "prioritized_slice":  # the learner's priorities, saved with the buffer
         priority = load_checkpoint(run_dir)["buffer"]["_sampler"]["priority"]
         assert len(priority.unique()) > 10, priority.unique()
 
-    second = cli(f"resume={run_dir}", "total_frames=2400", cwd=tmp_path)
-    assert second.returncode == 0, second.stderr[-3000:]
-    assert "audit           0 violations" in second.stdout, second.stdout[-2000:]
+    second = train_in(*overrides, f"resume={run_dir}", "total_frames=2400")
+    second.train()
+    assert "audit           0 violations" in second.out, second.out[-2000:]
     final = load_checkpoint(run_dir)
     lanes = final["buffer"]["_writer"]["_lanes"]
     assert final["frames"] >= 2400 and lanes["written"][0] > saved["written"][0]

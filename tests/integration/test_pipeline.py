@@ -1,12 +1,12 @@
 """Every collector x sampler pair, built through the Python API on real TorchRL objects:
 the buffer holds complete episodes and every sample stays inside one episode.
 
-Episodes end by termination and by a 30-step time limit; the storage wraps around
-three times; slices are shorter (12) and longer (25) than many episodes (longer than
-the 30-step limit is refused as a configuration error). The four slice samplers x five
-collectors audit 20 x 160 batches x 32 slices = 102,400 slices, with 0 violations allowed
-(each collector with the default sampler and each sampler with the default collector by
-default; every pair with -m slow)."""
+Episodes end by termination and by a 20-step time limit; the storage wraps around and
+is written over whole (each of its cells twice); slices are shorter (12) and longer (16)
+than many episodes (longer than the 20-step limit is refused as a configuration error).
+The four slice samplers x five collectors audit 20 x 160 batches x 32 slices = 102,400
+slices, with 0 violations allowed (each collector with the default sampler and each
+sampler with the default collector by default; every pair with -m slow)."""
 
 import math
 import time
@@ -27,7 +27,7 @@ SAMPLERS = {  # name -> overrides
     "random": ["sampler=random"],
 }
 CAPACITY = 600
-FRAMES = 3 * CAPACITY  # the storage wraps around
+FRAMES = 2 * CAPACITY  # the storage wraps around: what it holds was all written after its first pass
 MAX_STEPS = 20  # short enough that the episodes in a wrapped storage always include truncated ones
 TIME_LIMIT = f"+env.kwargs.max_episode_steps={MAX_STEPS}"
 
