@@ -148,26 +148,83 @@ def run_cli(tmp_path, *args, timeout=180):
     return trajrl(*args, cwd=tmp_path, timeout=timeout, pythonpath=os.pathsep.join([str(tmp_path), str(TESTS)]))
 
 
-def a_worker_writing(workers, timeout: float) -> int:
-    """The pid of one of ``workers()`` seen inside a journalled write into the shared buffer (its
-    journal file in the run's scratch directory), looked for often (a write lasts milliseconds)
-    until ``timeout`` s."""
+def kill_a_worker_writing(workers, timeout: float) -> int:
+    """SIGKILL to one of ``workers()`` inside a journalled write into the shared buffer (its journal
+    whole in the run's scratch directory, the write lock held), within ``timeout`` s; its pid.
+
+    Linux's inotify tells the moment a journal ``write-<pid>.pt`` is renamed into place in a run's
+    scratch directory (``trajrl-counters-*``); the worker then copies its steps into the storage and
+    removes the journal (``trajrl.replay.writer.EpisodeWriter.extend``: milliseconds). The worker is
+    stopped (SIGSTOP) and killed only if its journal is still there: inside its write for certain;
+    else (the event read too late) it goes on (SIGCONT) and its next write is waited for."""
+    import ctypes
     import glob
+    import re
+    import select
+    import struct
     import tempfile
 
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        journals = [
-            (os.path.join(scratch, f"write-{pid}.pt"), pid)
-            for pid in workers()
-            for scratch in glob.glob(os.path.join(tempfile.gettempdir(), "trajrl-counters-*"))
-        ]
-        for _ in range(2000):  # the same workers, looked for often
-            for journal, pid in journals:
-                if os.path.exists(journal):
+    in_moved_to, in_create, in_isdir = 0x80, 0x100, 0x40000000
+    libc = ctypes.CDLL(None, use_errno=True)
+    inotify = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+    assert inotify >= 0, os.strerror(ctypes.get_errno())
+    scratch: dict[int, str] = {}  # watch descriptor -> a run's scratch directory
+
+    def watch(path: str, mask: int) -> int:
+        return libc.inotify_add_watch(inotify, os.fsencode(path), mask)
+
+    def stopped(pid: int) -> bool:
+        """Once SIGSTOP has stopped ``pid`` (False: it has exited)."""
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            try:
+                state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                return False
+            if state in "TtZX":
+                return state in "Tt"
+        raise AssertionError(f"worker {pid} did not stop within 5 s of SIGSTOP")
+
+    try:
+        top = watch(tempfile.gettempdir(), in_create)  # scratch directories made from now on
+        for path in glob.glob(os.path.join(tempfile.gettempdir(), "trajrl-counters-*")):  # and those made before
+            scratch[watch(path, in_moved_to)] = path
+        ours, foreign = set(workers()), set()
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            if not select.select([inotify], [], [], left)[0]:
+                continue
+            events, buffer, offset = [], os.read(inotify, 1 << 16), 0
+            while offset < len(buffer):
+                wd, mask, _, size = struct.unpack_from("iIII", buffer, offset)
+                name = buffer[offset + 16 : offset + 16 + size].rstrip(b"\0").decode()
+                offset += 16 + size
+                events.append((wd, mask, name))
+            for wd, mask, name in events:
+                if wd == top and mask & in_isdir and name.startswith("trajrl-counters-"):
+                    path = os.path.join(tempfile.gettempdir(), name)
+                    scratch[watch(path, in_moved_to)] = path
+                    continue
+                journal = re.fullmatch(r"write-(\d+)\.pt", name)
+                if wd not in scratch or not mask & in_moved_to or journal is None:
+                    continue
+                pid = int(journal.group(1))
+                if pid not in ours and pid not in foreign:  # a worker started since: looked for once
+                    ours = set(workers())
+                    foreign |= {pid} - ours
+                    continue  # that took a while: its next write
+                if pid not in ours or not os.path.exists(os.path.join(scratch[wd], name)):
+                    continue
+                os.kill(pid, signal.SIGSTOP)
+                if not stopped(pid):
+                    continue  # it exited meanwhile
+                if os.path.exists(os.path.join(scratch[wd], name)):  # stopped inside its write
+                    os.kill(pid, signal.SIGKILL)
                     return pid
-            time.sleep(0.0002)
-    raise AssertionError(f"no worker was seen writing within {timeout} s")
+                os.kill(pid, signal.SIGCONT)  # stopped past it
+        raise AssertionError(f"no worker was seen writing within {timeout} s")
+    finally:
+        os.close(inotify)
 
 
 class Run:
@@ -475,12 +532,13 @@ class Trained:
 
         thread = threading.Thread(target=act, name="test-action", daemon=True)
         thread.start()
-        final = self.train()
-        thread.join(60)
-        assert not thread.is_alive(), "the action did not end with the run"
-        if errors:
-            raise errors[0]
-        return final
+        try:
+            return self.train()
+        finally:  # a run that failed, too: the action's own error first
+            thread.join(60)
+            assert not thread.is_alive(), "the action did not end with the run"
+            if errors:
+                raise errors[0]
 
     def wait_for_checkpoint(self, timeout: float = 90) -> None:
         """Until training is under way and has saved a checkpoint."""
@@ -494,13 +552,13 @@ class Trained:
         the processes started since it began, the session's own aside."""
         return sorted(processes_below() - self.before - session_processes())
 
-    def wait_for_write(self, timeout: float = 60) -> int:
-        """From a thread beside ``train()``: until a collector worker is inside a write into the
-        shared buffer (its journal whole in the run's scratch directory, the write lock held): its pid."""
+    def kill_a_worker_writing(self, timeout: float = 60) -> int:
+        """From a thread beside ``train()``: SIGKILL to a collector worker inside a write into the
+        shared buffer (``kill_a_worker_writing``); its pid."""
         switch = sys.getswitchinterval()
-        sys.setswitchinterval(0.0005)  # this thread looks often, though the learner's holds the GIL
+        sys.setswitchinterval(0.0005)  # woken by a write, this thread gets the GIL from the learner's at once
         try:
-            return a_worker_writing(self.workers, timeout)
+            return kill_a_worker_writing(self.workers, timeout)
         finally:
             sys.setswitchinterval(switch)
 
@@ -509,3 +567,53 @@ class Trained:
 
     def assert_checkpoint_loads(self) -> dict:
         return assert_checkpoint_loads(self.dir)
+
+    # ------------------------------------------------------------ a failing run, as the CLI reports it
+    def failed_with(
+        self,
+        code: int,
+        line: str,
+        *texts: str,
+        beside=None,
+        within: float | None = None,
+        capfd=None,
+        traceback: bool = False,
+    ) -> str:
+        """``train()`` (``train_while(beside)`` with an action) of a run that fails, and what
+        ``Run.failed_with`` checks of the CLI's stderr, on what the CLI would print: the error
+        turned into its line and exit code by the CLI's own ``trajrl.__main__.one_line``, the
+        exit code ``code``, the line starting with ``line`` and holding each of ``texts``; the
+        run ended within ``within`` s (if given) of its start, or of the action's end. With
+        pytest's ``capfd`` (this process's stderr while it trained: the learner's; its workers
+        write to the session's fork server's), and unless ``traceback``, no traceback printed
+        there. Returns that line (``"trajrl: ..."``)."""
+        from trajrl.__main__ import one_line
+
+        assert traceback or capfd is not None, "no traceback: checked on capfd"
+        if capfd is not None:
+            capfd.readouterr()  # what the test printed before the run
+        start = [time.monotonic()]
+
+        def act():
+            beside()
+            start.append(time.monotonic())
+
+        try:
+            self.train_while(act) if beside is not None else self.train()
+        except BaseException as err:  # as the CLI's one_line_errors: RunInterrupted is one
+            reported = one_line(err, "trajrl", self.dir)
+            if reported is None:  # the CLI would print its traceback
+                raise
+            said, exit_code = reported
+        else:
+            raise AssertionError("the run did not fail: it reached its end")
+        said = f"trajrl: {said}"
+        assert within is None or time.monotonic() - start[-1] < within, f"the run did not end within {within} s"
+        assert exit_code == code, said
+        assert said.startswith(line), said
+        for text in texts:
+            assert text in said, (text, said)
+        if capfd is not None:
+            err = capfd.readouterr().err
+            assert traceback or "Traceback" not in err, err[-3000:]
+        return said

@@ -1,7 +1,13 @@
-"""What goes wrong while a run trains, through the real CLI: an environment that raises
-or hangs, a worker killed, SIGINT/SIGTERM to the run, SIGKILL to the run. Each ends within
-30 s (a hang: once loop.stall_timeout_s has passed) with its cause, leaves no process
-behind and leaves a checkpoint that loads."""
+"""What goes wrong while a run trains: an environment that raises or hangs, a worker killed,
+SIGINT/SIGTERM to the run, SIGKILL to the run. Each ends within 30 s (a hang: once
+loop.stall_timeout_s has passed) with its cause, leaves no process behind and leaves a
+checkpoint that loads.
+
+Each way a run fails goes through the real CLI once (its exit code and one line on its
+stderr, its process group empty as it returns); its other cases train in the test's process
+(``helpers.Trained.failed_with``: the line and exit code the CLI's own ``one_line`` gives the
+error, the processes the run started ended), where what the run does is the point. Signals
+to the run, whose handlers the CLI installs, only go through the CLI."""
 
 import multiprocessing
 import os
@@ -14,11 +20,13 @@ import pytest
 import trajrl
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # sync: the thread's own
 @pytest.mark.parametrize("collector", ["sync", "multi_async", "async_batched"])
-def test_an_environment_that_raises_ends_the_run_with_its_cause(collector, run_in):
+def test_an_environment_that_raises_ends_the_run_with_its_cause(collector, run_in, train_in):
     """In a worker process, or in the single-process collector's thread (whose
-    exception TorchRL only prints)."""
-    run = run_in(
+    exception TorchRL only prints). multi_async through the CLI (the line of a worker's
+    error, after the worker's own report); sync and async_batched trained in the test's process."""
+    run = (run_in if collector == "multi_async" else train_in)(
         "env=gym",
         "env.id=Exploding-v0",
         "env.import_module=bad_envs",
@@ -35,7 +43,9 @@ def test_an_environment_that_raises_ends_the_run_with_its_cause(collector, run_i
 
 def test_an_environment_that_raises_before_collection_ends_the_run_with_one_line(run_in):
     """Standardising observations steps the environment in the learner's process first
-    (collector=sync: the run fails before any collector starts; no fork server started for nothing)."""
+    (collector=sync: the run fails before any collector starts; no fork server started for nothing).
+    Through the CLI: its line for an environment that fails in the learner's process (the cases
+    below train in the test's process)."""
     run = run_in("env=gym", "env.id=Exploding-v0", "env.import_module=bad_envs", "collector=sync")
     run.failed_with(
         1,
@@ -46,8 +56,10 @@ def test_an_environment_that_raises_before_collection_ends_the_run_with_one_line
     run.assert_nothing_left()
 
 
-def test_an_environment_that_raises_during_evaluation_ends_the_run_with_one_line(run_in):
-    run = run_in(
+def test_an_environment_that_raises_during_evaluation_ends_the_run_with_one_line(train_in, capfd):
+    """Trained in the test's process (the CLI's line for an environment that fails in the learner's
+    process: test_an_environment_that_raises_before_collection_ends_the_run_with_one_line)."""
+    run = train_in(
         "env=gym",
         "env.id=FailsInTheLearner-v0",
         "env.import_module=bad_envs",
@@ -59,15 +71,18 @@ def test_an_environment_that_raises_during_evaluation_ends_the_run_with_one_line
         1,
         "trajrl: run failed: the environment env.id=FailsInTheLearner-v0 raised while trajrl evaluated the policy: "
         "RuntimeError: boom: the environment failed after 0 steps",
+        capfd=capfd,
     )
     run.assert_nothing_left()
     run.assert_checkpoint_loads()
 
 
 @pytest.mark.parametrize("case", ["measuring", "evaluating"])
-def test_an_environment_that_hangs_in_the_learners_process_ends_the_run(case, run_in):
+def test_an_environment_that_hangs_in_the_learners_process_ends_the_run(case, train_in, capfd):
     """Standardising observations and evaluating step the environment in the learner's
-    process: a call that does not return within the stall timeout ends the run."""
+    process: a call that does not return within the stall timeout ends the run. Trained in
+    the test's process (the CLI's line for an environment that fails in the learner's process:
+    test_an_environment_that_raises_before_collection_ends_the_run_with_one_line)."""
     if case == "measuring":  # it hangs at its 1,001st step, within the 2,000 random steps, before any collector
         overrides = ["env.id=Hanging-v0", "+env.kwargs.after=1000", "collector=sync"]
         doing = "trajrl measured its observations"
@@ -80,8 +95,8 @@ def test_an_environment_that_hangs_in_the_learners_process_ends_the_run(case, ru
             "loop.eval_every_frames=1000",
         ]
         doing = "trajrl evaluated the policy"
-    run = run_in("env=gym", "env.import_module=bad_envs", *overrides, "loop.stall_timeout_s=5")
-    last = run.failed_with(1, "trajrl: run failed: the environment env.id=").strip().splitlines()[-1]
+    run = train_in("env=gym", "env.import_module=bad_envs", *overrides, "loop.stall_timeout_s=5")
+    last = run.failed_with(1, "trajrl: run failed: the environment env.id=", within=60, capfd=capfd)
     assert "did not answer for 5 s while " + doing in last and "(loop.stall_timeout_s=5)" in last, last
     run.assert_nothing_left()
 
@@ -90,11 +105,13 @@ def test_an_environment_that_hangs_in_the_learners_process_ends_the_run(case, ru
     "algo, collector",
     [("r2d2", "multi_async"), ("ppo", "sync"), pytest.param("ppo", "multi_sync", marks=pytest.mark.slow)],
 )
-def test_an_environment_that_hangs_ends_the_run_after_the_stall_timeout(algo, collector, run_in):
+def test_an_environment_that_hangs_ends_the_run_after_the_stall_timeout(algo, collector, run_in, train_in):
     """Off-policy, the loop sees no frame stored; PPO waits for a batch of complete
     episodes, in its own process (sync) or from workers (multi_sync, -m slow: the same
-    wait of the episodic loop): either way the run ends."""
-    run = run_in(
+    wait of the episodic loop): either way the run ends. sync through the CLI (its line for
+    a stalled run; the collector's thread, hung in its environment, ends with the CLI's
+    process); workers' hangs trained in the test's process (the hung workers ended)."""
+    run = (run_in if collector == "sync" else train_in)(
         "env=gym",
         "env.id=Hanging-v0",
         "+env.kwargs.after=1000",
@@ -136,14 +153,26 @@ def test_workers_that_do_not_stop_are_killed_after_one_wait_for_them_all():
 
 
 @pytest.mark.parametrize("collector", ["multi_async", "multi_sync"])
-def test_a_killed_worker_ends_the_run_and_names_it(collector, run_in):
+def test_a_killed_worker_ends_the_run_and_names_it(collector, run_in, train_in):
+    """multi_async through the CLI; multi_sync (PPO's loop) trained in the test's process."""
     overrides = ["algo=ppo", "debug=smoke"] if collector == "multi_sync" else []
-    run = run_in(f"collector={collector}", *overrides, "total_frames=1000000")
-    run.wait_for_checkpoint()
-    workers = run.workers()
-    assert len(workers) == 2, workers
-    os.kill(workers[1], signal.SIGKILL)
-    err = run.failed_with(1, "trajrl: run failed: collection failed", within=30, traceback=True)
+    run = (run_in if collector == "multi_async" else train_in)(
+        f"collector={collector}", *overrides, "total_frames=1000000"
+    )
+
+    def kill_a_worker():
+        run.wait_for_checkpoint()
+        workers = run.workers()
+        assert len(workers) == 2, workers
+        os.kill(workers[1], signal.SIGKILL)
+
+    if collector == "multi_async":  # the CLI
+        kill_a_worker()
+        err = run.failed_with(1, "trajrl: run failed: collection failed", within=30, traceback=True)
+    else:
+        err = run.failed_with(
+            1, "trajrl: run failed: collection failed", beside=kill_a_worker, within=30, traceback=True
+        )
     last = err.strip().splitlines()[-1]
     assert "worker 1" in last and "-9" in last, last
     run.assert_nothing_left()
@@ -153,10 +182,11 @@ def test_a_killed_worker_ends_the_run_and_names_it(collector, run_in):
 # Ctrl-C and SIGTERM mid-run (exit code, checkpoint, nothing left): tests/cli/test_exits.py
 
 
+# multi_async (its learner SIGKILLed, its workers exiting, nothing left; then resumed): test_faults.py,
+# test_a_learner_killed_with_sigkill_resumes_exactly_from_its_last_periodic_checkpoint
 SIGKILLED = {  # case -> overrides
-    "multi_async": ["collector=multi_async"],
     # -m slow: its workers exit as multi_async's do (trajrl.collect.env.exit_with_parent, in every worker's
-    # environment): the multi_async cases below, and test_a_worker_waiting_on_a_lock_its_dead_learner_held_exits
+    # environment): the multi_async cases, and test_a_worker_waiting_on_a_lock_its_dead_learner_held_exits
     "multi_sync": ["collector=multi_sync", "algo=ppo"],
     # the learner far behind: the environments wait at the closed gate most of the time
     "multi_async_gate_closed": ["collector=multi_async", "loop.updates_per_frame=2", "loop.max_update_lag=1"],
@@ -285,7 +315,9 @@ def test_a_worker_waiting_on_a_lock_its_dead_learner_held_exits(start_method):
 def test_sigusr1_prints_the_stacks_of_the_run_and_its_workers_and_the_run_goes_on(run_in):
     """``kill -USR1`` says where a run that seems stuck waits (the tests print it for a run
     that does not end in time), without stopping it."""
-    run = run_in("collector=multi_async", "collector.num_workers=2", "total_frames=2000")
+    run = run_in(  # signalled once its first checkpoint is saved, 1,300 frames before its end
+        "collector=multi_async", "collector.num_workers=2", "loop.checkpoint_every_frames=200", "total_frames=1500"
+    )
     run.wait_for_checkpoint()
     workers = run.workers()
     assert len(workers) == 2

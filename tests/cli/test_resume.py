@@ -7,11 +7,12 @@ import shutil
 import pytest
 import torch
 from conftest import run_once
-from helpers import failed_with, read_metrics
+from helpers import Trained, read_metrics
 from helpers import trajrl as cli
 from tensordict import TensorDict
 
 import trajrl
+from trajrl.__main__ import resume_arguments
 from trajrl.checkpoint import load_checkpoint
 from trajrl.keys import TRAJ_KEY
 from trajrl.replay.audit import audit_storage
@@ -130,18 +131,34 @@ def test_a_resumed_ppo_run_continues_its_frames_and_updates(tmp_path):
     assert any(f <= saved["frames"] for f in frames) and any(f > saved["frames"] for f in frames)
 
 
-def test_resuming_from_a_checkpoint_that_does_not_fit_is_refused_and_the_run_kept(run_dir, tmp_path):
+def resumed_here(tmp_path, run_dir, *typed):
+    """``python -m trajrl resume=<run_dir> *typed`` as a ``helpers.Trained`` run in the test's process:
+    its overrides as the CLI's ``resume=`` composes them (``trajrl.__main__.resume_arguments``: the
+    run's own, then those typed), in the run's directory."""
+    *overrides, where = resume_arguments([f"resume={run_dir}", *typed])
+    assert where == f"hydra.run.dir={run_dir}"
+    run = Trained(tmp_path, *overrides)
+    assert run.dir == run_dir
+    return run
+
+
+def test_resuming_from_a_checkpoint_that_does_not_fit_is_refused_and_the_run_kept(run_dir, tmp_path, capfd):
+    """Resumed in the test's process (the line and exit code the CLI's ``one_line`` gives the
+    error); the CLI's refusal of a checkpoint, its line and exit code with nothing left running:
+    tests/cli/test_exits.py, test_a_resume_from_a_corrupt_checkpoint_leaves_no_process."""
     metrics = (run_dir / "metrics.csv").read_bytes()
-    proc = cli(f"resume={run_dir}", "storage.capacity=3000", cwd=tmp_path)
-    failed_with(
-        proc,
+    run = resumed_here(tmp_path, run_dir, "storage.capacity=3000")
+    run.failed_with(
         2,
         "trajrl: cannot resume: the checkpoint's buffer holds 6,000 frames and this run's 3,000; "
         "resume with storage.capacity=6000",
+        capfd=capfd,
     )
+    run.assert_nothing_left()
 
     checkpoint = run_dir / "checkpoints" / "latest.pt"
     checkpoint.write_bytes(checkpoint.read_bytes()[:1000])
-    proc = cli(f"resume={run_dir}", cwd=tmp_path)
-    failed_with(proc, 2, "trajrl: cannot resume:", "truncated, corrupt or not a trajrl checkpoint")
+    run = resumed_here(tmp_path, run_dir)
+    run.failed_with(2, "trajrl: cannot resume:", "truncated, corrupt or not a trajrl checkpoint", capfd=capfd)
+    run.assert_nothing_left()
     assert (run_dir / "metrics.csv").read_bytes() == metrics  # nothing written lost
