@@ -33,15 +33,12 @@ from trajrl.settings import (
     default_of,
     option_schema,
 )
-from trajrl.spaces import DISCRETE
 from trajrl.topology import fixed_frame_lanes, lane_ndim, starts_processes
 
 
 def check(cfg: DictConfig) -> None:
     """Every check, in order; the first that fails raises its ``ConfigError``. Makes one
     instance of the environment (gymnasium only) to check its id, spaces and step limit."""
-    from trajrl.envs import env_spaces  # gymnasium: only once the settings alone pass
-
     check_ranges(cfg)
     check_device(cfg)
     # collect
@@ -64,6 +61,8 @@ def check(cfg: DictConfig) -> None:
     check_target_sync(cfg)
     check_stop(cfg)
     # against the environment
+    from trajrl.envs import env_spaces  # gymnasium: only once the settings alone pass (a refusal is quicker)
+
     spaces = env_spaces(cfg.env, cfg.algo.name)
     check_episode_fits_storage(cfg, spaces)
     check_slice_len(cfg, spaces)
@@ -461,6 +460,8 @@ def check_slice_len(cfg: DictConfig, spaces: Any) -> None:
 
 def check_actions(cfg: DictConfig, spaces: Any) -> None:
     """``algo.target_entropy_fraction`` is for Discrete actions, instead of ``algo.target_entropy``."""
+    from trajrl.spaces import DISCRETE  # gymnasium: not for a refusal of the settings alone
+
     fraction = cfg.algo.get("target_entropy_fraction")
     if fraction is None:
         return

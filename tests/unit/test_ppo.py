@@ -2,8 +2,7 @@
 
 import pytest
 import torch
-from helpers import random_episodes, rows_of
-from helpers import trajrl as cli
+from helpers import Trained, random_episodes, rows_of
 
 import trajrl
 from trajrl.algos.ppo import PPO, ActorCritic, masked_gae
@@ -134,26 +133,23 @@ def test_strict_on_policy_learns_only_from_episodes_of_the_current_weights(colle
     every batch, and the episodes a push cut are dropped and counted, the frame accounting
     closing with them: stepped = learnt from + dropped + in flight."""
     maxima = {}
-    for on_policy in ("mixed", "strict"):
-        run_dir = tmp_path / on_policy
-        proc = cli(
+    for on_policy in ("mixed", "strict"):  # in this process: what is tested is the episodic loop, not the CLI
+        run = Trained(
+            tmp_path / on_policy,
             "algo=ppo",
-            "debug=smoke",
             f"collector={collector}",
             f"algo.on_policy={on_policy}",
             "total_frames=3000",
             "loop.log_every_frames=100",
-            f"hydra.run.dir={run_dir}",
-            cwd=tmp_path,
         )
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        rows = rows_of(run_dir)
+        run.train()
+        rows = rows_of(run.dir)
         maxima[on_policy] = [row["batch/staleness_max"] for row in rows if "batch/staleness_max" in row]
         last = rows[-1]
         dropped = last.get("batch/frames_dropped_stale", 0)
         assert last["collect/frames_stepped"] == last["frames"] + dropped + last["buffer/frames_in_flight_dropped"]
         if on_policy == "strict":
             assert last["batch/episodes_dropped_stale"] > 0 and dropped > 0
-            assert f"{int(dropped):,} dropped: a weight push cut their episodes" in proc.stdout, proc.stdout[-2000:]
+            assert f"{int(dropped):,} dropped: a weight push cut their episodes" in run.out, run.out[-2000:]
     assert len(maxima["strict"]) >= 5 and max(maxima["strict"]) == 0, maxima
     assert max(maxima["mixed"]) > 0, maxima
