@@ -26,34 +26,23 @@ def check_stopped_at_first_evaluation_over(threshold: float, run_dir, total: int
     assert header.endswith("| solved at frames |") and row.endswith(f"| {solved[0]:,.0f} |")
 
 
+def trained(tmp_path, total_frames: int, *overrides: str) -> dict:
+    """A run of ``overrides`` to ``total_frames``, evaluated every 1,000 frames, through ``train`` in
+    this process (as the CLI runs it), in ``tmp_path / "run"``: its final metrics."""
+    cfg = trajrl.compose([*overrides, f"total_frames={total_frames}", "loop.eval_every_frames=1000"])
+    return trajrl.train(cfg, tmp_path / "run", progress=Progress(total_frames, stream=io.StringIO()))
+
+
 def test_a_ppo_run_stops_at_its_first_evaluation_at_the_threshold(tmp_path):
     """Episodic PPO (``train``, as the CLI runs it): CartPole's return climbs over evaluations;
     150 is past its first ones."""
-    cfg = trajrl.compose(
-        [
-            "experiment=ppo_cartpole",
-            "total_frames=40000",
-            "loop.eval_every_frames=1000",
-            "loop.stop_at_return=150",
-            "logger.plots=false",
-        ]
-    )
-    final = trajrl.train(cfg, tmp_path / "run", progress=Progress(40_000, stream=io.StringIO()))
+    final = trained(tmp_path, 40_000, "experiment=ppo_cartpole", "loop.stop_at_return=150", "logger.plots=false")
     check_stopped_at_first_evaluation_over(150.0, tmp_path / "run", 40_000, summary(final))
 
 
 def test_an_off_policy_run_stops_at_its_first_evaluation_at_the_threshold(tmp_path):
     """The off-policy loop (``train``, as the CLI runs it): any evaluation of CartPole reaches 5
     (an episode lasts 8 steps or more), so the first one stops it."""
-    cfg = trajrl.compose(
-        [
-            "debug=smoke",
-            "total_frames=6000",
-            "loop.eval_every_frames=1000",
-            "loop.eval_episodes=2",
-            "loop.stop_at_return=5",
-        ]
-    )
-    final = trajrl.train(cfg, tmp_path / "run", progress=Progress(6000, stream=io.StringIO()))
+    final = trained(tmp_path, 6000, "debug=smoke", "loop.eval_episodes=2", "loop.stop_at_return=5")
     check_stopped_at_first_evaluation_over(5.0, tmp_path / "run", 6000, summary(final))
     assert final["run/solved_at_frames"] >= 1000
