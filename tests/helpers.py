@@ -23,12 +23,21 @@ TESTS = Path(__file__).resolve().parent  # helpers.py and the test environments 
 REPO = TESTS.parent
 
 
+def cli_environment(*pythonpath) -> dict[str, str]:
+    """The environment a CLI run gets: this one's, unbuffered, without ``HYDRA_FULL_ERROR`` (errors
+    as users see them), ``pythonpath`` (where extra env modules are) before what the caller's
+    ``PYTHONPATH`` holds (where trajrl's own packages may be)."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    paths = [str(p) for p in (*pythonpath, os.environ.get("PYTHONPATH")) if p]
+    if paths:
+        env["PYTHONPATH"] = os.pathsep.join(paths)
+    env.pop("HYDRA_FULL_ERROR", None)
+    return env
+
+
 def trajrl(*args, cwd, timeout=120, pythonpath=None):
     """``python -m trajrl *args`` in ``cwd`` (``pythonpath``: where extra env modules are)."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    if pythonpath:  # before what the caller's PYTHONPATH holds (where trajrl's own packages may be)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(pythonpath), os.environ.get("PYTHONPATH")) if p)
-    env.pop("HYDRA_FULL_ERROR", None)
+    env = cli_environment(pythonpath)
     start = time.monotonic()
     proc = subprocess.run(
         [sys.executable, "-m", "trajrl", *args],
@@ -49,10 +58,7 @@ def exited(*args, cwd, timeout=120, pythonpath=None) -> tuple[subprocess.Complet
     while threads read its pipes: reading them to their end waits for whatever still holds them)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    if pythonpath:  # before what the caller's PYTHONPATH holds
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(pythonpath), os.environ.get("PYTHONPATH")) if p)
-    env.pop("HYDRA_FULL_ERROR", None)
+    env = cli_environment(pythonpath)
     proc = subprocess.Popen(
         [sys.executable, "-m", "trajrl", *args],
         cwd=cwd,
@@ -232,9 +238,7 @@ class Run:
 
     def __init__(self, tmp_path: Path, *overrides: str):
         self.dir = tmp_path / "run"
-        paths = (str(tmp_path), str(TESTS), os.environ.get("PYTHONPATH"))  # the test environments (bad_envs)
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
-        env.pop("HYDRA_FULL_ERROR", None)
+        env = cli_environment(tmp_path, TESTS)  # the test environments (bad_envs)
         self.proc = subprocess.Popen(
             [
                 sys.executable,
