@@ -1,11 +1,15 @@
 """Bad input, through the real CLI: one clear message naming the setting, the value and
-what would work; exit code 2; under 10 s; no run directory written; no process left."""
+what would work; exit code 2; under 10 s; no run directory written; no process left.
+
+The cases in ``FRESH_INTERPRETER`` (one per way a refusal comes about: Hydra's grammar, a group
+option, a setting's range, the environment, a config file) start ``python -m trajrl``; the others
+run the CLI's ``main()`` in a process forked from one that imported it once (``CliForks``)."""
 
 import time
 
 import pytest
 import torch
-from helpers import TESTS, exited
+from helpers import TESTS, CliForks, exited
 
 #: Config files a user might write (``hydra.searchpath`` adds their directory).
 USER_CONFIGS = {
@@ -216,20 +220,34 @@ CASES = [
 ]
 
 
+#: Cases run by a fresh ``python -m trajrl`` (the others by ``CliForks``).
+FRESH_INTERPRETER = {
+    "seed=[1,2",
+    "collector=nope",
+    "trajs_per_batch=0",
+    "env=gym env.id=NoSuchEnv-v0",
+    "experiment=broken_yaml",
+}
+
+
+@pytest.fixture(scope="module")
+def cli_forks():
+    forks = CliForks(pythonpath=TESTS)  # the test environments (action_envs)
+    yield forks
+    forks.close()
+
+
 @pytest.mark.parametrize("overrides, words", CASES, ids=[" ".join(o) for o, _ in CASES])
-def test_a_setting_that_cannot_work_is_refused_with_a_clear_message(overrides, words, tmp_path):
+def test_a_setting_that_cannot_work_is_refused_with_a_clear_message(overrides, words, tmp_path, cli_forks):
     for name, text in USER_CONFIGS.items():
         (tmp_path / "conf" / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / "conf" / name).write_text(text)
     start = time.monotonic()
-    proc, left = exited(
-        *overrides,
-        "debug=smoke",
-        f"hydra.searchpath=[file://{tmp_path / 'conf'}]",
-        cwd=tmp_path,
-        timeout=30,
-        pythonpath=TESTS,  # the test environments (action_envs)
-    )
+    args = [*overrides, "debug=smoke", f"hydra.searchpath=[file://{tmp_path / 'conf'}]"]
+    if " ".join(overrides) in FRESH_INTERPRETER:
+        proc, left = exited(*args, cwd=tmp_path, timeout=30, pythonpath=TESTS)  # the test environments
+    else:
+        proc, left = cli_forks.exited(*args, cwd=tmp_path, timeout=30)
     elapsed = time.monotonic() - start
     out, err = proc.stdout, proc.stderr
     message = out + err
