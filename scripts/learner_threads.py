@@ -1,6 +1,9 @@
 """The default run's learner alone, two ways of using a second core, against one thread:
 torch's intra-op threads (``torch.set_num_threads``) and the next batch sampled on a
-background thread while the current one is learnt from (what TorchRL's ``prefetch`` does).
+background thread while the current one is learnt from (what TorchRL's ``prefetch`` does);
+and the learner's one thread while another process keeps the other core busy (a loop of
+Python that shares no data with it: what a second busy core costs the first on this machine,
+where a run's workers would step environments).
 
     python scripts/learner_threads.py              # one torch thread
     OMP_NUM_THREADS=2 python scripts/learner_threads.py --threads 2
@@ -12,6 +15,8 @@ Prints gradient steps a second, the median of 3 alternated runs of 200 steps eac
 from __future__ import annotations
 
 import argparse
+import subprocess
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -51,11 +56,25 @@ def main() -> None:
             ahead.result()
             return steps / (time.perf_counter() - start)
 
+        def beside_a_busy_core(steps: int) -> float:
+            spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+            try:
+                time.sleep(0.5)  # under way
+                return one_thread(steps)
+            finally:
+                spinner.kill()
+                spinner.wait()
+
         one_thread(20)  # warm-up
-        rates = {"sampled in the learner's thread": [], "sampled on a background thread": []}
+        ways = {
+            "sampled in the learner's thread": one_thread,
+            "sampled on a background thread": sampled_beside,
+            "one thread, the other core busy": beside_a_busy_core,
+        }
+        rates = {way: [] for way in ways}
         for _ in range(args.repeats):
-            rates["sampled in the learner's thread"].append(one_thread(args.updates))
-            rates["sampled on a background thread"].append(sampled_beside(args.updates))
+            for way, measure in ways.items():
+                rates[way].append(measure(args.updates))
     print(f"# the default run's learner alone, torch threads: {torch.get_num_threads()}, gradient steps/s")
     for way, measured in rates.items():
         print(f"| {way} | {float(np.median(measured)):.1f} |")
