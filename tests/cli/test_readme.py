@@ -32,3 +32,12 @@ def test_the_api_example_in_the_readme_runs(tmp_path):
 def test_the_hand_written_loop_in_the_readme_runs(tmp_path):
     out = run_block("hand-written loop", tmp_path)
     assert re.search(r"loss \d+\.\d+, \d+ frames stored, \d+ in flight", out)
+
+
+def test_the_readme_is_a_short_reference_and_the_docs_index_lists_every_page():
+    """README at most 200 lines; every page under docs/ linked from docs/index.md."""
+    assert len(README.read_text().splitlines()) <= 200
+    docs = README.parent / "docs"
+    index = (docs / "index.md").read_text()
+    pages = sorted(str(p.relative_to(docs)) for p in docs.rglob("*.md") if p.name != "index.md")
+    assert pages and [p for p in pages if f"]({p})" not in index] == []
