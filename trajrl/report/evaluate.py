@@ -60,6 +60,7 @@ def record_video(cfg, agent, folder: str | Path, which: str = "best", seed: int 
             f"env.id={cfg.env.id} renders {modes or 'no frames'}, not rgb_array frames; evaluate without --video",
         )
     kwargs = {**dict(cfg.env.kwargs or {}), "render_mode": "rgb_array"}
+    made_here = not folder.exists()  # RecordVideo makes it before it asks for moviepy
 
     def record(env: gym.Env) -> gym.Env:
         return gym.wrappers.RecordVideo(
@@ -80,6 +81,8 @@ def record_video(cfg, agent, folder: str | Path, which: str = "best", seed: int 
         finally:
             env.close()  # RecordVideo writes the file when the episode ends or the environment closes
     except gym.error.DependencyNotInstalled as err:
+        if made_here and folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()  # nothing in it: the next try (the extra installed) writes there without a warning
         raise ConfigError(
             "--video", str(folder), f"rendering needs a package not installed ({err}); pip install 'trajrl[video]'"
         ) from None
