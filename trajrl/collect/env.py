@@ -28,24 +28,25 @@ from trajrl.envs import make_gym, make_vector, previous_of, stepping
 from trajrl.keys import WORKER_KEY
 from trajrl.signals import stacks_on_sigusr1
 
-_exit_with_parent_started = False
+_became_a_worker = False
 
 
-def exit_with_parent(poll_s: float = 0.5, niceness: int = 0) -> None:
-    """In a process that multiprocessing started (a collector's worker): exit once its
-    parent is gone (``trajrl.collect.counters.parent_alive``). The learner killed while
-    it holds the shared buffer's write lock never releases it, and a worker waiting on
-    it would otherwise wait forever. ``niceness`` is added to the process's (``os.nice``,
-    ``collector.worker_niceness``): where workers and the learner want more cores than
-    there are, the learner keeps its own. Does nothing in a process not started by
-    multiprocessing; starts one thread at most."""
-    global _exit_with_parent_started
-    if _exit_with_parent_started or multiprocessing.parent_process() is None:
+def become_a_worker(poll_s: float = 0.5, niceness: int = 0) -> None:
+    """What a process that multiprocessing started (a collector's worker) does once: it
+    exits once its parent is gone (``trajrl.collect.counters.parent_alive``: the learner
+    killed while it holds the shared buffer's write lock never releases it, and a worker
+    waiting on it would otherwise wait forever); it adds ``niceness`` to its own
+    (``os.nice``, ``collector.worker_niceness``: where workers and the learner want more
+    cores than there are, the learner keeps its own); and it prints its stacks on SIGUSR1,
+    as the learner does. Does nothing in a process not started by multiprocessing; starts
+    one thread at most."""
+    global _became_a_worker
+    if _became_a_worker or multiprocessing.parent_process() is None:
         return
-    _exit_with_parent_started = True
+    _became_a_worker = True
     if niceness:
         os.nice(niceness)
-    stacks_on_sigusr1()  # a worker says where it waits, as the learner does
+    stacks_on_sigusr1()
     alive = parent_alive()
 
     def watch() -> None:
@@ -111,7 +112,7 @@ def make_env(
         transforms.append(StampWorker(slot))
     count = None
     if counts is not None:  # a collector's environment: in a worker process, it ends with the learner
-        exit_with_parent(niceness=niceness)
+        become_a_worker(niceness=niceness)
         count = CountSteps(counts, slot, gate, faulted_stored=fixed_frames)
         transforms.append(count)
     if isinstance(env, TransformedEnv):  # a vector env comes with TorchRL's autoreset transform
