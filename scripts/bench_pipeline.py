@@ -998,8 +998,8 @@ def main(argv: list[str] | None = None) -> None:
             f"over all {os.cpu_count()} cores between the run's second metrics row and its last before the closing "
             f"one; steps/s: the learner's gradient steps a second there (evaluations left out); alone: the same "
             f"learner at the same batch shape on one thread, sampling included (median of {args.repeats_learner} "
-            f"runs of {args.updates} steps); each run with collector.worker_niceness=0 (workers at the learner's "
-            f"priority) and 10 (the default)"
+            f"runs of {args.updates} steps, measured before and after the runs: the mean); each run with "
+            f"collector.worker_niceness=0 (workers at the learner's priority) and 10 (the default)"
         )
         print()
         print(
@@ -1009,12 +1009,17 @@ def main(argv: list[str] | None = None) -> None:
         )
         print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for (label, overrides), frames in zip(IN_RUN, args.in_run_frames):
-            alone = learner_speed(None, args.updates, args.repeats_learner, overrides=overrides)["fused"]
+            # alone before and after the runs (this machine's speed drifts by a fifth within minutes): the mean
+            before = learner_speed(None, args.updates, args.repeats_learner, overrides=overrides)["fused"]
+            insides = {
+                niceness: in_run([*overrides, f"collector.worker_niceness={niceness}"], frames)
+                for niceness in (0, 10)  # the speed-up off, then on (the default)
+            }
+            after = learner_speed(None, args.updates, args.repeats_learner, overrides=overrides)["fused"]
+            alone = {k: (before[k] + after[k]) / 2 for k in ("per_s", "sample_ms", "update_ms")}
             alone_ms = alone["sample_ms"] + alone["update_ms"]
-            walls = {}
-            for niceness in (0, 10):  # the speed-up off, then on (the default)
-                inside = in_run([*overrides, f"collector.worker_niceness={niceness}"], frames)
-                walls[niceness] = inside["wall"]
+            walls = {niceness: inside["wall"] for niceness, inside in insides.items()}
+            for niceness, inside in insides.items():
                 print(
                     f"| {label}, collector.worker_niceness={niceness} | {inside['frames']:,} | "
                     f"{inside['window'][0]:,}-{inside['window'][1]:,} | {inside['wall']:.0f} | "
@@ -1023,6 +1028,7 @@ def main(argv: list[str] | None = None) -> None:
                     f"{inside['step_ms']:.2f} | {alone_ms:.2f} | {inside['return']:.1f} | {inside['violations']} |",
                     flush=True,
                 )
+            print(f"<!-- {label}: alone {before['per_s']:.0f} steps/s before the runs, {after['per_s']:.0f} after -->")
         print()
     if "sampling" in args.skip:
         return

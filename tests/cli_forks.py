@@ -13,9 +13,9 @@ import sys
 import tempfile
 import time
 import traceback
-from pathlib import Path
 
 import gymnasium  # noqa: F401  (imported once here, not by each check of an environment)
+from process_groups import processes_now
 
 import trajrl.__main__ as cli
 
@@ -45,20 +45,6 @@ def run_in_child(args: list[str], cwd: str, out: int, err: int) -> None:
     os._exit(code)
 
 
-def group_of(pgid: int) -> list[str]:
-    """Every process of group ``pgid`` now, zombies included: ``pid state command``."""
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            state, _, group = stat.read_text().rsplit(")", 1)[1].split()[:3]
-            command = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except (OSError, ValueError):  # gone meanwhile
-            continue
-        if int(group) == pgid:
-            found.append(f"{stat.parent.name} {state} {command[:160]}")
-    return found
-
-
 def run(args: list[str], cwd: str, timeout: float) -> dict:
     """One command in a forked child: its exit code (None if it ran past ``timeout`` s and
     was killed), its stdout and stderr, and what was left of its group when it exited."""
@@ -69,7 +55,7 @@ def run(args: list[str], cwd: str, timeout: float) -> dict:
         deadline = time.monotonic() + timeout
         while (waited := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
             time.sleep(0.005)
-        left = group_of(pid)
+        left = processes_now(pid)
         code = os.waitstatus_to_exitcode(waited[1]) if waited[0] else None
         if code is None or left:
             os.killpg(pid, signal.SIGKILL)

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import torch
+from process_groups import processes_now
 from tensordict import TensorDict
 from torchrl.data import LazyTensorStorage, TensorDictReplayBuffer
 
@@ -148,20 +149,6 @@ def processes_in_group(pgid: int) -> list[int]:
             continue
         if int(fields[2]) == pgid and fields[0] != "Z":
             found.append(int(stat.parent.name))
-    return found
-
-
-def processes_now(pgid: int) -> list[str]:
-    """Every process of group ``pgid`` at this moment, zombies included: ``pid state command``."""
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            state, _, group = stat.read_text().rsplit(")", 1)[1].split()[:3]
-            command = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except (OSError, ValueError):  # gone meanwhile
-            continue
-        if int(group) == pgid:
-            found.append(f"{stat.parent.name} {state} {command[:160]}")
     return found
 
 
