@@ -52,7 +52,9 @@ def test_a_resume_from_a_corrupt_checkpoint_leaves_no_process(run_in, tmp_path):
     (stopped / "checkpoints" / "latest.pt").write_bytes(os.urandom(4096))
     code, left, err = exit_of(run_in(f"resume={stopped}"))
     assert code == 2, err[-3000:]
-    (line,) = err.strip().splitlines()
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err[-3000:]
+    (line,) = lines
     assert line.startswith(f"trajrl: cannot resume: {stopped / 'checkpoints' / 'latest.pt'} cannot be read"), line
     assert left == []
 
