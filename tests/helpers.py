@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import torch
-from process_groups import processes_now
+from process_groups import processes_in_group, processes_now
 from tensordict import TensorDict
 from torchrl.data import LazyTensorStorage, TensorDictReplayBuffer
 
@@ -137,19 +137,6 @@ def collector_sampler_pairs(collectors, samplers, samplers_with: str = "multi_as
         for collector in collectors
         for sampler in samplers
     ]
-
-
-def processes_in_group(pgid: int) -> list[int]:
-    """Live processes of process group ``pgid`` (from /proc)."""
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            found.append(int(stat.parent.name))
-    return found
 
 
 def read_metrics(run_dir: Path) -> list[dict]:
