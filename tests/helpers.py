@@ -369,14 +369,14 @@ def zero_padded(flat):
 
 
 def padded_buffer(capacity=10_000, sampler=None):
-    from trajrl.replay.padded import PaddedToFlat
+    from trajrl.replay.incoming import WholeEpisodes
     from trajrl.replay.writer import EpisodeWriter
 
     storage = LazyTensorStorage(capacity)
     buffer = TensorDictReplayBuffer(
         storage=storage, sampler=sampler or EpisodeSampler(), batch_size=4, writer=EpisodeWriter()
     )
-    buffer.append_transform(PaddedToFlat())
+    buffer.append_transform(WholeEpisodes())
     return buffer
 
 

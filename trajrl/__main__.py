@@ -26,7 +26,7 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig
 
 from trajrl.checks import check_launcher, check_overrides, key_of
-from trajrl.config import CONFIG_DIR, explain, validate
+from trajrl.config import CONFIG_DIR, compose, explain, validate
 from trajrl.errors import CheckpointError, CollectorFailed, ConfigError, EnvironmentFailed, RunInterrupted
 from trajrl.processes import end_child_processes, start_fork_server, workers_from_a_fork_server
 from trajrl.signals import interrupts_raise, stacks_on_sigusr1
@@ -202,7 +202,13 @@ def resume_arguments(argv: list[str]) -> list[str]:
     except OSError:
         return argv  # the config check says what is missing
     now = {key_of(a) for a in argv}
-    return [o for o in original if key_of(o) not in now] + argv + [f"hydra.run.dir={run_dir}"]
+    merged = [o for o in original if key_of(o) not in now] + argv
+    if not any(a in ("--help", "-h", "--cfg", "-c", "--info") for a in argv):
+        # before Hydra writes into the run's directory: an override its checkpoint contradicts is refused
+        validate(
+            compose([a for a in merged if "=" in a and not a.startswith("-") and not key_of(a).startswith("hydra")])
+        )
+    return merged + [f"hydra.run.dir={run_dir}"]
 
 
 def record_command(run_dir: Path, overrides: list[str], typed: list[str]) -> None:

@@ -20,7 +20,7 @@ from dataclasses import Field, fields
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, ListConfig
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from trajrl.errors import ConfigError
 from trajrl.settings import (
@@ -70,8 +70,6 @@ def check(cfg: DictConfig) -> None:
     check_hindsight_replay(cfg)
     check_hindsight_env(cfg, spaces)
     check_her_state(cfg)
-    # the run to resume
-    check_resume(cfg)
 
 
 def learns_on_policy(cfg: DictConfig) -> bool:
@@ -551,7 +549,10 @@ def check_her_state(cfg: DictConfig) -> None:
 
 # ---------------------------------------------------------------- the run to resume
 def check_resume(cfg: DictConfig) -> None:
-    """``resume=<run dir>``: a run directory with its config and a checkpoint."""
+    """``resume=<run dir>``: a run directory with its config and a checkpoint, resumed with
+    the settings its checkpoint was made with (``checkpointed`` ones: the algorithm, the
+    networks' sizes, the environment and its spaces). Run on the config with ``auto``
+    resolved, as the run's own ``config.yaml`` holds it."""
     if cfg.resume is None:
         return
     missing = [name for name in ("config.yaml", "checkpoints/latest.pt") if not (Path(cfg.resume) / name).exists()]
@@ -562,6 +563,27 @@ def check_resume(cfg: DictConfig) -> None:
             f"has no {' and no '.join(missing)}; use resume=<the directory of a "
             "run that saved a checkpoint> (outputs/<date>/<time>)",
         )
+    saved = OmegaConf.load(Path(cfg.resume) / "config.yaml")
+    for group, (selector, _) in GROUPS.items():
+        if saved.get(group) is None:
+            continue
+        for f in fields(option_schema(group, cfg[group])):
+            if not f.metadata.get("checkpointed"):
+                continue
+            now, then = _plain(cfg[group].get(f.name)), _plain(saved[group].get(f.name))
+            if now == then:
+                continue
+            keeps = (
+                "a resume keeps the algorithm, the networks' sizes and the environment's spaces that its "
+                "checkpoint was made with: drop the override, or train a new run (without resume)"
+            )
+            if f.name == selector:
+                raise ConfigError(group, now, f"the checkpoint in {cfg.resume} was made with {group}={then}; {keeps}")
+            raise ConfigError(f"{group}.{f.name}", now, f"the checkpoint in {cfg.resume} holds {then!r}; {keeps}")
+
+
+def _plain(value: Any) -> Any:
+    return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
 
 
 # ---------------------------------------------------------------- what the CLI checks besides the config

@@ -30,7 +30,7 @@ from omegaconf.errors import (
     ValidationError,
 )
 
-from trajrl.checks import check, state_every_problem, storage_layout
+from trajrl.checks import check, check_resume, state_every_problem, storage_layout
 from trajrl.errors import ConfigError
 from trajrl.helptext import describe_settings
 from trajrl.settings import GROUPS, RunSettings, option_schema
@@ -77,6 +77,7 @@ def validate(cfg: DictConfig) -> DictConfig:
     cfg = typed(cfg)
     check(cfg)
     resolve_auto(cfg)
+    check_resume(cfg)  # against the run's config.yaml, which holds what auto stood for
     cfg._set_flag(_CHECKED, True)
     OmegaConf.set_readonly(cfg, True)
     return cfg

@@ -36,7 +36,12 @@ class EnvironmentFailed(RuntimeError):
     """The environment raised (or hung) while trajrl stepped it in the learner's process."""
 
 
-class MalformedMask(ValueError):
+class RefusedBatch(ValueError):
+    """A batch the replay buffer cannot store as it promises to (complete episodes, every
+    step with what the buffer keeps of it): says what is missing; nothing was written."""
+
+
+class MalformedMask(RefusedBatch):
     """A padded batch whose mask cannot describe episodes; nothing was written."""
 
 

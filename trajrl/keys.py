@@ -3,7 +3,7 @@ the collectors, the replay buffers and the learners all read (it imports nothing
 
 #: Each step's trajectory id, as TorchRL's collectors write it.
 TRAJ_KEY = ("collector", "traj_ids")
-#: True where a padded batch holds a real step (``trajrl.replay.padded``, ``as_sequences``).
+#: True where a padded batch holds a real step (``trajrl.replay.incoming``, ``as_sequences``).
 MASK_KEY = ("collector", "mask")
 #: The weight version a step was collected with.
 VERSION_KEY = "policy_version"

@@ -65,20 +65,30 @@ FRACTION = between(0, 1)
 
 
 def setting(
-    default: Any, help: str, *, range: Range | None = None, choices: tuple[str, ...] | None = None, auto: bool = False
+    default: Any,
+    help: str,
+    *,
+    range: Range | None = None,
+    choices: tuple[str, ...] | None = None,
+    auto: bool = False,
+    checkpointed: bool = False,
 ) -> Any:
     """A dataclass field with its description and its range (numbers) or choices (names);
-    ``auto``: the value "auto" is admitted too (trajrl derives it from other settings).
+    ``auto``: the value "auto" is admitted too (trajrl derives it from other settings);
+    ``checkpointed``: what a checkpoint holds was made with it (the networks' shapes, the
+    environment's spaces), so a resume keeps it (``trajrl.checks.check_resume``).
     A list default is copied for each instance."""
-    metadata = {"help": help, "range": range, "choices": choices, "auto": auto}
+    metadata = {"help": help, "range": range, "choices": choices, "auto": auto, "checkpointed": checkpointed}
     if isinstance(default, (list, dict)):
         return field(default_factory=lambda: type(default)(default), metadata=metadata)
     return field(default=default, metadata=metadata)
 
 
-def option(name: str) -> Any:
-    """The field that names a group's option (``kind`` or ``name``); the registry sets its choices."""
-    return field(default=name, metadata={"help": "the option of this group", "range": None, "choices": None})
+def option(name: str, checkpointed: bool = False) -> Any:
+    """The field that names a group's option (``kind`` or ``name``); the registry sets its choices.
+    ``checkpointed``: a resume keeps the option (``setting``)."""
+    metadata = {"help": "the option of this group", "range": None, "choices": None, "checkpointed": checkpointed}
+    return field(default=name, metadata=metadata)
 
 
 def default_of(f: Field) -> Any:
@@ -90,9 +100,13 @@ def default_of(f: Field) -> Any:
 @dataclass
 class EnvSettings:
     id: str = setting(
-        MISSING, "gymnasium id of the environment (trajrl's ids: trajrl/CartPoleNoVel-v1, trajrl/PendulumNoVel-v1)"
+        MISSING,
+        "gymnasium id of the environment (trajrl's ids: trajrl/CartPoleNoVel-v1, trajrl/PendulumNoVel-v1)",
+        checkpointed=True,
     )
-    kwargs: dict[str, Any] = setting({}, "keyword arguments for gymnasium.make (+env.kwargs.<name>=<value>)")
+    kwargs: dict[str, Any] = setting(
+        {}, "keyword arguments for gymnasium.make (+env.kwargs.<name>=<value>)", checkpointed=True
+    )
     import_module: str | None = setting(None, "module to import first (where third-party ids register)")
     num_envs: int = setting(
         1,
@@ -117,9 +131,10 @@ class EnvSettings:
         "observe the action taken at the step before as well (one-hot for "
         "discrete actions; zeros at an episode's first step), as POPGym and "
         "Ni et al. (2022) feed recurrent agents",
+        checkpointed=True,
     )
     previous_reward: bool = setting(
-        False, "observe the reward of the step before as well (0 at an episode's first step)"
+        False, "observe the reward of the step before as well (0 at an episode's first step)", checkpointed=True
     )
 
 
@@ -323,11 +338,15 @@ SLICE_SAMPLERS = ("slice", "slice_without_replacement", "prioritized_slice")
 # ---------------------------------------------------------------- learn: algorithms
 @dataclass
 class NetworkSettings:
-    name: str = option("r2d2")
-    rnn: str = setting("lstm", "recurrent core", choices=("lstm", "gru"))
-    hidden_size: int = setting(64, "recurrent cells", range=at_least(1))
-    encoder_sizes: list[int] = setting([64], "MLP layers before the recurrent core (or the head)", range=at_least(1))
-    normalize_observations: bool = setting(True, "standardise inputs with statistics of 2,000 random-policy steps")
+    name: str = option("r2d2", checkpointed=True)
+    rnn: str = setting("lstm", "recurrent core", choices=("lstm", "gru"), checkpointed=True)
+    hidden_size: int = setting(64, "recurrent cells", range=at_least(1), checkpointed=True)
+    encoder_sizes: list[int] = setting(
+        [64], "MLP layers before the recurrent core (or the head)", range=at_least(1), checkpointed=True
+    )
+    normalize_observations: bool = setting(
+        True, "standardise inputs with statistics of 2,000 random-policy steps", checkpointed=True
+    )
     observation_stats: str = setting(
         "fixed",
         "fixed: standardise with the statistics measured at the start; "
@@ -350,10 +369,13 @@ class NetworkSettings:
         "learning rate of the recurrent core (LSTM/GRU), which RESeL (Luo et al., "
         "2024) trains far slower than the rest; null: lr",
         range=above(0),
+        checkpointed=True,  # null or not: one group of parameters in the optimiser, or two
     )
     max_grad_norm: float = setting(10.0, "gradient norm clipping", range=above(0))
     layer_norm: bool = setting(
-        False, "layer-normalise each encoder's output, and the recurrent features of the Q-network and the critics"
+        False,
+        "layer-normalise each encoder's output, and the recurrent features of the Q-network and the critics",
+        checkpointed=True,
     )
 
 
@@ -393,7 +415,7 @@ class R2D2Settings(NetworkSettings):
     eval_network: str = setting(
         "online", "network that acts in evaluation: online | target (a slow average)", choices=("online", "target")
     )
-    dueling: bool = setting(False, "Q = V + A - mean(A) instead of one linear head")
+    dueling: bool = setting(False, "Q = V + A - mean(A) instead of one linear head", checkpointed=True)
     advantage_learning: float = setting(
         0.0,
         "alpha of advantage learning (Bellemare et al., 2016): each target less alpha x (max_b Q'(s,b) - "
@@ -407,7 +429,7 @@ class R2D2Settings(NetworkSettings):
 class RSACSettings(NetworkSettings):
     """Recurrent SAC (continuous actions; SAC-discrete for Discrete ones)."""
 
-    name: str = option("rsac")
+    name: str = option("rsac", checkpointed=True)
     initial_state: str = setting(
         "stored",
         "actor's state at a slice's first step: stored | zero (critics start at zero)",
@@ -448,10 +470,10 @@ class RSACSettings(NetworkSettings):
 class PPOSettings(NetworkSettings):
     """Episodic PPO (optionally recurrent)."""
 
-    name: str = option("ppo")
-    recurrent: bool = setting(False, "LSTM/GRU actor and critic over whole episodes")
+    name: str = option("ppo", checkpointed=True)
+    recurrent: bool = setting(False, "LSTM/GRU actor and critic over whole episodes", checkpointed=True)
     encoder_sizes: list[int] = setting(
-        [64, 64], "MLP layers (tanh) before the recurrent core or the head", range=at_least(1)
+        [64, 64], "MLP layers (tanh) before the recurrent core or the head", range=at_least(1), checkpointed=True
     )
     max_grad_norm: float = setting(0.5, "gradient norm clipping", range=above(0))
     gae_lambda: float = setting(0.95, "GAE lambda", range=FRACTION)

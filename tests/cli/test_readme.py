@@ -34,6 +34,12 @@ def test_the_hand_written_loop_in_the_readme_runs(tmp_path):
     assert re.search(r"loss \d+\.\d+, \d+ frames stored, \d+ in flight", out)
 
 
+def test_the_padded_extend_in_the_readme_runs(tmp_path):
+    """A user's own [3, 9] batch with its mask: its 17 valid steps stored as 3 episodes."""
+    out = run_block("padded extend", tmp_path)
+    assert "17 steps stored, 3 episodes" in out
+
+
 def test_the_readme_is_a_short_reference_and_the_docs_index_lists_every_page():
     """README at most 200 lines; every page under docs/ linked from docs/index.md."""
     assert len(README.read_text().splitlines()) <= 200

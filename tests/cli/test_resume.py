@@ -162,3 +162,26 @@ def test_resuming_from_a_checkpoint_that_does_not_fit_is_refused_and_the_run_kep
     run.failed_with(2, "trajrl: cannot resume:", "truncated, corrupt or not a trajrl checkpoint", capfd=capfd)
     run.assert_nothing_left()
     assert (run_dir / "metrics.csv").read_bytes() == metrics  # nothing written lost
+
+
+def files_of(run_dir):
+    """Every file under ``run_dir`` with its size and time of last change."""
+    return {p: (p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(run_dir.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize(
+    "override, line",
+    [
+        ("algo.hidden_size=32", "algo.hidden_size=32: the checkpoint in {run} holds 64; a resume keeps the algorithm"),
+        ("algo=rsac", "algo='rsac': the checkpoint in {run} was made with algo=r2d2; a resume keeps the algorithm"),
+    ],
+)
+def test_a_resume_that_contradicts_its_checkpoint_is_refused_before_anything_is_written(
+    run_dir, tmp_path, override, line
+):
+    before = files_of(run_dir)
+    refused = cli(f"resume={run_dir}", override, cwd=tmp_path)
+    assert refused.returncode == 2, refused.stderr[-3000:]
+    lines = refused.stderr.strip().splitlines()
+    assert len(lines) == 1 and line.format(run=run_dir) in lines[0], refused.stderr
+    assert files_of(run_dir) == before  # not even Hydra's .hydra/ files or its log

@@ -140,17 +140,16 @@ def test_writes_with_clashing_ids_merge_episodes_unless_the_writer_renews_ids():
     from helpers import episodes, padded_buffer, zero_padded
     from torchrl.data import LazyTensorStorage, RoundRobinWriter, TensorDictReplayBuffer
 
-    from trajrl.replay.padded import PaddedToFlat
+    from trajrl.keys import MASK_KEY
     from trajrl.replay.writer import EpisodeWriter
 
     first, second = zero_padded(episodes([3, 5], first_id=0)), zero_padded(episodes([4, 2], first_id=1))
     guarded = padded_buffer()
     assert isinstance(guarded._writer, EpisodeWriter)
     unguarded = TensorDictReplayBuffer(storage=LazyTensorStorage(1000), writer=RoundRobinWriter(), batch_size=4)
-    unguarded.append_transform(PaddedToFlat())  # TorchRL's writer: ids stored as written
-    for buffer in (guarded, unguarded):
-        buffer.extend(first)
-        buffer.extend(second)
+    for batch in (first, second):
+        guarded.extend(batch)
+        unguarded.extend(batch[batch[MASK_KEY]].exclude(MASK_KEY))  # TorchRL's writer: ids stored as written
     assert not any(audit_storage(guarded[:], full=False).values())
     # without fresh ids, the second write's episode 1 continues the stored episode 1: two episodes stitched
     assert audit_storage(unguarded[:], full=False)["done_inside_episode"] == 1

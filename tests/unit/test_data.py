@@ -223,7 +223,7 @@ def with_mask(padded, mask):
     ],
 )
 def test_a_malformed_mask_is_refused_before_anything_is_written(case, words):
-    from trajrl.replay.padded import MalformedMask
+    from trajrl.errors import MalformedMask
 
     buffer = padded_buffer()
     padded = zero_padded(episodes([5, 2, 3]))

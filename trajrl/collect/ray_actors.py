@@ -7,7 +7,7 @@ buffer (``service_backend="ray"``), which every statistic, sampler and audit of 
 loop would then reach through remote calls. Here the actors send their batches of
 complete episodes (padded ``[N, T]`` + mask) through Ray's object store, and a
 thread of the learner's process writes them as they arrive: the buffer stays a
-local TorchRL buffer, and ``PaddedToFlat`` gives the episodes fresh ids (each actor
+local TorchRL buffer, and ``WholeEpisodes`` gives the episodes fresh ids (each actor
 numbers its own from 0). Fixed-frame batches (``trajs_per_batch=null``) go the same
 way, each step stamped with its actor's slot, into that actor's storage lanes. To the
 loop it is a collector like the others: ``start()``,

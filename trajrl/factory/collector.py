@@ -16,6 +16,7 @@ from torchrl.data import ReplayBuffer
 from torchrl.weight_update import SharedMemWeightSyncScheme
 
 from trajrl.collect.assembly import EpisodeCollector, StampTrajectoryIds
+from trajrl.replay.incoming import storage_layout_write
 from trajrl.settings import CollectorSettings
 from trajrl.topology import rollout_frames
 
@@ -123,6 +124,7 @@ def build_collector(
     slots = [{"slot": index} for index in range(collector_slots(kind, workers, num_envs))]
     if kind == "ray":
         traj = {"trajs_per_batch": trajs_per_batch}
-    collector = BUILDERS[kind](env_fn, policy, settings, slots, common, traj)
+    with storage_layout_write(buffer):
+        collector = BUILDERS[kind](env_fn, policy, settings, slots, common, traj)
     collector.set_seed(seed)
     return collector

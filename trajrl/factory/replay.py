@@ -15,8 +15,8 @@ from trajrl.keys import TRAJ_KEY
 from trajrl.replay.batches import SequenceSampler
 from trajrl.replay.episodes import EpisodeSampler
 from trajrl.replay.hindsight import HindsightGoals
+from trajrl.replay.incoming import WholeEpisodes
 from trajrl.replay.lanes import LaneSliceSampler, LaneWriter, PrioritizedLaneSliceSampler
-from trajrl.replay.padded import PaddedToFlat
 from trajrl.replay.slices import StepSliceSampler
 from trajrl.replay.states import SparseStates
 from trajrl.replay.writer import EpisodeWriter, counters_without_locks
@@ -93,7 +93,8 @@ def build_buffer(
     """A TensorDictReplayBuffer (shared with worker processes when they write into it).
 
     Flat complete episodes are stored as written; padded ``[N, T]`` batches with
-    ``("collector", "mask")`` are stored as their valid steps (``PaddedToFlat``).
+    ``("collector", "mask")`` are stored as their valid steps; whatever writes, episodes are
+    checked complete and numbered afresh (``trajrl.replay.incoming.WholeEpisodes``).
     ``lanes=(workers, environments per worker)``: fixed-frame batches, each
     environment's steps in a lane of their own (``trajrl.replay.lanes``).
     ``not_stored``: keys the policy writes that learning never reads; they, and what
@@ -131,8 +132,10 @@ def build_buffer(
         sampler.follow(buffer._writer)  # the writer counts every write, in whichever process
     if hindsight is not None:
         sampler.hindsight = hindsight  # config.py allows it only with samplers that keep an episode index
-    buffer.append_transform(DropFaultedEpisodes())  # run last on writes: no episode a fault ended is stored
-    buffer.append_transform(PaddedToFlat())  # rb.extend(padded [N, T] + mask) stores the valid steps
+    # Transforms run on writes in the reverse order of these lines: what is never stored is dropped,
+    # then every episode a fault ended, then the rest is checked and stored as complete episodes.
+    buffer.append_transform(WholeEpisodes())  # rb.extend(flat, or padded [N, T] + mask): complete episodes or refused
+    buffer.append_transform(DropFaultedEpisodes())  # no episode a fault ended is stored
     buffer.append_transform(ExcludeTransform(*DERIVED, *not_stored), invert=True)  # run by rb.extend
     kind = sampler_cfg.kind
     return SequenceSampler(

@@ -128,8 +128,10 @@ class StepSliceSampler(Sampler):
             first, first_count, keep = self._kept_start(storage, picked, offset, run_len)
             if not bool(keep.any()):
                 raise RuntimeError(
-                    "no stored step has its recurrent state kept yet (sampler.state_every): "
-                    "sample once more episodes are stored"
+                    "no slice can start where its recurrent state is kept (sampler.state_every="
+                    f"{self.states.every}): sample once more episodes are stored; if the batches written "
+                    "carry no state, store it with every step (sampler.state_every=null), start slices "
+                    "from a zero state (algo.initial_state=zero) or write batches with the policy's state"
                 )
             again = torch.multinomial(keep.float(), num_slices, replacement=True, generator=self._rng)
             pick = torch.where(keep, torch.arange(num_slices), again)  # the others: slices drawn again
@@ -150,16 +152,21 @@ class StepSliceSampler(Sampler):
         self, storage: Storage, picked: torch.Tensor, offset: torch.Tensor, run_len: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(first, its step count, kept)``: the offset in its run of the step with a kept
-        state at or before each picked step (or the next one, where that state is gone),
-        that step's place in its episode, and whether there is one in the run."""
+        state at or before each picked step (or the next one, where that state is gone; or
+        else the episode's first step, where a write without states kept none), that step's
+        place in its episode, and whether there is one in the run."""
         every, size = self.states.every, len(storage)
-        step_count = storage._storage.get("step_count").reshape(-1)[picked]
-        back = step_count % every
-        first, at = offset - back, step_count - back
+        step_count = storage._storage.get("step_count").reshape(-1)
+        count = step_count[picked]
+        back = count % every
+        first, at = offset - back, count - back
         kept = (first >= 0) & self.states.has_state((picked - back) % size, at)
         ahead = first + every
         kept_ahead = (ahead < run_len) & self.states.has_state((picked - back + every) % size, at + every)
-        return torch.where(kept, first, ahead), torch.where(kept, at, at + every), kept | kept_ahead
+        from_start = step_count[(picked - offset) % size] == 0  # the run begins its episode: a zero state
+        first = torch.where(kept, first, torch.where(kept_ahead, ahead, 0))
+        at = torch.where(kept, at, torch.where(kept_ahead, at + every, 0))
+        return first, at, kept | kept_ahead | from_start
 
     def update_priority(self, index: torch.Tensor, priority: torch.Tensor, *, storage=None) -> None:
         index, priority = torch.as_tensor(index).reshape(-1), torch.as_tensor(priority, dtype=torch.float).reshape(-1)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import torch
 from tensordict import TensorDict
 
+from trajrl.errors import RefusedBatch
 from trajrl.keys import TRAJ_KEY
 from trajrl.replay.episodes import buffer_locked, find_runs, run_steps
 
@@ -97,15 +98,50 @@ class SparseStates:
     def nbytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in (*self.states.values(), self.owner))
 
-    def write(self, position: torch.Tensor, step_count: torch.Tensor, states: dict[str, torch.Tensor]) -> None:
+    def check(self, data) -> None:
+        """``RefusedBatch`` for a batch that brings some of the state's keys and not the
+        others, or a state of another shape than the table's (a batch with none is stored:
+        its steps have no kept state)."""
+        present = [key for key in self.keys if data.get(key, None) is not None]
+        if present and len(present) < len(self.keys):
+            missing = [key for key in self.keys if key not in present]
+            raise RefusedBatch(
+                f"the batch has the recurrent state's {', '.join(map(repr, present))} and not "
+                f"{', '.join(map(repr, missing))}: write every key of the state ({', '.join(map(repr, self.keys))}, "
+                "each step's state before it), or none"
+            )
+        for key in present:
+            shape = tuple(data.get(key).shape[data.batch_dims :])
+            expected = tuple(self.states[key].shape[1:])
+            if shape != expected:
+                raise RefusedBatch(f"the recurrent state {key!r} has shape {shape} a step, the policy's is {expected}")
+
+    def write(self, position: torch.Tensor, step_count: torch.Tensor, states: dict[str, torch.Tensor | None]) -> None:
         """The steps just written at ``position`` (``[N]``, with their ``step_count``): the
-        states of those at a multiple of ``every`` past their episode's first step."""
+        states of those at a multiple of ``every`` past their episode's first step. Steps
+        written without a state (``states``' values None) have none kept: slices start
+        there only at their episode's first step."""
         step_count = step_count.reshape(-1)
+        slots = position // self.every
+        self.owner[slots[self.owner[slots] == position]] = -1  # whatever the overwritten steps had is gone
+        if any(value is None for value in states.values()):
+            return
         kept = (step_count % self.every == 0) & (step_count > 0)
         slot = position[kept] // self.every
         for key, table in self.states.items():
             table[slot] = states[key].reshape(-1, *table.shape[1:])[kept].to(table.dtype)
         self.owner[slot] = position[kept]
+
+    def saved(self, position: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """What ``write`` at ``position`` may change, to ``restore`` if the write fails."""
+        slot = (position // self.every).unique()
+        return (slot, self.owner[slot].clone(), *(table[slot].clone() for table in self.states.values()))
+
+    def restore(self, saved: tuple[torch.Tensor, ...]) -> None:
+        slot, owner, *tables = saved
+        self.owner[slot] = owner
+        for table, values in zip(self.states.values(), tables):
+            table[slot] = values
 
     def has_state(self, position: torch.Tensor, step_count: torch.Tensor) -> torch.Tensor:
         """Whether a slice may start at each of these stored steps: an episode's first

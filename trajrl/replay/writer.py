@@ -30,7 +30,7 @@ import torch
 from tensordict import TensorDictBase
 from torchrl.data import RoundRobinWriter
 
-from trajrl.errors import CheckpointError
+from trajrl.errors import CheckpointError, RefusedBatch
 from trajrl.keys import TRAJ_KEY
 from trajrl.replay.states import SparseStates
 
@@ -118,23 +118,71 @@ class EpisodeWriter(RoundRobinWriter):
         path = journal_path(self.journal_dir, os.getpid())
         torch.save({**self._journal_counts(), "data": data}, f"{path}.tmp")
         os.replace(f"{path}.tmp", path)  # the journal is whole from here on
-        index = self._write(data)
+        try:
+            index = self._write(data)
+        except BaseException:  # undone: nothing for a recovery to write again
+            os.remove(path)
+            raise
         os.remove(path)
         return index
 
     def _prepare(self, data):
-        """The write as it is journalled: each episode with a fresh id."""
-        if isinstance(data, TensorDictBase) and data.get(TRAJ_KEY, None) is not None:
-            data = self._fresh_ids(data)
+        """The write as it is journalled: checked against what the buffer keeps (nothing
+        is written otherwise), each episode with a fresh id."""
+        if isinstance(data, TensorDictBase):
+            self._check_keys(data)
+            if data.get(TRAJ_KEY, None) is not None:
+                data = self._fresh_ids(data)
         return data
 
+    def _check_keys(self, data: TensorDictBase) -> None:
+        """``RefusedBatch`` for a batch that lacks a key the storage keeps with every step
+        (TorchRL would leave the overwritten steps' values there), holds one of another
+        shape, or brings some of the recurrent state's keys and not the others."""
+        if self.states is not None:
+            self.states.check(data)
+            data = data.exclude(*self.states.keys)
+        layout = self._storage._storage if self._storage.initialized else None
+        if layout is None:
+            return
+        for key in layout.keys(include_nested=True, leaves_only=True):
+            if key == "index":
+                continue
+            value = data.get(key, None)
+            if value is None:
+                raise RefusedBatch(
+                    f"the batch has no {key!r}, which the buffer keeps with every step (its first write had it): "
+                    "write it with each step, or store this batch in a buffer of its own"
+                )
+            expected = layout.get(key).shape[layout.batch_dims :]
+            if value.shape[data.batch_dims :] != expected:
+                raise RefusedBatch(
+                    f"{key!r} has shape {tuple(value.shape[data.batch_dims :])} a step, the buffer keeps "
+                    f"{tuple(expected)}"
+                )
+
     def _write(self, data) -> torch.Tensor:
-        if self.states is None:
-            return RoundRobinWriter.extend(self, data)
-        keys = self.states.keys
-        index = RoundRobinWriter.extend(self, data.exclude(*keys))
-        self.states.write(index.reshape(-1), data.get("step_count"), {key: data.get(key) for key in keys})
-        return index
+        """Write ``data`` whole, or not at all: an error anywhere (the storage, the states
+        table) puts the counts and every overwritten step back as they were."""
+        before = self._journal_counts()
+        position = torch.arange(before["cursor"], before["cursor"] + data.shape[0]) % self._storage.max_size
+        overwritten = position[position < before["stored"]]
+        saved_steps = self._storage[overwritten].clone() if overwritten.numel() else None
+        saved_states = self.states.saved(position) if self.states is not None else None
+        try:
+            if self.states is None:
+                return RoundRobinWriter.extend(self, data)
+            keys = self.states.keys
+            index = RoundRobinWriter.extend(self, data.exclude(*keys))
+            self.states.write(index.reshape(-1), data.get("step_count"), {key: data.get(key, None) for key in keys})
+            return index
+        except BaseException:
+            self._restore_counts(before)
+            if saved_steps is not None:
+                self._storage.set(overwritten, saved_steps, set_cursor=False)
+            if saved_states is not None:
+                self.states.restore(saved_states)
+            raise
 
     def _journal_counts(self) -> dict:
         """The counts as they are before a write: TorchRL's storage adds the write's length

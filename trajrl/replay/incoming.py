@@ -1,0 +1,156 @@
+"""What a flat replay buffer of complete episodes takes on write: ``rb.extend(batch)`` stores
+complete episodes, whatever wrote the batch, or refuses it whole.
+
+Collectors with ``trajs_per_batch`` write flat complete episodes with their trajectory
+ids, step counts and ``is_init``; a user's own data (a padded ``[N, T]`` batch with
+``("collector", "mask")`` as ``traj_format="padded"`` gives, episodes read back from a
+storage, offline data) may lack any of those. ``WholeEpisodes`` is a replay-buffer
+transform whose inverse (run on every write, in whichever process writes):
+
+- keeps exactly the valid steps of a padded batch, row after row, so that each episode is
+  stored contiguous (each row is one episode);
+- tells the episodes apart where the trajectory id changes, where ``is_init`` is set, after
+  a step that is ``("next", "done")`` and where a padded row begins, and numbers them
+  afresh (the buffer's ``EpisodeWriter`` then gives them ids no other episode has): a step
+  never keeps an id it did not bring, and two episodes under one id are two episodes;
+- fills in what the buffer keeps with every step and the batch can do without:
+  ``step_count``, ``is_init`` and ``("next", "done")`` (from ``terminated`` and ``truncated``);
+- refuses, before anything is written, a batch with an episode that did not end (no
+  ``("next", "done")`` at its last step): stored, it would pass for a complete one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import torch
+from tensordict import TensorDictBase
+from torchrl.envs.transforms import Transform
+
+from trajrl.errors import MalformedMask, RefusedBatch
+from trajrl.keys import MASK_KEY, TRAJ_KEY
+
+DONE_KEY = ("next", "done")
+
+
+def check_mask(batch: TensorDictBase) -> torch.Tensor:
+    """The boolean ``[N, T]`` mask of a padded batch, or ``MalformedMask`` saying what is wrong."""
+    mask = batch.get(MASK_KEY, None)
+    if mask is None:
+        raise MalformedMask(
+            f"a [N, T] batch of shape {tuple(batch.shape)} without ('collector', 'mask') cannot be told apart "
+            "from padding: write flat episodes, add the mask, or use storage.ndim=2 for fixed-frame batches"
+        )
+    if mask.shape != batch.shape:
+        raise MalformedMask(f"('collector', 'mask') has shape {tuple(mask.shape)}, the batch {tuple(batch.shape)}")
+    mask = mask.bool()
+    empty = (~mask.any(-1)).nonzero().reshape(-1)
+    if empty.numel():
+        raise MalformedMask(f"rows {empty.tolist()[:10]} of the mask have no valid step (an empty episode)")
+    not_prefix = (mask[:, 1:] & ~mask[:, :-1]).any(-1).nonzero().reshape(-1)
+    if not_prefix.numel():
+        raise MalformedMask(
+            f"rows {not_prefix.tolist()[:10]} of the mask are not a prefix of valid steps followed by padding"
+        )
+    return mask
+
+
+def flag(data: TensorDictBase, key) -> torch.Tensor | None:
+    """``data``'s boolean ``key`` as ``[T]``, or None where the batch has none."""
+    value = data.get(key, None)
+    return None if value is None else value.reshape(data.shape[0], -1).any(-1)
+
+
+def done_flags(steps: TensorDictBase) -> torch.Tensor:
+    """``("next", "done")`` of flat steps as ``[T]``: as written, else ``terminated | truncated``."""
+    done = flag(steps, DONE_KEY)
+    if done is not None:
+        return done
+    ends = [f for f in (flag(steps, ("next", "terminated")), flag(steps, ("next", "truncated"))) if f is not None]
+    if not ends:
+        raise RefusedBatch(
+            "the batch has no ('next', 'done'), ('next', 'terminated') or ('next', 'truncated'): the buffer "
+            "cannot tell where its episodes end; write each step's ('next', 'done')"
+        )
+    return torch.stack(ends).any(0)
+
+
+def as_complete_episodes(steps: TensorDictBase, row_starts: torch.Tensor | None = None) -> TensorDictBase:
+    """Flat steps (``[T]``) as the buffer stores them (see the module): episodes numbered
+    0, 1, ... in ``TRAJ_KEY``, ``step_count``, ``is_init`` and ``("next", "done")`` filled in
+    where missing; ``RefusedBatch`` for an episode without a done at its end.
+    ``row_starts``: ``[T]``, True at the first valid step of each row of a padded batch."""
+    size = steps.shape[0]
+    done = done_flags(steps)
+    begins = torch.zeros(size, dtype=torch.bool)
+    begins[0] = True
+    begins[1:] |= done[:-1]
+    for starts in (flag(steps, "is_init"), row_starts):
+        if starts is not None:
+            begins |= starts
+    ids = steps.get(TRAJ_KEY, None)
+    if ids is not None:
+        ids = ids.reshape(-1)
+        begins[1:] |= ids[1:] != ids[:-1]
+    ends = torch.ones(size, dtype=torch.bool)
+    ends[:-1] = begins[1:]
+    unfinished = (ends & ~done).nonzero().reshape(-1)
+    if unfinished.numel():
+        last = int(unfinished[0])
+        first = int(begins[: last + 1].nonzero()[-1])
+        which = "its last episode" if last == size - 1 else "an episode followed by another"
+        raise RefusedBatch(
+            f"{which} (steps {first} to {last} of the batch's {size} valid steps) has no ('next', 'done') at its "
+            "last step: the buffer stores complete episodes only; write an episode once it is done"
+        )
+    episode = torch.cumsum(begins, 0) - 1
+    steps = steps.clone(False)
+    steps.set(TRAJ_KEY, episode)
+    if "step_count" not in steps.keys():
+        first_step = torch.nonzero(begins).reshape(-1)
+        steps.set("step_count", (torch.arange(size) - first_step[episode]).unsqueeze(-1))
+    if "is_init" not in steps.keys():
+        steps.set("is_init", begins.unsqueeze(-1))
+    if DONE_KEY not in steps.keys(include_nested=True):
+        steps.set(DONE_KEY, done.unsqueeze(-1))
+    return steps
+
+
+class WholeEpisodes(Transform):
+    """On write: a flat ``[T]`` or padded ``[N, T]`` (+ mask) batch as complete episodes,
+    flat, each contiguous (``as_complete_episodes``); refused whole otherwise."""
+
+    laying_out = False  # ``storage_layout_write``: the write passes as it is
+
+    def _inv_call(self, tensordict: TensorDictBase | None) -> TensorDictBase | None:
+        if tensordict is None or self.laying_out:  # None: every episode was dropped (``DropFaultedEpisodes``)
+            return tensordict
+        if tensordict.batch_dims > 2 or tensordict.batch_dims == 0:
+            raise MalformedMask(f"expected flat [T] or padded [N, T] episodes, got shape {tuple(tensordict.shape)}")
+        if tensordict.numel() == 0:
+            return tensordict
+        row_starts = None
+        if tensordict.batch_dims == 2:
+            mask = check_mask(tensordict)
+            first = torch.zeros(mask.shape, dtype=torch.bool)
+            first[:, 0] = True
+            row_starts = first[mask]
+            tensordict = tensordict[mask]
+        return as_complete_episodes(tensordict.exclude(MASK_KEY), row_starts)
+
+
+@contextlib.contextmanager
+def storage_layout_write(buffer) -> Iterator[None]:
+    """While it lasts, ``buffer``'s ``WholeEpisodes`` lets writes through as they are.
+    TorchRL's multi-process collectors lay a shared storage out, as they are built, by
+    writing one made-up step into it (not an episode) and emptying it again
+    (``_check_replay_buffer_init``)."""
+    transforms = [t for t in getattr(buffer, "_transform", None) or [] if isinstance(t, WholeEpisodes)]
+    for t in transforms:
+        t.laying_out = True
+    try:
+        yield
+    finally:
+        for t in transforms:
+            t.laying_out = False
