@@ -64,6 +64,8 @@ class LoopState:
     frames: int = 0  # frames stored (off-policy) or learnt from (PPO)
     episodes: int = 0  # episodes stored (PPO: learnt from)
     best_eval: float = -math.inf  # the best evaluation return so far
+    solved_return: float | None = None  # the evaluation that reached loop.stop_at_return (the run stopped there)
+    total_frames: int | None = None  # the budget of the run that saved it
 
 
 class Checkpointer:
@@ -123,7 +125,13 @@ def restore(payload: dict, algo, policy_state: dict, buffer=None, rng: bool = Tr
     if rng:
         torch.set_rng_state(payload["rng"])
     loop = payload["loop"]
-    return LoopState(int(payload["frames"]), int(loop.get("episodes", 0)), float(loop.get("best_eval", -math.inf)))
+    return LoopState(
+        int(payload["frames"]),
+        int(loop.get("episodes", 0)),
+        float(loop.get("best_eval", -math.inf)),
+        loop.get("solved_return"),
+        loop.get("total_frames"),
+    )
 
 
 def load_checkpoint(path: str | Path, algo_name: str | None = None, which: str = "latest") -> dict:

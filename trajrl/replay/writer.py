@@ -43,6 +43,7 @@ class EpisodeWriter(RoundRobinWriter):
         self.journal_dir = str(journal_dir) if journal_dir is not None else None
         self.states = states  # the recurrent state kept every k steps only, apart from the storage
         self._next_id_value = mp.Value("q", 0, lock=False)  # only ever moved under the write lock
+        self._keys_kept: dict | None = None  # each key the storage keeps, and its shape (``_layout``)
 
     # ------------------------------------------------------------ the shared id counter
     @property
@@ -142,24 +143,29 @@ class EpisodeWriter(RoundRobinWriter):
         if self.states is not None:
             self.states.check(data)
             data = data.exclude(*self.states.keys)
-        layout = self._storage._storage if self._storage.initialized else None
-        if layout is None:
-            return
-        for key in layout.keys(include_nested=True, leaves_only=True):
-            if key == "index":
-                continue
+        for key, expected in self._layout().items():
             value = data.get(key, None)
             if value is None:
                 raise RefusedBatch(
                     f"the batch has no {key!r}, which the buffer keeps with every step (its first write had it): "
                     "write it with each step, or store this batch in a buffer of its own"
                 )
-            expected = layout.get(key).shape[layout.batch_dims :]
             if value.shape[data.batch_dims :] != expected:
                 raise RefusedBatch(
                     f"{key!r} has shape {tuple(value.shape[data.batch_dims :])} a step, the buffer keeps "
                     f"{tuple(expected)}"
                 )
+
+    def _layout(self) -> dict:
+        """Each key the storage keeps with every step, and its shape a step (none before its first write)."""
+        if self._keys_kept is None and self._storage.initialized:
+            stored = self._storage._storage
+            self._keys_kept = {
+                key: stored.get(key).shape[stored.batch_dims :]
+                for key in stored.keys(include_nested=True, leaves_only=True)
+                if key != "index"
+            }
+        return self._keys_kept or {}
 
     def _write(self, data) -> torch.Tensor:
         """Write ``data`` whole, or not at all: an error anywhere (the storage, the states
@@ -167,7 +173,7 @@ class EpisodeWriter(RoundRobinWriter):
         before = self._journal_counts()
         position = torch.arange(before["cursor"], before["cursor"] + data.shape[0]) % self._storage.max_size
         overwritten = position[position < before["stored"]]
-        saved_steps = self._storage[overwritten].clone() if overwritten.numel() else None
+        saved_steps = self._storage[overwritten] if overwritten.numel() else None  # a copy (gathered)
         saved_states = self.states.saved(position) if self.states is not None else None
         try:
             if self.states is None:

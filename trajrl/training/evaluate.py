@@ -110,6 +110,10 @@ class Evaluations:
         self.solved: dict[str, float] | None = None  # its results, with the frames it was made at
         self.seconds = 0.0
 
+    def saved(self) -> tuple[float, float | None]:
+        """``(best return, the return that solved the run or None)``, as a checkpoint keeps them."""
+        return self.best, self.solved["eval/return"] if self.solved is not None else None
+
     def run(self, frames: int, pause: contextlib.AbstractContextManager | None = None, closing: bool = False) -> dict:
         """One evaluation at ``frames`` (``eval/...``; empty without ``evaluate``), inside
         ``pause`` (collection waits meanwhile: it would compete for the cores). The

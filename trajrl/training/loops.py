@@ -245,7 +245,8 @@ class OffPolicyLoop:
 
     def saved(self) -> LoopState:
         """The loop's counters, as a checkpoint saves them."""
-        return LoopState(self.buffer.write_count, self.episodes.episodes, self.evaluations.best)
+        frames, episodes = self.buffer.write_count, self.episodes.episodes
+        return LoopState(frames, episodes, *self.evaluations.saved(), self.cadence.total_frames)
 
     def save_checkpoint(self) -> None:
         """Save the run. The buffer is saved under its write lock: first wait (limited) until
@@ -379,7 +380,7 @@ class EpisodicLoop:
 
     def saved(self) -> LoopState:
         """The loop's counters, as a checkpoint saves them."""
-        return LoopState(self.frames, self.episodes, self.evaluations.best)
+        return LoopState(self.frames, self.episodes, *self.evaluations.saved(), self.cadence.total_frames)
 
     def save_checkpoint(self) -> None:
         self.save_latest(self.saved())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import datetime
 import logging
 import time
@@ -10,7 +11,7 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from trajrl.checkpoint import Checkpointer, checkpoint_path
+from trajrl.checkpoint import Checkpointer, LoopState, checkpoint_path
 from trajrl.config import validate
 from trajrl.factory import build
 from trajrl.factory.logger import flat_hparams
@@ -48,10 +49,16 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None, progress: Progress
         run_dir = cfg.resume
     run_dir = Path(run_dir) if run_dir is not None else new_run_dir()
     run_dir.mkdir(parents=True, exist_ok=True)
-    OmegaConf.save(cfg, run_dir / "config.yaml", resolve=True)
+    if cfg.resume is None:  # a new run's config is there even if it fails to build
+        OmegaConf.save(cfg, run_dir / "config.yaml", resolve=True)
     torch.set_num_threads(1)
     loop_settings = settings_of(cfg, "loop")
     with interrupts_raise(), build(cfg, run_dir) as pipe:
+        solved = still_solved(pipe.resumed, loop_settings.stop_at_return, int(cfg.total_frames))
+        if solved is not None:  # nothing to train: the run's config, metrics and checkpoints stay as they are
+            return {**last_row(run_dir), **finished_files(run_dir), "nothing_trained": solved}
+        if cfg.resume is not None:
+            OmegaConf.save(cfg, run_dir / "config.yaml", resolve=True)
         for logger in pipe.loggers:
             logger.log_hparams(flat_hparams(OmegaConf.to_container(cfg, resolve=True)))
         evaluator = None
@@ -103,11 +110,37 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None, progress: Progress
                 evaluator.close()
         if pipe.counters is not None:
             final["restarts"] = pipe.counters.fault_log.read()
-    final["run_dir"] = str(run_dir)
-    final["checkpoint"] = str(checkpoint_path(run_dir))
+    return {**final, **finished_files(run_dir)}
+
+
+def finished_files(run_dir: Path) -> dict[str, str]:
+    """Where a finished run is: its directory and checkpoints."""
+    files = {"run_dir": str(run_dir), "checkpoint": str(checkpoint_path(run_dir))}
     if checkpoint_path(run_dir, "best").exists():
-        final["best_checkpoint"] = str(checkpoint_path(run_dir, "best"))
-    return final
+        files["best_checkpoint"] = str(checkpoint_path(run_dir, "best"))
+    return files
+
+
+def still_solved(resumed: LoopState | None, stop_at_return: float | None, total_frames: int) -> str | None:
+    """Why a resumed run has nothing to train (None: it trains): it stopped at an evaluation
+    that reached ``loop.stop_at_return``, and neither that threshold nor the budget was raised."""
+    if resumed is None or resumed.solved_return is None or stop_at_return is None:
+        return None
+    budget = resumed.total_frames if resumed.total_frames is not None else total_frames
+    if stop_at_return > resumed.solved_return or total_frames > budget:
+        return None
+    return (
+        f"the run was solved at {resumed.frames:,} frames (its evaluation returned {resumed.solved_return:.1f}, "
+        f"loop.stop_at_return={stop_at_return:g}): nothing trained; raise loop.stop_at_return above "
+        f"{resumed.solved_return:.1f} or total_frames above {budget:,} to train on"
+    )
+
+
+def last_row(run_dir: Path) -> dict:
+    """The last row of the run's ``metrics.csv`` (its numbers; empty cells left out)."""
+    with open(run_dir / "metrics.csv", newline="") as rows:
+        last = list(csv.DictReader(rows))[-1]
+    return {key: float(value) for key, value in last.items() if value not in ("", None)}
 
 
 def summary(final: dict) -> str:
@@ -120,6 +153,7 @@ def summary(final: dict) -> str:
     return "\n".join(
         [
             "== trajrl run finished ==",
+            *([f"nothing trained: {final['nothing_trained']}"] if "nothing_trained" in final else []),
             f"frames {'stored ' if 'buffer/frames' in final else 'learnt '}  {int(final['frames']):,}",
             *(
                 [
