@@ -146,7 +146,7 @@ def storage_layout_write(buffer) -> Iterator[None]:
     TorchRL's multi-process collectors lay a shared storage out, as they are built, by
     writing one made-up step into it (not an episode) and emptying it again
     (``_check_replay_buffer_init``)."""
-    transforms = [t for t in getattr(buffer, "_transform", None) or [] if isinstance(t, WholeEpisodes)]
+    transforms = [t for t in (buffer.transform if buffer is not None else []) if isinstance(t, WholeEpisodes)]
     for t in transforms:
         t.laying_out = True
     try:
