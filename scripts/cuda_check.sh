@@ -20,8 +20,8 @@ cd "$REPO" || exit 1
 "$PY" -c "import torch, torchrl; print('torch', torch.__version__, '| torchrl', torchrl.__version__, '| cuda:', \
 torch.cuda.is_available() and torch.cuda.get_device_name(0))"
 
-echo "## tests/test_device.py"
-timeout 400 "$PY" -m pytest -p no:cacheprovider -n 0 -q tests/test_device.py 2>&1 | tail -5
+echo "## tests/integration/test_device.py"
+timeout 400 "$PY" -m pytest -p no:cacheprovider -n 0 -q tests/integration/test_device.py 2>&1 | tail -5
 
 run_preset() {  # one short run of preset $1 on cuda; prints its table row
     local p=$1 dir="$LOGS/$1" start end rc
