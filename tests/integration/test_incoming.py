@@ -101,6 +101,8 @@ def test_a_padded_batch_without_states_or_ids_teaches_ppo(read_back):
         assert batch.batch_dims == 2 and MASK_KEY in batch.keys(True)
         own = batch.exclude(TRAJ_KEY, *[k for k in batch.keys() if str(k).startswith("recurrent_state")])
         stats = pipe.algo.update(own)
+        with pytest.raises(RefusedBatch, match="the batch has no 'action_log_prob': PPO learns from"):
+            pipe.algo.update(own.exclude("action_log_prob"))  # not what its policy wrote: refused in one line
     assert all(torch.isfinite(torch.tensor(v)) for v in stats.values())
 
 

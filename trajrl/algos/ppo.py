@@ -40,6 +40,7 @@ from trajrl.algos.networks import (
     track_observations,
 )
 from trajrl.algos.sequences import observations_with_next, without_padding_columns
+from trajrl.errors import RefusedBatch
 from trajrl.keys import LOG_PROB_KEY, MASK_KEY, SAMPLE_KEY
 from trajrl.settings import PPOSettings
 
@@ -365,7 +366,16 @@ class PPO:
         return loss, stats
 
     def update(self, batch: TensorDictBase) -> dict[str, float]:
-        """Learn from one batch of ``[N, T]`` complete episodes (``epochs`` x minibatches)."""
+        """Learn from one batch of ``[N, T]`` complete episodes (``epochs`` x minibatches) of
+        the current policy: ``RefusedBatch`` for one without its mask or the log-probabilities
+        it acted with."""
+        needed = [MASK_KEY, LOG_PROB_KEY, *([SAMPLE_KEY] if self.net.continuous else [])]
+        missing = [key for key in needed if batch.get(key, None) is None]
+        if missing:
+            raise RefusedBatch(
+                f"the batch has no {', '.join(map(repr, missing))}: PPO learns from [N, T] episodes of its own "
+                "policy, with the mask and what the policy wrote as it acted (its collector's batches have them)"
+            )
         batch = batch.to(self.device)  # the learner's device
         s, mask = self.settings, batch.get(MASK_KEY)
         self.frames_seen += int(mask.sum())
