@@ -534,6 +534,13 @@ def check_hindsight_env(cfg: DictConfig, spaces: Any) -> None:
             f"{what} recomputes rewards for new goals, and a reward observed at the next step would still be the "
             "old goal's: use env.previous_reward=false (env.previous_action=true is fine), or sampler.her_ratio=0",
         )
+    if cfg.env.reward_scale != 1:
+        raise ConfigError(
+            "env.reward_scale",
+            cfg.env.reward_scale,
+            f"{what} recomputes rewards for new goals with the environment's compute_reward, unscaled: "
+            "use env.reward_scale=1, or sampler.her_ratio=0",
+        )
 
 
 def check_her_state(cfg: DictConfig) -> None:

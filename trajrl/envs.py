@@ -7,6 +7,7 @@ import contextlib
 import difflib
 import functools
 import importlib
+import operator
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -322,20 +323,26 @@ def make_gym(
     import_module: str | None = None,
     previous_action: bool = False,
     previous_reward: bool = False,
+    reward_scale: float = 1.0,
 ) -> gym.Env:
-    """One gymnasium environment observing one flat vector (``trajrl.spaces``), with its
-    previous action and reward where asked (``with_previous``); picklable by reference:
-    async vector envs make theirs in subprocesses, where trajrl's ids and the user's
-    module must be registered."""
+    """One gymnasium environment observing one flat vector (``trajrl.spaces``), its rewards
+    multiplied by ``reward_scale`` (``env.reward_scale``), with its previous action and reward
+    where asked (``with_previous``); picklable by reference: async vector envs make theirs in
+    subprocesses, where trajrl's ids and the user's module must be registered."""
     import_env_module(import_module)
-    return flat_observations(with_previous(gym.make(env_id, **kwargs), previous_action, previous_reward))
+    env = gym.make(env_id, **kwargs)
+    if reward_scale != 1:
+        env = gym.wrappers.TransformReward(env, functools.partial(operator.mul, float(reward_scale)))
+    return flat_observations(with_previous(env, previous_action, previous_reward))
 
 
-def previous_of(env_cfg: Any) -> dict[str, bool]:
-    """``env.previous_action`` and ``env.previous_reward`` as ``make_gym``'s keyword arguments."""
+def gym_options(env_cfg: Any) -> dict[str, Any]:
+    """``env.previous_action``, ``env.previous_reward`` and ``env.reward_scale`` as ``make_gym``'s
+    keyword arguments."""
     return {
         "previous_action": bool(env_cfg.get("previous_action", False)),
         "previous_reward": bool(env_cfg.get("previous_reward", False)),
+        "reward_scale": float(env_cfg.get("reward_scale", 1.0)),
     }
 
 
@@ -369,8 +376,9 @@ def env_spaces(env_cfg: Any, algo: str | None = None) -> EnvSpaces:
     import json
 
     kwargs = json.dumps(dict(env_cfg.kwargs or {}), sort_keys=True, default=str)
-    previous = previous_of(env_cfg)
-    return _env_spaces(str(env_cfg.id), kwargs, env_cfg.get("import_module"), algo, *previous.values())
+    options = gym_options(env_cfg)
+    previous = options["previous_action"], options["previous_reward"]
+    return _env_spaces(str(env_cfg.id), kwargs, env_cfg.get("import_module"), algo, *previous)
 
 
 @functools.lru_cache(maxsize=32)

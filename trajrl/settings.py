@@ -136,6 +136,13 @@ class EnvSettings:
     previous_reward: bool = setting(
         False, "observe the reward of the step before as well (0 at an episode's first step)", checkpointed=True
     )
+    reward_scale: float = setting(
+        1.0,
+        "every reward multiplied by this, in collection and evaluation alike (returns and stop_at_return "
+        "are on the scaled rewards): how an algorithm copes with another scale of rewards",
+        range=above(0),
+        checkpointed=True,
+    )
 
 
 # ---------------------------------------------------------------- collect
@@ -440,6 +447,13 @@ class RSACSettings(NetworkSettings):
         "recompute the actor's recurrent state stored with every step with the current actor every this "
         "many updates (null: never)",
         range=at_least(1),
+    )
+    critic_core: str = setting(
+        "separate",
+        "the twin critics' encoder and recurrent core: separate (one each) | shared (one read by both Q "
+        "heads: one sequence pass for the critics and one for their targets, where separate takes two each)",
+        choices=("separate", "shared"),
+        checkpointed=True,
     )
     tau: float = setting(
         0.005,

@@ -101,6 +101,20 @@ def test_smoke_run_of_recurrent_sac_on_every_collector(collector, train_in):
     assert "train/alpha" in last and "eval/return" in last
 
 
+def test_reward_scale_multiplies_every_reward_collected_and_evaluated(train_in):
+    """env.reward_scale=0.01 on CartPole (a reward of 1 a step): every return the run logs, its
+    episodes' and its evaluation's, is 0.01 x the episode's length; the learner sees the same."""
+    run = train_in("algo=rsac", "env.reward_scale=0.01", "collector=sync")
+    run.train()
+    rows = [r for r in read_metrics(run.dir) if r.get("episode/return")]
+    assert rows and all(
+        float(r["episode/return"]) == pytest.approx(0.01 * float(r["episode/length"]), rel=1e-5) for r in rows
+    )
+    last = read_metrics(run.dir)[-1]
+    assert float(last["eval/return"]) == pytest.approx(0.01 * float(last["eval/length"]), rel=1e-5)
+    assert abs(float(last["train/q_mean"])) < 5  # near 0.01 x the sum of discounted steps, not 1 x
+
+
 def test_multirun_makes_one_run_directory_per_job(sweep):
     """Seeds x algorithms; each algorithm brings its own collector, storage and sampler."""
     from omegaconf import OmegaConf

@@ -80,6 +80,12 @@ CASES = [
         ["experiment=r2d2_bit_flipping_her", "env.previous_reward=true"],
         ["env.previous_reward=True", "env.previous_reward=false", "sampler.her_ratio=0"],
     ),
+    (["env.reward_scale=0"], ["env.reward_scale=0", "must be > 0"]),
+    (
+        ["experiment=r2d2_bit_flipping_her", "env.reward_scale=0.1"],
+        ["env.reward_scale=0.1", "env.reward_scale=1", "sampler.her_ratio=0"],
+    ),
+    (["algo=rsac", "algo.critic_core=one"], ["algo.critic_core='one'", "separate", "shared"]),
     # the recurrent state kept every k steps only
     (["sampler.state_every=often"], ["sampler.state_every='often'", ">= 1, null or auto"]),
     (["sampler.state_every=0"], ["sampler.state_every=0", "must be >= 1, null or auto"]),

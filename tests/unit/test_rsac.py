@@ -10,7 +10,15 @@ from torch import nn
 from torch.distributions import AffineTransform, Normal, TanhTransform, TransformedDistribution
 
 import trajrl
-from trajrl.algos.rsac import RSAC, RecurrentActor, RecurrentCritic, SquashedGaussian, run_core
+from trajrl.algos.rsac import (
+    RSAC,
+    RecurrentActor,
+    RecurrentCritic,
+    SquashedGaussian,
+    critic_features,
+    run_core,
+    twin_critics,
+)
 from trajrl.keys import MASK_KEY
 from trajrl.settings import RSACSettings
 
@@ -101,20 +109,22 @@ def test_the_actor_starts_from_the_state_it_stored_while_acting():
             torch.testing.assert_close(action[0], steps["action"][start:stop], rtol=1e-5, atol=1e-5)
 
 
-def discrete_sac(actions: int = 3, **settings):
+def discrete_sac(actions: int = 3, critic_core: str = "separate", **settings):
     torch.manual_seed(0)
     actor = RecurrentActor(2, actions, [8], 8, "lstm", None, None)
-    critics = nn.ModuleList(RecurrentCritic(2, actions, [8], 8, "lstm", discrete=True) for _ in range(2))
+    critics = twin_critics(lambda: RecurrentCritic(2, actions, [8], 8, "lstm", discrete=True), critic_core == "shared")
     return RSAC(actor, critics, RSACSettings(initial_state="zero", init_alpha=0.3, gamma=0.9, **settings))
 
 
-def test_sac_discrete_critic_target_and_actor_loss_are_the_exact_expectations_over_actions():
+@pytest.mark.parametrize("critic_core", ["separate", "shared"])
+def test_sac_discrete_critic_target_and_actor_loss_are_the_exact_expectations_over_actions(critic_core):
     """On a tiny batch (one slice padded, one terminated step), by hand: the critics' target is
     r + gamma (1 - terminated) sum_a pi(a|s') (min_i Qtarget_i(s', a) - alpha log pi(a|s')), their
     loss the sum over both critics of the squared error at valid steps; the actor's loss is
     sum_a pi(a|s) (alpha log pi(a|s) - min_i Q_i(s, a)) (the critics' heads after their step, as
-    SAC updates them in turn), and the temperature follows the exact entropy -sum_a pi log pi."""
-    algo = discrete_sac()
+    SAC updates them in turn), and the temperature follows the exact entropy -sum_a pi log pi.
+    With a shared core the same sums hold, both heads reading the one core."""
+    algo = discrete_sac(critic_core=critic_core)
     batch = slices([5, 3], horizon=5)
     batch["action"] = torch.tensor([[0, 2, 1, 1, 0], [2, 0, 1, 0, 0]])
     batch["step_count"] = torch.arange(5).expand(2, 5).unsqueeze(-1).clone()
@@ -148,6 +158,51 @@ def test_sac_discrete_critic_target_and_actor_loss_are_the_exact_expectations_ov
     assert stats["actor_loss"] == pytest.approx(actor_loss.item(), rel=1e-5)
     assert stats["entropy"] == pytest.approx(entropy.item(), rel=1e-5)
     assert algo.log_alpha.grad.item() == pytest.approx(entropy.item() - 0.7 * math.log(3), rel=1e-5)
+
+
+def test_shared_critic_core_is_one_pass_for_both_heads_and_learns_from_both():
+    """critic_core=shared: one sequence pass of the critics' core and one of the targets' core an
+    update (separate: two each); the core's gradient is the sum of what each head's error sends it;
+    the target critics share their core too, and a checkpoint keeps the sharing."""
+    shared, separate = discrete_sac(critic_core="shared"), discrete_sac()
+    assert shared.critics[0].rnn is shared.critics[1].rnn and shared.critics[0].q is not shared.critics[1].q
+    assert shared.target_critics[0].rnn is shared.target_critics[1].rnn
+    assert shared.target_critics[0].rnn is not shared.critics[0].rnn
+    count = lambda algo: sum(p.numel() for p in algo.critics.parameters())  # noqa: E731
+    assert count(separate) - count(shared) == sum(
+        p.numel() for m in (separate.critics[1].encoder, separate.critics[1].rnn) for p in m.parameters()
+    )
+    batch = slices([5, 3], horizon=5)
+    batch["action"] = torch.tensor([[0, 2, 1, 1, 0], [2, 0, 1, 0, 0]])
+    for algo, passes in ((shared, 1), (separate, 2)):
+        calls = {"online": 0, "target": 0}
+        hooks = [
+            c.rnn.register_forward_hook(lambda *_, k=k, calls=calls: calls.__setitem__(k, calls[k] + 1))
+            for k, critics in (("online", algo.critics), ("target", algo.target_critics))
+            for c in {c.rnn: c for c in critics}.values()
+        ]
+        algo.update(batch.clone())
+        for h in hooks:
+            h.remove()
+        assert calls == {"online": passes, "target": passes}  # no burn-in: one call of the core a pass
+
+    algo = discrete_sac(critic_core="shared")
+    obs = torch.cat([batch["observation"], batch["next", "observation"][:, -1:]], 1)
+    grads = []
+    for head in algo.critics:
+        algo.critics.zero_grad()
+        head.values(head.features(obs, 0)).sum().backward()
+        grads.append(algo.critics[0].rnn.weight_hh_l0.grad.clone())
+    algo.critics.zero_grad()
+    features = critic_features(algo.critics, obs, 0)
+    sum(c.values(f).sum() for c, f in zip(algo.critics, features)).backward()
+    torch.testing.assert_close(algo.critics[0].rnn.weight_hh_l0.grad, grads[0] + grads[1])
+
+    restored = discrete_sac(critic_core="shared")
+    torch.nn.init.zeros_(restored.critics[0].rnn.weight_hh_l0)
+    restored.load_state_dict(algo.state_dict())
+    assert restored.critics[0].rnn is restored.critics[1].rnn
+    torch.testing.assert_close(restored.critics[1].rnn.weight_hh_l0, algo.critics[0].rnn.weight_hh_l0)
 
 
 def test_sac_discrete_target_entropy_is_a_fraction_of_the_uniform_policys():

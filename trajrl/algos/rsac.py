@@ -3,9 +3,9 @@ and, as Christodoulou (2019)'s SAC-discrete, for ``Discrete`` ones.
 
 Read top to bottom: the networks (an LSTM/GRU actor with a squashed Gaussian head, or a
 categorical one; twin recurrent critics, Q(h, a) for a continuous action, Q(h, .) over
-every discrete action), the acting policy, then one ``update(batch)`` on a ``[B, T]``
-batch of slices with ``("collector", "mask")``. Its settings (``RSACSettings``) are in
-``trajrl.settings``.
+every discrete action, each with its own core or both on one), the acting policy, then
+one ``update(batch)`` on a ``[B, T]`` batch of slices with ``("collector", "mask")``. Its
+settings (``RSACSettings``) are in ``trajrl.settings``.
 
 With discrete actions every expectation over the policy is exact (a sum over the
 actions weighted by their probabilities) where the continuous case samples one action:
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Callable
 
 import torch
 from tensordict import TensorDictBase
@@ -200,6 +201,24 @@ class RecurrentCritic(nn.Module):
         return self.q(features)
 
 
+def twin_critics(make: Callable[[], RecurrentCritic], shared: bool) -> nn.ModuleList:
+    """Two critics from ``make``; with ``shared`` the second reads the first's encoder, recurrent
+    core and normalisation (each keeps its own Q head): one pass over a sequence serves both."""
+    first, second = make(), make()
+    if shared:
+        second.encoder, second.rnn, second.norm = first.encoder, first.rnn, first.norm
+    return nn.ModuleList([first, second])
+
+
+def critic_features(critics: nn.ModuleList, obs: torch.Tensor, burn_in: int) -> list[torch.Tensor]:
+    """Each critic's features over ``obs``; critics sharing a core share its one pass."""
+    passes: dict[nn.Module, torch.Tensor] = {}
+    for critic in critics:
+        if critic.rnn not in passes:
+            passes[critic.rnn] = critic.features(obs, burn_in)
+    return [passes[critic.rnn] for critic in critics]
+
+
 def make_policy(actor: RecurrentActor):
     """The acting policy: stores its recurrent state with each step, restarts at ``is_init``.
     Returns ``(policy, recurrent core)``; the core's primer must be on every env."""
@@ -296,12 +315,12 @@ class RSAC:
 
         # ---- critics: twin Q towards r + gamma * E_pi[min target Q(next, a') - alpha log pi(a'|next)]
         with torch.no_grad():
-            target_features = [c.features(sequence, burn_in)[:, 1:] for c in self.target_critics]
+            target_features = [f[:, 1:] for f in critic_features(self.target_critics, sequence, burn_in)]
             next_policy = tuple(None if p is None else p.detach() for p in steps_of(policy, slice(1, None)))
             next_value, _ = soft_value(self.target_critics, target_features, next_policy, alpha)
             target = reward + s.gamma * alive * next_value
-        critic_features = [c.features(sequence, burn_in)[:, :-1] for c in self.critics]
-        q_taken = [c.value(f, action) for c, f in zip(self.critics, critic_features)]
+        features = [f[:, :-1] for f in critic_features(self.critics, sequence, burn_in)]
+        q_taken = [c.value(f, action) for c, f in zip(self.critics, features)]
         critic_loss = sum(((q - target) ** 2 * learn).sum() for q in q_taken) / n_learn
         self.critic_optimizer.zero_grad(set_to_none=True)
         critic_loss.backward()
@@ -310,7 +329,7 @@ class RSAC:
 
         # ---- actor: maximise E_pi[min Q(h, a) - alpha log pi(a|h)] (critic features fixed)
         value, entropy = soft_value(
-            self.critics, [f.detach() for f in critic_features], steps_of(policy, slice(None, -1)), alpha
+            self.critics, [f.detach() for f in features], steps_of(policy, slice(None, -1)), alpha
         )
         actor_loss = -(value * learn).sum() / n_learn
         self.actor_optimizer.zero_grad(set_to_none=True)

@@ -24,7 +24,7 @@ from torchrl.envs.transforms import Transform
 from trajrl.collect.counters import CountSteps, WorkerCounters, parent_alive
 from trajrl.collect.faults import FaultLog, RestartOnError, read_faults
 from trajrl.collect.lean import LeanEnv
-from trajrl.envs import make_gym, make_vector, previous_of, stepping
+from trajrl.envs import gym_options, make_gym, make_vector, stepping
 from trajrl.keys import WORKER_KEY
 from trajrl.signals import stacks_on_sigusr1
 
@@ -74,6 +74,7 @@ def make_env(
     lean: bool = False,
     previous_action: bool = False,
     previous_reward: bool = False,
+    reward_scale: float = 1.0,
     niceness: int = 0,
 ) -> EnvBase:
     """One environment, or a vector of ``num_envs`` (batch size ``[num_envs]``), with
@@ -91,10 +92,13 @@ def make_env(
     ``success``: each step carries ``is_success`` from the environment's info (goal
     environments say whether the goal is reached; 0 where one does not say).
     ``lean``: the stack is stepped by ``LeanEnv`` (``env.stepping=lean``: the same steps, in bulk).
-    ``previous_action``, ``previous_reward``: observed as well (``env.previous_action``: ``make_gym``).
+    ``previous_action``, ``previous_reward``: observed as well (``env.previous_action``: ``make_gym``);
+    ``reward_scale``: every reward multiplied by it (``env.reward_scale``).
     ``niceness``: a collector's environment in a worker process lowers the worker's priority by it.
     """
-    make = functools.partial(make_gym, env_id, dict(kwargs), import_module, previous_action, previous_reward)
+    make = functools.partial(
+        make_gym, env_id, dict(kwargs), import_module, previous_action, previous_reward, reward_scale
+    )
     if restarts is not None:
         make = functools.partial(restarts.wrap, make, slot)
     if num_envs > 1:
@@ -214,7 +218,7 @@ def env_factory(
         success=success,
         lean=stepping == "lean",
         niceness=niceness,
-        **previous_of(env_cfg),
+        **gym_options(env_cfg),
     )
 
 
@@ -229,7 +233,7 @@ def observation_stats(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Mean and std of observations under a uniformly random policy (fixed for the run);
     an environment call that takes longer than ``step_timeout_s`` fails."""
-    env = make_gym(env_cfg.id, dict(env_cfg.kwargs or {}), env_cfg.get("import_module"), **previous_of(env_cfg))
+    env = make_gym(env_cfg.id, dict(env_cfg.kwargs or {}), env_cfg.get("import_module"), **gym_options(env_cfg))
     env.action_space.seed(seed)
     doing = f"trajrl measured its observations ({steps:,} random steps for algo.normalize_observations=true)"
     try:

@@ -19,7 +19,7 @@ from torchrl.envs.transforms import TensorDictPrimer
 from trajrl.algos.networks import CpuCopies, Inputs, KeyedModule, PolicyVersion
 from trajrl.algos.ppo import PPO, ActorCritic, make_actor
 from trajrl.algos.r2d2 import R2D2, RecurrentQNet, make_policies
-from trajrl.algos.rsac import RSAC, RecurrentActor, RecurrentCritic, make_policy
+from trajrl.algos.rsac import RSAC, RecurrentActor, RecurrentCritic, make_policy, twin_critics
 from trajrl.collect.env import make_env, observation_stats
 from trajrl.envs import EnvSpaces
 from trajrl.keys import VERSION_KEY
@@ -168,9 +168,9 @@ def build_rsac(a: RSACSettings, cfg, spaces: EnvSpaces, inputs: Inputs, device: 
     sizes = list(a.encoder_sizes)
     parts, action_dim = spaces.parts, spaces.actions
     actor = RecurrentActor(parts, action_dim, sizes, a.hidden_size, a.rnn, low, high, inputs, a.layer_norm).to(device)
-    critics = nn.ModuleList(
-        RecurrentCritic(parts, action_dim, sizes, a.hidden_size, a.rnn, inputs, a.layer_norm, discrete)
-        for _ in range(2)
+    critics = twin_critics(
+        lambda: RecurrentCritic(parts, action_dim, sizes, a.hidden_size, a.rnn, inputs, a.layer_norm, discrete),
+        shared=a.critic_core == "shared",
     ).to(device)
     acting, evaluated = on_cpu(actor), on_cpu(actor)
     policy, core = make_policy(acting)

@@ -46,7 +46,7 @@ def record_video(cfg, agent, folder: str | Path, which: str = "best", seed: int 
     from torchrl.envs.utils import ExplorationType, set_exploration_type
 
     from trajrl.collect.env import make_env
-    from trajrl.envs import env_spaces, previous_of
+    from trajrl.envs import env_spaces, gym_options
 
     folder = Path(folder)
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # pygame draws off-screen: no display needed
@@ -72,7 +72,7 @@ def record_video(cfg, agent, folder: str | Path, which: str = "best", seed: int 
 
     try:  # RecordVideo asks for moviepy when it is made, the renderer for pygame when it first draws
         env = make_env(
-            cfg.env.id, kwargs, cfg.env.import_module, primer=agent.primer, wrap=record, **previous_of(cfg.env)
+            cfg.env.id, kwargs, cfg.env.import_module, primer=agent.primer, wrap=record, **gym_options(cfg.env)
         )
         try:
             env.set_seed(seed)
