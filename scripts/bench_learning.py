@@ -13,6 +13,7 @@ differences between settings.
     python scripts/bench_learning.py --presets ppo_cartpole --seeds 0 1
     python scripts/bench_learning.py --reuse               # train only the runs missing under --out
     python scripts/bench_learning.py --presets default --jobs 2   # two seeds at once
+    python scripts/bench_learning.py --presets default --seeds 0 1 env=cue_memory --threshold 0.9
 
 After its run, each seed's kept agents are evaluated afresh over ``--final-episodes``
 deterministic episodes (100 by default; ``trajrl evaluate <run dir> --episodes 100`` and
@@ -33,7 +34,7 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
@@ -54,6 +55,7 @@ class Target:
     within_frames: int
     kwargs: dict | None = None  # the environment's keyword arguments (for the random policy's return)
     metric: str = "eval/return"  # or "eval/success": the share of evaluation episodes ending at their goal
+    reward_scale: float = 1.0  # env.reward_scale: the random policy's return is scaled as the run's are
 
 
 TARGETS = {  # the issue's targets: evaluation return >= threshold within this many frames
@@ -85,11 +87,15 @@ TARGETS = {  # the issue's targets: evaluation return >= threshold within this m
 }
 
 
-def default_budget(overrides: list[str]) -> int:
-    """``total_frames`` of the default run with ``overrides``."""
+def default_target(overrides: list[str], threshold: float) -> Target:
+    """The default run with ``overrides``: its environment, ``threshold`` times its
+    ``env.reward_scale``, within its ``total_frames``."""
     import trajrl
 
-    return int(trajrl.compose(list(overrides)).total_frames)
+    cfg = trajrl.compose(list(overrides))
+    scale = float(cfg.env.reward_scale)
+    kwargs = dict(cfg.env.kwargs or {})
+    return Target(str(cfg.env.id), threshold * scale, int(cfg.total_frames), kwargs, reward_scale=scale)
 
 
 def random_policy(target: Target, episodes: int = 20, seed: int = 0) -> float:
@@ -103,7 +109,7 @@ def random_policy(target: Target, episodes: int = 20, seed: int = 0) -> float:
         total, done, info = 0.0, False, {}
         while not done:
             _, reward, terminated, truncated, info = env.step(env.action_space.sample())
-            total, done = total + float(reward), terminated or truncated
+            total, done = total + float(reward) * target.reward_scale, terminated or truncated
         values.append(float(info.get("is_success", 0.0)) if target.metric == "eval/success" else total)
     env.close()
     return float(np.mean(values))
@@ -242,6 +248,13 @@ def main() -> None:
     )
     parser.add_argument("--jobs", type=int, default=1, help="seeds trained at once (2 on a 2-core machine)")
     parser.add_argument(
+        "--threshold",
+        type=float,
+        default=475.0,
+        help="the default run's threshold, before env.reward_scale multiplies it (475: CartPole's; "
+        "0.9 for env=cue_memory); its task and budget are what the overrides make of the default run",
+    )
+    parser.add_argument(
         "--final-episodes",
         type=int,
         default=100,
@@ -267,9 +280,8 @@ def main() -> None:
     curves, details = {}, []
     for preset in args.presets:
         target = TARGETS[preset]
-        if not target.within_frames:  # the default run: within the frames it trains for
-            target = replace(target, within_frames=default_budget(args.overrides))
-            TARGETS[preset] = target
+        if preset == "default":  # its task, threshold and budget: what the overrides make of it
+            target = TARGETS[preset] = default_target(args.overrides, args.threshold)
         print(f"{preset}: threshold {target.threshold:g} within {target.within_frames:,} frames", flush=True)
         baseline = random_policy(target)
         dirs = [args.out / preset / f"seed_{seed}" for seed in args.seeds]

@@ -38,6 +38,7 @@ def test_episode_collector_writes_what_torchrl_writes(num_envs):
     cfg = trajrl.compose(
         [
             "debug=smoke",
+            "algo=r2d2",
             "collector=sync",
             "+env.kwargs.max_episode_steps=30",
             "sampler.slice_len=20",

@@ -57,7 +57,7 @@ def test_value_rescaling_inverts():
 def test_learning_pass_reproduces_the_acting_policy_q_values():
     """From the stored state at any step, the sequence pass gives the Q-values the
     policy acted on: the stored state is the one the policy used, zero at is_init."""
-    cfg = trajrl.compose(["collector=sync", "debug=smoke", "algo.eps_start=0.3"])
+    cfg = trajrl.compose(["collector=sync", "debug=smoke", "algo=r2d2", "algo.eps_start=0.3"])
     with trajrl.build(cfg) as pipe:
         steps = acting_rollout(pipe, 300)
         qnet = pipe.algo.qnet
@@ -133,7 +133,7 @@ def test_evaluation_acts_with_the_network_it_is_asked_for(network):
     from trajrl.envs import env_spaces
     from trajrl.factory.agent import build_agent
 
-    cfg = trajrl.compose(["debug=smoke", f"algo.eval_network={network}"])
+    cfg = trajrl.compose(["debug=smoke", "algo=r2d2", f"algo.eval_network={network}"])
     agent = build_agent(validate(cfg), env_spaces(cfg.env, "r2d2"))
     chosen, other = (
         (agent.algo.qnet, agent.algo.target) if network == "online" else (agent.algo.target, agent.algo.qnet)
@@ -178,6 +178,7 @@ def test_lr_decays_linearly_to_lr_end_over_the_planned_updates():
     cfg = trajrl.compose(
         [
             "debug=smoke",
+            "algo=r2d2",
             "algo.lr=1e-3",
             "algo.lr_end=1e-4",
             "total_frames=2400",
