@@ -571,22 +571,24 @@ def check_resume(cfg: DictConfig) -> None:
             "run that saved a checkpoint> (outputs/<date>/<time>)",
         )
     saved = OmegaConf.load(Path(cfg.resume) / "config.yaml")
-    for group, (selector, _) in GROUPS.items():
-        if saved.get(group) is None:
+    keeps = (
+        "a resume keeps the algorithm, the networks' sizes and the environment's spaces that its "
+        "checkpoint was made with: drop the override, or train a new run (without resume)"
+    )
+    checkpointed = [  # (group, setting, now, then), a group's option first: another option has other settings
+        (group, f.name, _plain(cfg[group].get(f.name)), _plain(saved[group].get(f.name)))
+        for options_first in (True, False)
+        for group, (selector, _) in GROUPS.items()
+        if saved.get(group) is not None
+        for f in fields(option_schema(group, cfg[group]))
+        if f.metadata.get("checkpointed") and (f.name == selector) == options_first
+    ]
+    for group, name, now, then in checkpointed:
+        if now == then:
             continue
-        for f in fields(option_schema(group, cfg[group])):
-            if not f.metadata.get("checkpointed"):
-                continue
-            now, then = _plain(cfg[group].get(f.name)), _plain(saved[group].get(f.name))
-            if now == then:
-                continue
-            keeps = (
-                "a resume keeps the algorithm, the networks' sizes and the environment's spaces that its "
-                "checkpoint was made with: drop the override, or train a new run (without resume)"
-            )
-            if f.name == selector:
-                raise ConfigError(group, now, f"the checkpoint in {cfg.resume} was made with {group}={then}; {keeps}")
-            raise ConfigError(f"{group}.{f.name}", now, f"the checkpoint in {cfg.resume} holds {then!r}; {keeps}")
+        if name == GROUPS[group][0]:
+            raise ConfigError(group, now, f"the checkpoint in {cfg.resume} was made with {group}={then}; {keeps}")
+        raise ConfigError(f"{group}.{name}", now, f"the checkpoint in {cfg.resume} holds {then!r}; {keeps}")
 
 
 def _plain(value: Any) -> Any:

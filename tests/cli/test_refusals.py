@@ -46,8 +46,8 @@ CASES = [
     (["env.num_envs=0"], ["env.num_envs=0", "must be >= 1"]),
     # a range declared beside each numeric setting (tests/unit/test_settings.py goes through all of them)
     (["algo.gamma=1.5"], ["algo.gamma=1.5", "must be between 0 and 1", "the default is 0.99"]),
-    (["algo.lr=-1"], ["algo.lr=-1.0", "must be > 0", "the default is 0.001"]),
-    (["algo.hidden_size=0"], ["algo.hidden_size=0", "must be >= 1", "the default is 64"]),
+    (["algo.lr=-1"], ["algo.lr=-1.0", "must be > 0", "the default is 0.0003"]),
+    (["algo.hidden_size=0"], ["algo.hidden_size=0", "must be >= 1", "the default is 128"]),
     (["env.vectorization=threads"], ["env.vectorization='threads'", "use one of sync, async"]),
     (["sampler=episode", "trajs_per_batch=null"], ["sampler='episode'", "fixed-frame", "sampler=slice"]),
     (
@@ -73,7 +73,7 @@ CASES = [
     (["algo.rnn_lr=0"], ["algo.rnn_lr=0", "must be > 0"]),
     (["algo=ppo", "algo.rnn_lr=1e-4"], ["algo.rnn_lr=0.0001", "algo.recurrent=true"]),
     (["algo.target_sync_every=0"], ["algo.target_sync_every=0", "must be >= 1"]),
-    (["algo.target_sync_every=100"], ["algo.target_sync_every=100", "algo.target_tau=1"]),
+    (["algo=r2d2", "algo.target_sync_every=100"], ["algo.target_sync_every=100", "algo.target_tau=1"]),
     (["algo=rsac", "env=pendulum_novel", "algo.target_sync_every=100"], ["algo.target_sync_every=100", "algo.tau=1"]),
     (["env.previous_action=often"], ["env.previous_action='often'", "true or false"]),
     (
@@ -131,7 +131,7 @@ CASES = [
     (["algo=ppo", "sampler=slice"], ["sampler='slice'", "sampler=episode"]),
     (["algo=ppo", "trajs_per_batch=null"], ["trajs_per_batch=None", "complete-episode batches"]),
     (["algo=ppo", "algo.clip_epsilon=1.5"], ["algo.clip_epsilon=1.5", "between 0 and 1"]),
-    (["storage=none"], ["storage='none'", "algo=r2d2 learns from a replay buffer", "storage=lazy_tensor"]),
+    (["storage=none"], ["storage='none'", "algo=rsac learns from a replay buffer", "storage=lazy_tensor"]),
     (["traj_format=stacked"], ["traj_format='stacked'", "cat, padded"]),
     (["storage.ndim=2"], ["storage.ndim=2", "complete episodes flat", "storage.ndim=auto or 1"]),
     (["storage.ndim=4"], ["storage.ndim=4", "use one of auto, 1, 2, 3"]),
@@ -171,7 +171,7 @@ CASES = [
     # against the environment
     (["env=gym"], ["env.id", "required"]),
     (["env=gym", "env.id=NoSuchEnv-v0"], ["env.id='NoSuchEnv-v0'", "not a registered gymnasium id"]),
-    (["env=gym", "env.id=Pendulum-v1"], ["algo=r2d2 takes Discrete actions", "use algo=ppo or algo=rsac"]),
+    (["algo=r2d2", "env=gym", "env.id=Pendulum-v1"], ["algo=r2d2 takes Discrete actions", "use algo=ppo or algo=rsac"]),
     (
         ["algo=rsac", *MATCH_BITS],
         ["algo=rsac takes Discrete or continuous (a 1-D Box) actions", "MultiBinary(4)", "use algo=ppo"],

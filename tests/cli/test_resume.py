@@ -76,7 +76,8 @@ def test_a_resumed_run_continues_where_its_checkpoint_stopped(run_dir, tmp_path)
         assert restored.keys() == wanted.keys()
         assert all(torch.equal(restored[k], wanted[k]) for k in wanted)  # networks, targets, optimiser moments
         assert pipe.algo.updates == saved["algo"]["updates"]
-        steps = [s["step"] for s in pipe.algo.state_dict()["optimizer"]["state"].values()]
+        optimizers = [v for k, v in pipe.algo.state_dict().items() if k.endswith("optimizer")]
+        steps = [s["step"] for optimizer in optimizers for s in optimizer["state"].values()]
         assert steps and all(int(step) == updates for step in steps)
         assert_same_steps(pipe.buffer[:], before)
         # The collector's policy acts with the restored weights from its first step (its CPU copy).
@@ -172,8 +173,8 @@ def files_of(run_dir):
 @pytest.mark.parametrize(
     "override, line",
     [
-        ("algo.hidden_size=32", "algo.hidden_size=32: the checkpoint in {run} holds 64; a resume keeps the algorithm"),
-        ("algo=rsac", "algo='rsac': the checkpoint in {run} was made with algo=r2d2; a resume keeps the algorithm"),
+        ("algo.hidden_size=32", "algo.hidden_size=32: the checkpoint in {run} holds 128; a resume keeps the algorithm"),
+        ("algo=r2d2", "algo='r2d2': the checkpoint in {run} was made with algo=rsac; a resume keeps the algorithm"),
     ],
 )
 def test_a_resume_that_contradicts_its_checkpoint_is_refused_before_anything_is_written(

@@ -73,7 +73,7 @@ def test_a_truncated_or_foreign_checkpoint_is_refused(tmp_path):
         load_checkpoint(path)
 
     path.write_bytes(good)
-    with pytest.raises(CheckpointError, match="holds an algo=r2d2 learner, not algo=ppo"):
+    with pytest.raises(CheckpointError, match="holds an algo=rsac learner, not algo=ppo"):
         load_checkpoint(path, algo_name="ppo")
     with pytest.raises(CheckpointError, match="no checkpoint at"):
         load_checkpoint(tmp_path / "elsewhere")

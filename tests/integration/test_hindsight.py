@@ -44,6 +44,7 @@ def bit_flipping(sampler="slice", *overrides):
     return trajrl.compose(
         [
             "debug=smoke",
+            "algo=r2d2",
             "env=bit_flipping",
             f"env.kwargs.n={BITS}",
             "collector=sync",

@@ -77,7 +77,7 @@ def test_a_padded_batch_without_states_or_ids_stores_its_valid_steps_as_complete
     flat = first_episodes(read_back, 5).exclude(*STATES, TRAJ_KEY)
     padded = zero_padded(flat)
     assert padded.shape[0] == 5 and not padded[MASK_KEY].all()
-    with built(f"algo={algo}") as pipe:
+    with built(f"algo={algo}", "env.previous_action=true") as pipe:  # read_back's inputs: the default's
         assert pipe.buffer._writer.states is not None  # the default keeps states apart from the storage
         pipe.buffer.extend(padded)
         stored = pipe.buffer[:]
@@ -168,7 +168,7 @@ def test_a_batch_with_one_of_the_two_state_keys_is_refused_in_one_line(read_back
         assert_unchanged(pipe.buffer, before)
         wrong = flat.clone()
         wrong.set("recurrent_state_h", torch.zeros(flat.shape[0], 1, 7))
-        shapes = r"'recurrent_state_h' has shape \(1, 7\) a step, the policy's is \(1, 64\)"
+        shapes = r"'recurrent_state_h' has shape \(1, 7\) a step, the policy's is \(1, 128\)"
         with pytest.raises(RefusedBatch, match=shapes):
             pipe.buffer.extend(wrong)
         assert_unchanged(pipe.buffer, before)

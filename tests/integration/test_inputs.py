@@ -85,7 +85,7 @@ def test_off_policy_learners_standardise_with_the_statistics_of_the_slices_they_
 
 
 def test_fixed_statistics_do_not_move():
-    cfg = trajrl.compose(["collector=sync", "debug=smoke"])
+    cfg = trajrl.compose(["collector=sync", "debug=smoke", "algo=r2d2"])
     with trajrl.build(cfg) as pipe:
         norm = standardizers(pipe.algo.qnet)[0]
         start = norm.loc.clone()

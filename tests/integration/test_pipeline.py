@@ -80,7 +80,7 @@ def test_collector_writes_complete_episodes_and_samples_stay_inside_them(collect
                 assert batch["next", "done"].squeeze(-1).gather(1, last.unsqueeze(-1)).all()
         stats = pipe.algo.update(batch)
         pipe.sequences.update_priority(batch)
-        assert math.isfinite(stats["loss"]) and stats["learn_frac"] > 0
+        assert all(math.isfinite(v) for v in stats.values()) and stats["learn_frac"] > 0
 
 
 @pytest.mark.parametrize("collector", LOCAL_COLLECTORS)
@@ -89,7 +89,7 @@ def test_weights_and_epsilon_pushed_by_the_loop_reach_the_collector(collector):
     import torch
     from tensordict import TensorDict
 
-    cfg = trajrl.compose([f"collector={collector}", "debug=smoke", "storage.capacity=4000"])
+    cfg = trajrl.compose([f"collector={collector}", "debug=smoke", "algo=r2d2", "storage.capacity=4000"])
     with trajrl.build(cfg) as pipe:
         pipe.collector.start()
         try:

@@ -39,6 +39,7 @@ def test_the_previous_action_and_reward_are_the_step_befores_in_acting_and_in_th
         [
             "collector=sync",
             "debug=smoke",
+            "algo=r2d2",
             "algo.eps_start=0.5",
             "storage.capacity=2000",
             "+env.kwargs.max_episode_steps=40",

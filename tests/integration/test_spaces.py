@@ -83,7 +83,7 @@ def test_a_space_with_no_flat_form_and_actions_an_algorithm_cannot_take_are_refu
     with pytest.raises(ValueError, match="no fixed-size flat form"):
         parts_of(gym.spaces.Text(5))
     with pytest.raises(ConfigError, match=r"algo=r2d2 takes Discrete actions: .* \(use algo=ppo or algo=rsac\)"):
-        validate(trajrl.compose(["env=pendulum_novel"]))
+        validate(trajrl.compose(["algo=r2d2", "env=pendulum_novel"]))
     with pytest.raises(ConfigError, match=r"has MultiDiscrete.*algo=r2d2 takes Discrete actions \(use algo=ppo\)"):
         validate(
             trajrl.compose(

@@ -107,6 +107,7 @@ def test_with_state_every_slices_start_only_where_the_state_is_kept_and_from_the
         [
             f"collector={collector}",
             "debug=smoke",
+            "algo=r2d2",
             "storage.capacity=1500",
             "+env.kwargs.max_episode_steps=120",
             f"sampler.state_every={every}",

@@ -19,7 +19,7 @@ from trajrl.algos.rsac import (
     run_core,
     twin_critics,
 )
-from trajrl.keys import MASK_KEY
+from trajrl.keys import MASK_KEY, TD_KEY
 from trajrl.settings import RSACSettings
 
 
@@ -144,12 +144,20 @@ def test_sac_discrete_critic_target_and_actor_loss_are_the_exact_expectations_ov
         alive = 1.0 - batch["next", "terminated"].squeeze(-1).float()
         target = batch["next", "reward"].squeeze(-1) + 0.9 * alive * soft
         taken = batch["action"].unsqueeze(-1)
-        errors = sum((q_all(c, obs)[:, :-1].gather(-1, taken).squeeze(-1) - target) ** 2 for c in critics)
+        differences = [q_all(c, obs)[:, :-1].gather(-1, taken).squeeze(-1) - target for c in critics]
+        errors = sum(d**2 for d in differences)
         critic_loss = errors[mask].sum() / mask.sum()
+        td = (differences[0].abs() + differences[1].abs()) / 2  # the priority a prioritised sampler reads
         features = [c.rnn(c.encoder(obs))[0][:, :-1] for c in critics]  # before the critics' step
 
+    weighted = copy.deepcopy(algo)
     stats = algo.update(batch)
     assert stats["critic_loss"] == pytest.approx(critic_loss.item(), rel=1e-5)
+    torch.testing.assert_close(batch[TD_KEY][mask], td[mask])
+    assert batch[TD_KEY][~mask].isnan().all()
+    importance = torch.tensor([[3.0], [0.5]]).expand(2, 5).unsqueeze(-1)  # a slice's weight, at each step
+    scaled = weighted.update(batch.clone().set("priority_weight", importance))["critic_loss"]
+    assert scaled == pytest.approx(((errors * importance.squeeze(-1))[mask].sum() / mask.sum()).item(), rel=1e-5)
     with torch.no_grad():
         q_now = torch.minimum(*(c.q(f) for c, f in zip(algo.critics, features)))
         pi = log_pi.exp()[:, :-1]

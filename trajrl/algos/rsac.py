@@ -43,7 +43,7 @@ from trajrl.algos.networks import (
     track_observations,
 )
 from trajrl.algos.sequences import learned_steps, observations_with_next, stored_state, without_padding_columns
-from trajrl.keys import MASK_KEY
+from trajrl.keys import MASK_KEY, TD_KEY
 from trajrl.settings import RSACSettings
 
 #: Discrete actions' target entropy by default, as a fraction of log |A| (Ni et al., 2022; Christodoulou's
@@ -287,8 +287,12 @@ class RSAC:
         return self.actor.head.sample(features)
 
     def update(self, batch: TensorDictBase) -> dict[str, float]:
-        """One gradient step of critics, actor and temperature on ``[B, T]`` slices."""
+        """One gradient step of critics, actor and temperature on ``[B, T]`` slices. Writes each
+        step's ``|TD error|`` (the twin critics' mean; NaN where nothing is learnt) into
+        ``batch[TD_KEY]`` for a prioritised sampler, whose ``priority_weight`` (a slice's
+        importance weight) scales that slice's critic loss."""
         s = self.settings
+        full = batch
         batch = without_padding_columns(batch.to(self.device))  # the learner's device
         mask = batch.get(MASK_KEY)
         n_seq, horizon = mask.shape
@@ -321,7 +325,9 @@ class RSAC:
             target = reward + s.gamma * alive * next_value
         features = [f[:, :-1] for f in critic_features(self.critics, sequence, burn_in)]
         q_taken = [c.value(f, action) for c, f in zip(self.critics, features)]
-        critic_loss = sum(((q - target) ** 2 * learn).sum() for q in q_taken) / n_learn
+        weight = batch.get("priority_weight", None)
+        weight = 1.0 if weight is None else weight.reshape(n_seq, horizon)[:, :1]
+        critic_loss = sum(((q - target) ** 2 * learn * weight).sum() for q in q_taken) / n_learn
         self.critic_optimizer.zero_grad(set_to_none=True)
         critic_loss.backward()
         critic_grad = nn.utils.clip_grad_norm_(self.critics.parameters(), s.max_grad_norm)
@@ -346,6 +352,10 @@ class RSAC:
 
         self.updates += 1
         self.target_sync.after(self.updates, self.target_critics, self.critics)
+        td = torch.stack([(q.detach() - target).abs() for q in q_taken]).mean(0)
+        td_error = torch.full(full.shape, float("nan"), device=full.device)
+        td_error[:, :horizon] = torch.where(learn, td, float("nan")).to(full.device)
+        full.set(TD_KEY, td_error)
         return {
             "critic_loss": critic_loss.item(),
             "actor_loss": actor_loss.item(),
