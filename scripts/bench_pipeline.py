@@ -554,6 +554,7 @@ def sampling_latency(kind: str, writes: bool, repeats: int) -> float:
 
 
 LEARNERS = [
+    ("recurrent SAC-discrete, the default run", "rsac_cartpole_novel"),
     ("recurrent DQN", "r2d2_cartpole_novel"),
     ("recurrent SAC", "rsac_pendulum_novel"),
     ("recurrent PPO", "rppo_cartpole_novel"),
@@ -663,7 +664,8 @@ def learner_speed(preset: str | None, updates: int, repeats: int, device: str = 
 
 #: The off-policy algorithms' default runs, as a user starts them (``in_run``).
 IN_RUN = [
-    ("recurrent DQN, the default run", []),
+    ("recurrent SAC-discrete, the default run", []),
+    ("recurrent DQN, algo=r2d2", ["algo=r2d2"]),
     ("recurrent SAC, algo=rsac env=pendulum_novel", ["algo=rsac", "env=pendulum_novel"]),
 ]
 
@@ -784,9 +786,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--in-run-frames",
         type=int,
-        nargs=2,
-        default=[30_000, 10_000],
-        help="total_frames of the recurrent DQN's and the recurrent SAC's run in the in_run part",
+        nargs=3,
+        default=[8_000, 30_000, 10_000],
+        help="total_frames of the default run's (recurrent SAC-discrete), the recurrent DQN's and the recurrent "
+        "SAC's on pendulum_novel in the in_run part",
     )
     parser.add_argument("--repeats", type=int, default=30, help="samples timed per sampling measurement")
     parser.add_argument("--updates", type=int, default=200, help="gradient steps timed per learner run")
