@@ -6,6 +6,7 @@ except the ones that stand for the CLI's paths (workers from its fork server, or
 from pathlib import Path
 
 import pytest
+import torch
 from helpers import REPO, collector_sampler_pairs, read_metrics, trajrl
 
 from trajrl.settings import LOCAL_COLLECTORS
@@ -112,7 +113,11 @@ def test_reward_scale_multiplies_every_reward_collected_and_evaluated(train_in):
     )
     last = read_metrics(run.dir)[-1]
     assert float(last["eval/return"]) == pytest.approx(0.01 * float(last["eval/length"]), rel=1e-5)
-    assert abs(float(last["train/q_mean"])) < 5  # near 0.01 x the sum of discounted steps, not 1 x
+    from trajrl.checkpoint import load_checkpoint
+
+    storage = load_checkpoint(run.dir)["buffer"]["_storage"]  # what the learner samples from
+    rewards = storage["_storage"]["next.reward"][: storage["_len"]]
+    assert len(rewards) > 0 and torch.allclose(rewards, torch.full_like(rewards, 0.01))
 
 
 def test_multirun_makes_one_run_directory_per_job(sweep):
