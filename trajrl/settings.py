@@ -450,6 +450,12 @@ class RSACSettings(NetworkSettings):
         "many updates (null: never)",
         range=at_least(1),
     )
+    n_step: int = setting(
+        1,
+        "rewards summed before the critics' target bootstraps with the soft value (the entropy of the "
+        "steps between is not added)",
+        range=at_least(1),
+    )
     critic_core: str = setting(
         "separate",
         "the twin critics' encoder and recurrent core: separate (one each) | shared (one read by both Q "

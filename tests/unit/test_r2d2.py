@@ -7,6 +7,7 @@ from tensordict import TensorDict
 
 import trajrl
 from trajrl.algos.r2d2 import R2D2, RecurrentQNet, signed_hyperbolic, signed_parabolic
+from trajrl.algos.sequences import n_step_return
 from trajrl.keys import TD_KEY
 from trajrl.replay.batches import sequence_priority
 from trajrl.settings import R2D2Settings
@@ -26,25 +27,19 @@ def brute_force_target(reward, terminated, bootstrap, length, gamma, n):
     return out
 
 
-def test_n_step_target_matches_the_loops():
+def test_n_step_return_matches_the_loops():
+    """The n-step return both sequence learners bootstrap from (recurrent DQN, recurrent SAC)."""
     torch.manual_seed(0)
     n_seq, horizon, gamma = 6, 9, 0.9
     lengths = torch.tensor([9, 1, 4, 9, 2, 7])
     terminated = torch.zeros(n_seq, horizon)
     terminated[2, 3] = 1  # an episode ending inside the sequence's last valid step
     terminated[3, 8] = 1
-    batch = TensorDict(
-        {("next", "reward"): torch.randn(n_seq, horizon, 1), ("next", "terminated"): terminated.bool().unsqueeze(-1)},
-        [n_seq, horizon],
-    )
-    bootstrap = torch.randn(n_seq, horizon)
+    reward, bootstrap = torch.randn(n_seq, horizon), torch.randn(n_seq, horizon)
     for n in (1, 3, 5):
-        algo = R2D2(RecurrentQNet(2, 2, [8], 8), R2D2Settings(gamma=gamma, n_step=n))
-        got = algo.n_step_target(batch, bootstrap, lengths, horizon)
+        got = n_step_return(reward, terminated, bootstrap, lengths, gamma, n)
         for row in range(n_seq):
-            want = brute_force_target(
-                batch["next", "reward"][row, :, 0], terminated[row], bootstrap[row], int(lengths[row]), gamma, n
-            )
+            want = brute_force_target(reward[row], terminated[row], bootstrap[row], int(lengths[row]), gamma, n)
             valid = slice(0, int(lengths[row]))
             torch.testing.assert_close(got[row, valid], want[valid])
 

@@ -116,15 +116,16 @@ def discrete_sac(actions: int = 3, critic_core: str = "separate", **settings):
     return RSAC(actor, critics, RSACSettings(initial_state="zero", init_alpha=0.3, gamma=0.9, **settings))
 
 
-@pytest.mark.parametrize("critic_core", ["separate", "shared"])
-def test_sac_discrete_critic_target_and_actor_loss_are_the_exact_expectations_over_actions(critic_core):
+@pytest.mark.parametrize("critic_core, n_step", [("separate", 1), ("shared", 1), ("separate", 3)])
+def test_sac_discrete_critic_target_and_actor_loss_are_the_exact_expectations_over_actions(critic_core, n_step):
     """On a tiny batch (one slice padded, one terminated step), by hand: the critics' target is
-    r + gamma (1 - terminated) sum_a pi(a|s') (min_i Qtarget_i(s', a) - alpha log pi(a|s')), their
+    r + gamma (1 - terminated) sum_a pi(a|s') (min_i Qtarget_i(s', a) - alpha log pi(a|s')) (with
+    ``n_step`` n: the next n rewards within the slice, then gamma^n times that soft value), their
     loss the sum over both critics of the squared error at valid steps; the actor's loss is
     sum_a pi(a|s) (alpha log pi(a|s) - min_i Q_i(s, a)) (the critics' heads after their step, as
     SAC updates them in turn), and the temperature follows the exact entropy -sum_a pi log pi.
     With a shared core the same sums hold, both heads reading the one core."""
-    algo = discrete_sac(critic_core=critic_core)
+    algo = discrete_sac(critic_core=critic_core, n_step=n_step)
     batch = slices([5, 3], horizon=5)
     batch["action"] = torch.tensor([[0, 2, 1, 1, 0], [2, 0, 1, 0, 0]])
     batch["step_count"] = torch.arange(5).expand(2, 5).unsqueeze(-1).clone()
@@ -142,7 +143,12 @@ def test_sac_discrete_critic_target_and_actor_loss_are_the_exact_expectations_ov
         q_next = torch.minimum(q_all(targets[0], obs), q_all(targets[1], obs))[:, 1:]
         soft = (log_pi.exp()[:, 1:] * (q_next - alpha * log_pi[:, 1:])).sum(-1)
         alive = 1.0 - batch["next", "terminated"].squeeze(-1).float()
-        target = batch["next", "reward"].squeeze(-1) + 0.9 * alive * soft
+        reward, target = batch["next", "reward"].squeeze(-1), torch.zeros(2, 5)
+        for row, length in enumerate([5, 3]):
+            for t in range(length):
+                m = min(n_step, length - t)  # rewards summed, none past the slice's last valid step
+                summed = sum(0.9**k * reward[row, t + k] for k in range(m))
+                target[row, t] = summed + 0.9**m * alive[row, t + m - 1] * soft[row, t + m - 1]
         taken = batch["action"].unsqueeze(-1)
         differences = [q_all(c, obs)[:, :-1].gather(-1, taken).squeeze(-1) - target for c in critics]
         errors = sum(d**2 for d in differences)

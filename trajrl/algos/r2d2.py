@@ -34,7 +34,13 @@ from trajrl.algos.networks import (
     state_keys,
     track_observations,
 )
-from trajrl.algos.sequences import learned_steps, observations_with_next, stored_state, without_padding_columns
+from trajrl.algos.sequences import (
+    learned_steps,
+    n_step_return,
+    observations_with_next,
+    stored_state,
+    without_padding_columns,
+)
 from trajrl.keys import TD_KEY
 from trajrl.settings import R2D2Settings
 
@@ -187,7 +193,9 @@ class R2D2:
             bootstrap = next_q_target.gather(-1, chooser.argmax(-1, keepdim=True)).squeeze(-1)
             if s.value_rescaling:
                 bootstrap = signed_parabolic(bootstrap)
-            target = self.n_step_target(batch, bootstrap, lengths, horizon)
+            reward = batch.get(("next", "reward")).reshape(n_seq, horizon).float()
+            terminated = batch.get(("next", "terminated")).reshape(n_seq, horizon).float()
+            target = n_step_return(reward, terminated, bootstrap, lengths, s.gamma, s.n_step)
             if s.value_rescaling:
                 target = signed_hyperbolic(target)
             if s.advantage_learning > 0:  # less the taken action's shortfall from the best one, under Q'
@@ -220,24 +228,6 @@ class R2D2:
             "grad_norm": float(grad_norm),
             "learn_frac": learn.float().mean().item(),
         }
-
-    def n_step_target(
-        self, batch: TensorDictBase, bootstrap: torch.Tensor, lengths: torch.Tensor, horizon: int
-    ) -> torch.Tensor:
-        """sum_{k<m} gamma^k r[t+k] + gamma^m (1 - terminated[t+m-1]) Q'[t+m-1], m = min(n, steps left)."""
-        s = self.settings
-        reward = batch.get(("next", "reward")).reshape(bootstrap.shape).float()
-        terminated = batch.get(("next", "terminated")).reshape(bootstrap.shape).float()
-        steps = torch.arange(horizon, device=reward.device).unsqueeze(0)
-        left = (lengths.unsqueeze(-1) - steps).clamp_min(1)  # valid steps from t to the sequence's end
-        m = left.clamp_max(s.n_step)
-        padded_reward = nn.functional.pad(reward, (0, s.n_step))
-        ret = torch.zeros_like(reward)
-        for k in range(s.n_step):
-            ret += (s.gamma**k) * padded_reward[:, k : k + horizon] * (k < m)
-        last = (steps + m - 1).clamp_max(horizon - 1)
-        alive = 1.0 - terminated.gather(-1, last)
-        return ret + (s.gamma**m) * alive * bootstrap.gather(-1, last)
 
     def set_lr(self) -> None:
         """The learning rates of this update: ``lr`` decayed linearly to ``lr_end``, and the

@@ -42,7 +42,13 @@ from trajrl.algos.networks import (
     state_keys,
     track_observations,
 )
-from trajrl.algos.sequences import learned_steps, observations_with_next, stored_state, without_padding_columns
+from trajrl.algos.sequences import (
+    learned_steps,
+    n_step_return,
+    observations_with_next,
+    stored_state,
+    without_padding_columns,
+)
 from trajrl.keys import MASK_KEY, TD_KEY
 from trajrl.settings import RSACSettings
 
@@ -307,7 +313,7 @@ class RSAC:
             else batch.get("action").reshape(n_seq, horizon, -1).float()
         )
         reward = batch.get(("next", "reward")).reshape(n_seq, horizon).float()
-        alive = 1.0 - batch.get(("next", "terminated")).reshape(n_seq, horizon).float()
+        terminated = batch.get(("next", "terminated")).reshape(n_seq, horizon).float()
         burn_in = min(self.burn_in, horizon - 1)
         learn, _ = learned_steps(batch, burn_in)
         n_learn = learn.sum().clamp_min(1)
@@ -317,12 +323,13 @@ class RSAC:
         actor_features = run_core(self.actor.rnn, self.actor.encoder(sequence), self.actor_state(batch), burn_in)
         policy = self.policy(actor_features)
 
-        # ---- critics: twin Q towards r + gamma * E_pi[min target Q(next, a') - alpha log pi(a'|next)]
+        # ---- critics: twin Q towards the n-step return, bootstrapped with the soft value
+        # E_pi[min target Q(next, a') - alpha log pi(a'|next)] (n = 1: r + gamma * that)
         with torch.no_grad():
             target_features = [f[:, 1:] for f in critic_features(self.target_critics, sequence, burn_in)]
             next_policy = tuple(None if p is None else p.detach() for p in steps_of(policy, slice(1, None)))
             next_value, _ = soft_value(self.target_critics, target_features, next_policy, alpha)
-            target = reward + s.gamma * alive * next_value
+            target = n_step_return(reward, terminated, next_value, mask.sum(-1), s.gamma, s.n_step)
         features = [f[:, :-1] for f in critic_features(self.critics, sequence, burn_in)]
         q_taken = [c.value(f, action) for c, f in zip(self.critics, features)]
         weight = batch.get("priority_weight", None)

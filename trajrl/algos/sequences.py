@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 from tensordict import TensorDictBase
+from torch import nn
 
 from trajrl.keys import MASK_KEY
 
@@ -42,3 +43,20 @@ def learned_steps(batch: TensorDictBase, burn_in: int) -> tuple[torch.Tensor, to
     starts_episode = batch.get("step_count")[:, 0].reshape(n_seq) == 0
     steps = torch.arange(horizon, device=mask.device).expand(n_seq, horizon)
     return mask & ((steps >= burn_in) | starts_episode.unsqueeze(-1)), starts_episode
+
+
+def n_step_return(
+    reward: torch.Tensor, terminated: torch.Tensor, bootstrap: torch.Tensor, lengths: torch.Tensor, gamma: float, n: int
+) -> torch.Tensor:
+    """Per ``[B, T]`` step ``t``: ``sum_{k<m} gamma^k r[t+k] + gamma^m (1 - terminated[t+m-1]) bootstrap[t+m-1]``
+    with ``m = min(n, steps left in its row)``; ``bootstrap[t]`` is the value of the observation
+    after step ``t``. A row holds one episode's steps, so only its last valid step can end it."""
+    horizon = reward.shape[-1]
+    steps = torch.arange(horizon, device=reward.device).unsqueeze(0)
+    m = (lengths.unsqueeze(-1) - steps).clamp(1, n)  # valid steps from t to the row's end, at most n
+    padded = nn.functional.pad(reward, (0, n))
+    ret = torch.zeros_like(reward)
+    for k in range(n):
+        ret += (gamma**k) * padded[:, k : k + horizon] * (k < m)
+    last = (steps + m - 1).clamp_max(horizon - 1)
+    return ret + (gamma**m) * (1.0 - terminated.gather(-1, last)) * bootstrap.gather(-1, last)
