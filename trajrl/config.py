@@ -68,8 +68,8 @@ def is_checked(cfg: DictConfig) -> bool:
 def validate(cfg: DictConfig) -> DictConfig:
     """Check every setting and the ones that depend on each other; raise ConfigError.
 
-    Returns the config converted to the schema's types, with ``storage.ndim`` and
-    ``sampler.state_every`` resolved from ``auto``, read-only. Makes one instance of the environment
+    Returns the config converted to the schema's types, with ``storage.ndim``,
+    ``sampler.slices_per_batch`` and ``sampler.state_every`` resolved from ``auto``, read-only. Makes one instance of the environment
     (gymnasium only) to check its id, spaces and episode step limit.
     """
     if is_checked(cfg):
@@ -83,10 +83,17 @@ def validate(cfg: DictConfig) -> DictConfig:
     return cfg
 
 
+#: ``sampler.slices_per_batch=auto``: recurrent SAC's slices a batch, and the other learners'.
+RSAC_SLICES_PER_BATCH, SLICES_PER_BATCH = 4, 16
+
+
 def resolve_auto(cfg: DictConfig) -> None:
     """What ``auto`` stands for, in a checked config. ``sampler.state_every``: ``slice_len - burn_in``
     (the most that leaves no step unlearnt) where slices can start at kept states only
-    (``state_every_problem``), else null. ``storage.ndim``: the collector's layout (``storage_layout``)."""
+    (``state_every_problem``), else null. ``sampler.slices_per_batch``: 4 for recurrent SAC
+    (``algo=rsac``), 16 for the others. ``storage.ndim``: the collector's layout (``storage_layout``)."""
+    if cfg.sampler.get("slices_per_batch") == "auto":
+        cfg.sampler.slices_per_batch = RSAC_SLICES_PER_BATCH if cfg.algo.name == "rsac" else SLICES_PER_BATCH
     if cfg.sampler.get("state_every") == "auto":
         most = cfg.sampler.slice_len - cfg.sampler.burn_in  # at least 1: check_burn_in
         cfg.sampler.state_every = most if state_every_problem(cfg) is None else None
