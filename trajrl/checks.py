@@ -92,10 +92,11 @@ def check_ranges(cfg: DictConfig) -> None:
 
 def check_value(key: str, f: Field, value: Any) -> None:
     """``value`` (or each item of a list) against the range or choices declared with field ``f``."""
-    auto = f.metadata.get("auto")
+    auto, span, choices = f.metadata.get("auto"), f.metadata.get("range"), f.metadata.get("choices")
+    if value is None and not f.metadata.get("null", True):
+        raise ConfigError(key, None, f"must be {span} or auto; the default is {default_of(f)} ({f.metadata['help']})")
     if value is None or f.metadata.get("help") is None or (value == "auto" and auto):
         return
-    span, choices = f.metadata.get("range"), f.metadata.get("choices")
     is_list = isinstance(value, (list, tuple, ListConfig))
     values = list(value) if is_list else [value]
     if is_list and span is not None and not values:
@@ -104,7 +105,7 @@ def check_value(key: str, f: Field, value: Any) -> None:
         if choices is not None and str(item) not in choices:
             raise ConfigError(key, item, f"use one of {', '.join(choices)}")
         if span is not None and not span.admits(item):
-            admitted = f"{span}, null or auto" if auto else span
+            admitted = (f"{span}, null or auto" if f.metadata.get("null", True) else f"{span} or auto") if auto else span
             raise ConfigError(key, item, f"must be {admitted}; the default is {default_of(f)} ({f.metadata['help']})")
 
 

@@ -17,7 +17,8 @@ class ConfigError(ValueError):
 
     def __init__(self, setting: str, value: Any, fix: str, source: str | None = None):
         self.setting, self.value, self.fix = setting, value, fix
-        super().__init__(f"{setting} (set in {source}): {fix}" if source else f"{setting}={value!r}: {fix}")
+        shown = "null" if value is None else repr(value)  # as a user writes it on the command line
+        super().__init__(f"{setting} (set in {source}): {fix}" if source else f"{setting}={shown}: {fix}")
 
 
 class CheckpointError(ValueError):

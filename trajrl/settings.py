@@ -71,14 +71,23 @@ def setting(
     range: Range | None = None,
     choices: tuple[str, ...] | None = None,
     auto: bool = False,
+    null: bool = True,
     checkpointed: bool = False,
 ) -> Any:
     """A dataclass field with its description and its range (numbers) or choices (names);
     ``auto``: the value "auto" is admitted too (trajrl derives it from other settings);
+    ``null=False``: a field typed ``Any`` (a number or auto) refuses null, which its type cannot;
     ``checkpointed``: what a checkpoint holds was made with it (the networks' shapes, the
     environment's spaces), so a resume keeps it (``trajrl.checks.check_resume``).
     A list default is copied for each instance."""
-    metadata = {"help": help, "range": range, "choices": choices, "auto": auto, "checkpointed": checkpointed}
+    metadata = {
+        "help": help,
+        "range": range,
+        "choices": choices,
+        "auto": auto,
+        "null": null,
+        "checkpointed": checkpointed,
+    }
     if isinstance(default, (list, dict)):
         return field(default_factory=lambda: type(default)(default), metadata=metadata)
     return field(default=default, metadata=metadata)
@@ -274,6 +283,7 @@ class SliceSamplerSettings:
         "with 16 and learns as much a frame: docs/learning/tuning.md), 16 otherwise",
         range=at_least(1),
         auto=True,
+        null=False,
     )
     slice_len: int = setting(40, "steps of each slice (T); shorter episodes come back whole, padded", range=at_least(1))
     burn_in: int = setting(

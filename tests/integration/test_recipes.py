@@ -254,3 +254,39 @@ def test_state_every_out_of_its_range_is_refused_naming_what_works(value):
 
     with pytest.raises(ConfigError, match=r"sampler.state_every=.*must be >= 1, null or auto"):
         validate(trajrl.compose([f"sampler.state_every={value}"]))
+
+
+# ---------------------------------------------------------------- sampler.slices_per_batch=auto
+@pytest.mark.parametrize(
+    "overrides, expected",
+    [
+        ([], 4),  # the default run: recurrent SAC
+        (["sampler=prioritized_slice"], 4),
+        (["algo=r2d2"], 16),
+        (["algo=r2d2", "sampler=slice_without_replacement"], 16),
+        (["sampler.slices_per_batch=7"], 7),  # a number is kept
+    ],
+)
+def test_slices_per_batch_auto_is_four_for_recurrent_sac_and_sixteen_for_the_others(overrides, expected):
+    from trajrl.config import validate
+
+    assert validate(trajrl.compose(overrides)).sampler.slices_per_batch == expected
+
+
+def test_the_default_run_learns_from_batches_of_four_slices():
+    """What auto stands for reaches the sampler: the learner's batches are [4, slice_len]."""
+    cfg = trajrl.compose(["collector=sync", "debug=smoke", "env.num_envs=2", "collector.frames_per_batch=400"])
+    with trajrl.build(cfg) as pipe:
+        for _ in pipe.collector:
+            if pipe.buffer.write_count >= 400:
+                break
+        assert tuple(pipe.sequences.sample().shape) == (4, 40)
+
+
+@pytest.mark.parametrize("value", ["null", "0", "many"])
+def test_slices_per_batch_refuses_null_and_what_is_out_of_its_range(value):
+    from trajrl.config import validate
+    from trajrl.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"sampler.slices_per_batch=.*must be >= 1 or auto; the default is auto"):
+        validate(trajrl.compose([f"sampler.slices_per_batch={value}"]))
