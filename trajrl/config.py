@@ -69,8 +69,9 @@ def validate(cfg: DictConfig) -> DictConfig:
     """Check every setting and the ones that depend on each other; raise ConfigError.
 
     Returns the config converted to the schema's types, with ``storage.ndim``,
-    ``sampler.slices_per_batch`` and ``sampler.state_every`` resolved from ``auto``, read-only. Makes one instance of the environment
-    (gymnasium only) to check its id, spaces and episode step limit.
+    ``sampler.slices_per_batch`` and ``sampler.state_every`` resolved from ``auto``, read-only.
+    Makes one instance of the environment (gymnasium only) to check its id, spaces and episode
+    step limit.
     """
     if is_checked(cfg):
         return cfg
