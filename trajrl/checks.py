@@ -105,7 +105,8 @@ def check_value(key: str, f: Field, value: Any) -> None:
         if choices is not None and str(item) not in choices:
             raise ConfigError(key, item, f"use one of {', '.join(choices)}")
         if span is not None and not span.admits(item):
-            admitted = span if not auto else f"{span}, null or auto" if f.metadata.get("null", True) else f"{span} or auto"
+            admitted = f"{span}, null or auto" if f.metadata.get("null", True) else f"{span} or auto"
+            admitted = admitted if auto else span
             raise ConfigError(key, item, f"must be {admitted}; the default is {default_of(f)} ({f.metadata['help']})")
 
 
