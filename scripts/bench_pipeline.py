@@ -553,11 +553,13 @@ def sampling_latency(kind: str, writes: bool, repeats: int) -> float:
             thread.join()
 
 
+#: (label, preset or None for the default run, overrides): the learners timed alone.
 LEARNERS = [
-    ("recurrent SAC-discrete, the default run", "rsac_cartpole_novel"),
-    ("recurrent DQN", "r2d2_cartpole_novel"),
-    ("recurrent SAC", "rsac_pendulum_novel"),
-    ("recurrent PPO", "rppo_cartpole_novel"),
+    ("recurrent SAC-discrete, the default run", None, []),
+    ("the default run's learner as at c19e015 (16 slices a batch)", None, ["sampler.slices_per_batch=16"]),
+    ("recurrent DQN", "r2d2_cartpole_novel", []),
+    ("recurrent SAC", "rsac_pendulum_novel", []),
+    ("recurrent PPO", "rppo_cartpole_novel", []),
 ]
 
 
@@ -665,6 +667,7 @@ def learner_speed(preset: str | None, updates: int, repeats: int, device: str = 
 #: The off-policy algorithms' default runs, as a user starts them (``in_run``).
 IN_RUN = [
     ("recurrent SAC-discrete, the default run", []),
+    ("the default run as at c19e015 (16 slices a batch)", ["sampler.slices_per_batch=16"]),
     ("recurrent DQN, algo=r2d2", ["algo=r2d2"]),
     ("recurrent SAC, algo=rsac env=pendulum_novel", ["algo=rsac", "env=pendulum_novel"]),
 ]
@@ -786,10 +789,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--in-run-frames",
         type=int,
-        nargs=3,
-        default=[8_000, 30_000, 10_000],
-        help="total_frames of the default run's (recurrent SAC-discrete), the recurrent DQN's and the recurrent "
-        "SAC's on pendulum_novel in the in_run part",
+        nargs=len(IN_RUN),
+        default=[8_000, 8_000, 30_000, 10_000],
+        help="total_frames of each in_run row, in order: the default run (recurrent SAC-discrete), the same with "
+        "16 slices a batch (as at c19e015), the recurrent DQN's, the recurrent SAC's on pendulum_novel",
     )
     parser.add_argument("--repeats", type=int, default=30, help="samples timed per sampling measurement")
     parser.add_argument("--updates", type=int, default=200, help="gradient steps timed per learner run")
@@ -976,11 +979,12 @@ def main(argv: list[str] | None = None) -> None:
             "recurrent kernels | trajrl / plain |"
         )
         print("|---|---|---|---|---|---|---|---|")
-        for label, preset in LEARNERS:
-            result = learner_speed(preset, args.updates, args.repeats_learner, args.device)
+        for label, preset, overrides in LEARNERS:
+            result = learner_speed(preset, args.updates, args.repeats_learner, args.device, overrides)
+            what = preset or " ".join(overrides) or "python -m trajrl"
             slow, fast = result["plain"], result["fused"]
             print(
-                f"| {label} ({preset}) | {result['shape']} | {slow['per_s']:.0f} | {fast['per_s']:.0f} | "
+                f"| {label} ({what}) | {result['shape']} | {slow['per_s']:.0f} | {fast['per_s']:.0f} | "
                 f"{fast['sample_ms']:.2f} | {fast['update_ms']:.2f} | {result['recurrent']:.0%} | "
                 f"{fast['per_s'] / slow['per_s']:.2f} |",
                 flush=True,
