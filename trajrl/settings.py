@@ -491,6 +491,12 @@ class RSACSettings(NetworkSettings):
         range=at_least(1),
     )
     init_alpha: float = setting(1.0, "initial entropy temperature (learnt)", range=above(0))
+    alpha_lr: float | None = setting(
+        None,
+        "learning rate of the temperature's log (Adam: it moves about this much an update, so reaching a "
+        "temperature k times the initial one takes about ln(k) / alpha_lr updates); null: lr",
+        range=above(0),
+    )
     target_entropy: float | None = setting(
         None,
         "entropy the temperature aims at (null: -action size for "

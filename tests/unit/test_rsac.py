@@ -225,6 +225,18 @@ def test_sac_discrete_target_entropy_is_a_fraction_of_the_uniform_policys():
     assert discrete_sac(5, target_entropy=0.2).target_entropy == 0.2
 
 
+@pytest.mark.parametrize("alpha_lr", [None, 0.05])
+def test_the_temperature_moves_at_its_own_rate(alpha_lr):
+    """One update moves log alpha by about its rate (Adam's first step is the rate times the
+    gradient's sign): ``alpha_lr``, or ``lr`` where it is null."""
+    algo = discrete_sac(lr=1e-3, alpha_lr=alpha_lr)
+    batch = slices([5, 3], horizon=5)
+    batch["action"] = torch.tensor([[0, 2, 1, 1, 0], [2, 0, 1, 0, 0]])
+    before = algo.log_alpha.item()
+    algo.update(batch)
+    assert abs(algo.log_alpha.item() - before) == pytest.approx(alpha_lr or 1e-3, rel=1e-3)
+
+
 def test_sac_discrete_acts_with_the_most_likely_action_when_deterministic():
     from torchrl.envs.utils import ExplorationType, set_exploration_type
 

@@ -275,7 +275,8 @@ class RSAC:
         self.actor_optimizer = adam(actor, lr=settings.lr, rnn_lr=settings.rnn_lr)
         self.critic_optimizer = adam(critics, lr=settings.lr, rnn_lr=settings.rnn_lr)
         self.target_sync = TargetSync(settings.tau, settings.target_sync_every)
-        self.alpha_optimizer = adam([self.log_alpha], lr=settings.lr)
+        alpha_lr = settings.lr if settings.alpha_lr is None else settings.alpha_lr
+        self.alpha_optimizer = adam([self.log_alpha], lr=alpha_lr)
         self.updates = 0
 
     @property
