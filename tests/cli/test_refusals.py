@@ -86,6 +86,10 @@ CASES = [
         ["env.reward_scale=0.1", "env.reward_scale=1", "sampler.her_ratio=0"],
     ),
     (["algo=rsac", "algo.critic_core=one"], ["algo.critic_core='one'", "separate", "shared"]),
+    (["algo.n_step=0"], ["algo.n_step=0", "must be >= 1"]),
+    (["algo.alpha_lr=0"], ["algo.alpha_lr=0", "must be > 0"]),
+    (["sampler.slices_per_batch=null"], ["sampler.slices_per_batch=null", "must be >= 1 or auto"]),
+    (["sampler.slices_per_batch=0"], ["sampler.slices_per_batch=0", "must be >= 1 or auto"]),
     # the recurrent state kept every k steps only
     (["sampler.state_every=often"], ["sampler.state_every='often'", ">= 1, null or auto"]),
     (["sampler.state_every=0"], ["sampler.state_every=0", "must be >= 1, null or auto"]),
@@ -115,7 +119,7 @@ CASES = [
     ),
     (
         ["env=bit_flipping", "trajs_per_batch=null", "sampler.her_ratio=0.5"],
-        ["trajs_per_batch=None", "complete stored episodes", "trajs_per_batch=4"],
+        ["trajs_per_batch=null", "complete stored episodes", "trajs_per_batch=4"],
     ),
     (
         ["env=bit_flipping", "algo=ppo", "storage=none", "sampler=episode", "sampler.her_ratio=0.5"],
@@ -129,7 +133,7 @@ CASES = [
     (["algo=ppo", "collector=async_batched"], ["collector='async_batched'", "collector=sync or collector=multi_sync"]),
     (["algo=ppo", "storage=lazy_tensor"], ["storage='lazy_tensor'", "storage=none"]),
     (["algo=ppo", "sampler=slice"], ["sampler='slice'", "sampler=episode"]),
-    (["algo=ppo", "trajs_per_batch=null"], ["trajs_per_batch=None", "complete-episode batches"]),
+    (["algo=ppo", "trajs_per_batch=null"], ["trajs_per_batch=null", "complete-episode batches"]),
     (["algo=ppo", "algo.clip_epsilon=1.5"], ["algo.clip_epsilon=1.5", "between 0 and 1"]),
     (["storage=none"], ["storage='none'", "algo=rsac learns from a replay buffer", "storage=lazy_tensor"]),
     (["traj_format=stacked"], ["traj_format='stacked'", "cat, padded"]),
