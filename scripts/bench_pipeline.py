@@ -794,6 +794,11 @@ def main(argv: list[str] | None = None) -> None:
         help="total_frames of each in_run row, in order: the default run (recurrent SAC-discrete), the same with "
         "16 slices a batch (as at c19e015), the recurrent DQN's, the recurrent SAC's on pendulum_novel",
     )
+    parser.add_argument(
+        "--rows-like",
+        default="",
+        help="learners and in_run parts: only the rows whose label holds this text (e.g. 'default run')",
+    )
     parser.add_argument("--repeats", type=int, default=30, help="samples timed per sampling measurement")
     parser.add_argument("--updates", type=int, default=200, help="gradient steps timed per learner run")
     parser.add_argument(
@@ -979,7 +984,7 @@ def main(argv: list[str] | None = None) -> None:
             "recurrent kernels | trajrl / plain |"
         )
         print("|---|---|---|---|---|---|---|---|")
-        for label, preset, overrides in LEARNERS:
+        for label, preset, overrides in (row for row in LEARNERS if args.rows_like in row[0]):
             result = learner_speed(preset, args.updates, args.repeats_learner, args.device, overrides)
             what = preset or " ".join(overrides) or "python -m trajrl"
             slow, fast = result["plain"], result["fused"]
@@ -1016,6 +1021,8 @@ def main(argv: list[str] | None = None) -> None:
         )
         print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for (label, overrides), frames in zip(IN_RUN, args.in_run_frames):
+            if args.rows_like not in label:
+                continue
             # alone before and after the runs (this machine's speed drifts by a fifth within minutes): the mean
             before = learner_speed(None, args.updates, args.repeats_learner, overrides=overrides)["fused"]
             insides = {
