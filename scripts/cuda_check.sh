@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
 # device=cuda end to end: the tests marked for CUDA, every preset in configs/experiment/ for a
-# short run on the GPU (JOBS at once), and the harness's learner rows on cuda and on cpu.
+# short run on the GPU (JOBS at once), the harness's learner rows on cuda and on cpu, and the
+# default run (python -m trajrl) learning on cuda and on cpu, two seeds each, all four at once.
 #
-#   scripts/cuda_check.sh [FRAMES] [JOBS]      (defaults 4000 frames a preset, 8 presets at once)
+#   scripts/cuda_check.sh [FRAMES] [JOBS] [DEFAULT_FRAMES]
+#       (defaults 4000 frames a preset, 8 presets at once, 12000 frames of the default run)
 #
-# Prints one table row a preset (exit code, seconds, updates, updates/s, last evaluation) and
-# bench_pipeline.py's learners table for each device. Logs: $LOGS (default /tmp/cuda_check).
+# Prints one table row a preset (exit code, seconds, updates, updates/s, last evaluation),
+# bench_pipeline.py's learners table for each device, and bench_learning.py's row of the
+# default run on each device. Logs: $LOGS (default /tmp/cuda_check).
 set -uo pipefail
 DEVICE=${DEVICE:-cuda}
 FRAMES=${1:-4000}
 JOBS=${2:-8}
+DEFAULT_FRAMES=${3:-12000}
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 LOGS=${LOGS:-/tmp/cuda_check}
 PY=${PYTHON:-python3}
@@ -55,3 +59,11 @@ for device in cuda cpu; do
     timeout 300 "$PY" scripts/bench_pipeline.py --skip collection breakdown assembly memory fixed_frames loops \
         startup sampling --device "$device" 2>&1 | grep -v "^$" | tail -12
 done
+
+echo "## the default run, $DEFAULT_FRAMES frames, seeds 0 1, on cuda and on cpu (all four at once)"
+for device in cuda cpu; do
+    timeout 600 "$PY" scripts/bench_learning.py --presets default --seeds 0 1 --jobs 2 --final-episodes 20 \
+        --out "$LOGS/default_$device" "device=$device" "total_frames=$DEFAULT_FRAMES" >"$LOGS/default_$device.log" 2>&1 &
+done
+wait
+for device in cuda cpu; do echo "device=$device"; grep -m1 -E "^\| default " "$LOGS/default_$device.log"; done
