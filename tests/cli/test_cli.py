@@ -37,8 +37,14 @@ def smoke_run_of(collector, sampler, tmp_path, request, train_in) -> tuple[str, 
 
 # each sampler with the collector that runs in the learner's process (the cheapest run); with
 # worker processes writing into a shared buffer: test_pipeline's pairs
+# -m slow as well: async_batched with slice, whose whole run is test_faults' (a worker killed, the run
+# reaching total_frames) and whose writes test_pipeline's
 @pytest.mark.parametrize(
-    "collector, sampler", collector_sampler_pairs(LOCAL_COLLECTORS, SAMPLERS, samplers_with="sync")
+    "collector, sampler",
+    [
+        pytest.param(*p.values, marks=pytest.mark.slow) if p.values == ("async_batched", "slice") else p
+        for p in collector_sampler_pairs(LOCAL_COLLECTORS, SAMPLERS, samplers_with="sync")
+    ],
 )
 def test_smoke_run_of_every_collector_and_sampler_writes_metrics(collector, sampler, tmp_path, request, train_in):
     out, run_dir = smoke_run_of(collector, sampler, tmp_path, request, train_in)

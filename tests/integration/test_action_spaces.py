@@ -83,8 +83,11 @@ RANDOM_RETURN = {"MatchMultiDiscrete-v0": 10 * (1 / 3 + 1 / 4 + 1 / 2) / 3, "Mat
     [
         ("MatchMultiDiscrete-v0", False),
         ("MatchMultiBinary-v0", False),
-        ("MatchMultiDiscrete-v0", True),
-        ("MatchMultiBinary-v0", True),
+        # -m slow: the recurrent network's multi-part heads score the acted actions as the policy
+        # did (test_the_learner_scores_the_acted_actions_as_the_policy_did), and its update is
+        # recurrent PPO's (the rppo smoke runs)
+        pytest.param("MatchMultiDiscrete-v0", True, marks=pytest.mark.slow),
+        pytest.param("MatchMultiBinary-v0", True, marks=pytest.mark.slow),
     ],
 )
 def test_ppo_learns_actions_of_several_parts(env_id, recurrent, tmp_path):
