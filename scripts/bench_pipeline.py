@@ -811,6 +811,14 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.only:
         args.skip = [part for part in PARTS if part not in args.only]
+    if "in_run" not in args.skip:  # refused before anything is measured, not after the first row's minutes
+        for (label, overrides), frames in zip(IN_RUN, args.in_run_frames):
+            every = trajrl.compose(overrides).loop.log_every_frames
+            if args.rows_like in label and frames < 4 * every:
+                parser.error(
+                    f"--in-run-frames {frames} for '{label}': in_run needs 4 metrics rows, one every "
+                    f"loop.log_every_frames={every} frames; use {4 * every} or more"
+                )
     torch.set_num_threads(1)
     logging.getLogger("torchrl").setLevel(logging.WARNING)
     os.environ.setdefault("RL_LOGGING_LEVEL", "WARNING")  # the worker processes' TorchRL too (as the CLI does)
