@@ -497,6 +497,13 @@ class RSACSettings(NetworkSettings):
         "temperature k times the initial one takes about ln(k) / alpha_lr updates); null: lr",
         range=above(0),
     )
+    reward_scaling: str = setting(
+        "none",
+        "none: the learner takes rewards as the task gives them; rms: it divides them by their running root "
+        "mean square, so that a task's rewards times any constant train as the task's own (the logged "
+        "returns stay in the task's units)",
+        choices=("none", "rms"),
+    )
     target_entropy: float | None = setting(
         None,
         "entropy the temperature aims at (null: -action size for "

@@ -237,6 +237,32 @@ def test_the_temperature_moves_at_its_own_rate(alpha_lr):
     assert abs(algo.log_alpha.item() - before) == pytest.approx(alpha_lr or 1e-3, rel=1e-3)
 
 
+def test_rewards_divided_by_their_rms_train_a_task_times_c_as_the_task_itself():
+    """``algo.reward_scaling=rms``: the same batch with every reward times 100 gives the same
+    update (losses, temperature, weights), where without it the losses are far apart; the
+    statistic is checkpointed."""
+
+    def update(scale: float, scaling: str):
+        algo = discrete_sac(reward_scaling=scaling)
+        batch = slices([5, 3], horizon=5)
+        batch["action"] = torch.tensor([[0, 2, 1, 1, 0], [2, 0, 1, 0, 0]])
+        batch["next", "reward"] = batch["next", "reward"] * scale
+        stats = algo.update(batch)
+        return algo, stats, [p.detach().clone() for p in [*algo.actor.parameters(), *algo.critics.parameters()]]
+
+    (algo, one, weights), (_, hundred, weights_100) = update(1.0, "rms"), update(100.0, "rms")
+    assert hundred["reward_rms"] == pytest.approx(100 * one["reward_rms"], rel=1e-6)
+    for key in ("critic_loss", "actor_loss", "alpha", "entropy", "q_mean"):
+        assert hundred[key] == pytest.approx(one[key], rel=1e-4, abs=1e-6), key
+    for a, b in zip(weights, weights_100):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+    (_, plain, _), (_, plain_100, _) = update(1.0, "none"), update(100.0, "none")
+    assert "reward_rms" not in plain and plain_100["critic_loss"] > 100 * plain["critic_loss"]
+    restored = discrete_sac(reward_scaling="rms")
+    restored.load_state_dict(algo.state_dict())
+    assert restored.reward_rms.state_dict() == algo.reward_rms.state_dict() != {"count": 0, "sum_of_squares": 0.0}
+
+
 def test_sac_discrete_acts_with_the_most_likely_action_when_deterministic():
     from torchrl.envs.utils import ExplorationType, set_exploration_type
 

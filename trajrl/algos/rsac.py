@@ -263,6 +263,27 @@ def steps_of(policy: Policy, steps: slice) -> Policy:
     return (None if action is None else action[:, steps]), log_prob[:, steps]
 
 
+class RewardRMS:
+    """The running root mean square of the rewards learnt from (``algo.reward_scaling=rms``): the
+    learner divides rewards by it, so a task's rewards times c train as the task's own do."""
+
+    def __init__(self):
+        self.count, self.sum_of_squares = 0, 0.0
+
+    def __call__(self, rewards: torch.Tensor) -> float:
+        """The statistic with ``rewards`` (the valid steps' of a batch) counted; 1 until a reward
+        other than 0 has been seen."""
+        self.count += rewards.numel()
+        self.sum_of_squares += float(rewards.double().square().sum())
+        return math.sqrt(self.sum_of_squares / self.count) if self.sum_of_squares > 0 else 1.0
+
+    def state_dict(self) -> dict:
+        return {"count": self.count, "sum_of_squares": self.sum_of_squares}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.count, self.sum_of_squares = int(state["count"]), float(state["sum_of_squares"])
+
+
 class RSAC:
     """Actor, twin critics and their targets, a learnt temperature, one update per batch."""
 
@@ -277,6 +298,7 @@ class RSAC:
         self.target_sync = TargetSync(settings.tau, settings.target_sync_every)
         alpha_lr = settings.lr if settings.alpha_lr is None else settings.alpha_lr
         self.alpha_optimizer = adam([self.log_alpha], lr=alpha_lr)
+        self.reward_rms = RewardRMS() if settings.reward_scaling == "rms" else None
         self.updates = 0
 
     @property
@@ -314,6 +336,9 @@ class RSAC:
             else batch.get("action").reshape(n_seq, horizon, -1).float()
         )
         reward = batch.get(("next", "reward")).reshape(n_seq, horizon).float()
+        reward_rms = None if self.reward_rms is None else self.reward_rms(reward[mask])
+        if reward_rms is not None:
+            reward = reward / reward_rms
         terminated = batch.get(("next", "terminated")).reshape(n_seq, horizon).float()
         burn_in = min(self.burn_in, horizon - 1)
         learn, _ = learned_steps(batch, burn_in)
@@ -372,6 +397,7 @@ class RSAC:
             "q_mean": (q_taken[0].detach() * learn).sum().item() / n_learn.item(),
             "critic_grad_norm": float(critic_grad),
             "learn_frac": learn.float().mean().item(),
+            **({} if reward_rms is None else {"reward_rms": reward_rms}),
         }
 
     def state_dict(self) -> dict:
@@ -383,6 +409,7 @@ class RSAC:
             "actor_optimizer": self.actor_optimizer.state_dict(),
             "critic_optimizer": self.critic_optimizer.state_dict(),
             "alpha_optimizer": self.alpha_optimizer.state_dict(),
+            "reward_rms": None if self.reward_rms is None else self.reward_rms.state_dict(),
             "updates": self.updates,
         }
 
@@ -396,4 +423,6 @@ class RSAC:
         self.actor_optimizer.load_state_dict(state["actor_optimizer"])
         self.critic_optimizer.load_state_dict(state["critic_optimizer"])
         self.alpha_optimizer.load_state_dict(state["alpha_optimizer"])
+        if self.reward_rms is not None and state.get("reward_rms"):  # a checkpoint made without it: from scratch
+            self.reward_rms.load_state_dict(state["reward_rms"])
         self.updates = int(state["updates"])
