@@ -190,7 +190,12 @@ SIGKILLED = {  # case -> overrides
     "multi_sync": ["collector=multi_sync", "algo=ppo"],
     # the learner far behind: the environments wait at the closed gate most of the time (the recurrent
     # DQN's learner: the same path in half the default's time)
-    "multi_async_gate_closed": ["collector=multi_async", "algo=r2d2", "loop.updates_per_frame=2", "loop.max_update_lag=1"],
+    "multi_async_gate_closed": [
+        "collector=multi_async",
+        "algo=r2d2",
+        "loop.updates_per_frame=2",
+        "loop.max_update_lag=1",
+    ],
 }
 
 
