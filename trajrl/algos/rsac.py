@@ -336,8 +336,9 @@ class RSAC:
             else batch.get("action").reshape(n_seq, horizon, -1).float()
         )
         reward = batch.get(("next", "reward")).reshape(n_seq, horizon).float()
-        reward_rms = None if self.reward_rms is None else self.reward_rms(reward[mask])
-        if reward_rms is not None:
+        reward_rms = None
+        if self.reward_rms is not None:  # algo.reward_scaling=rms
+            reward_rms = self.reward_rms(reward[mask])
             reward = reward / reward_rms
         terminated = batch.get(("next", "terminated")).reshape(n_seq, horizon).float()
         burn_in = min(self.burn_in, horizon - 1)
