@@ -262,7 +262,7 @@ def test_evaluation_reports_the_share_of_episodes_that_end_at_their_goal(reach, 
 @pytest.mark.parametrize(
     "task",
     [
-        ["env=bit_flipping", "env.kwargs.n=4", "sampler.slice_len=4", "sampler.burn_in=0"],
+        ["algo=r2d2", "env=bit_flipping", "env.kwargs.n=4", "sampler.slice_len=4", "sampler.burn_in=0"],
         ["algo=rsac", "env=point_reach", "sampler.slice_len=10", "sampler.burn_in=2"],
         ["algo=rsac", "env=bit_flipping", "env.kwargs.n=4", "sampler.slice_len=4", "sampler.burn_in=0"],
     ],

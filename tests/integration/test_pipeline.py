@@ -83,7 +83,15 @@ def test_collector_writes_complete_episodes_and_samples_stay_inside_them(collect
         assert all(math.isfinite(v) for v in stats.values()) and stats["learn_frac"] > 0
 
 
-@pytest.mark.parametrize("collector", LOCAL_COLLECTORS)
+# async (one worker) and multi_sync push through the same shared-memory scheme into the same
+# worker collector as multi_async (trajrl/factory/collector.py: _workers): in the slow run
+@pytest.mark.parametrize(
+    "collector",
+    [
+        pytest.param(kind, marks=pytest.mark.slow) if kind in ("async", "multi_sync") else kind
+        for kind in LOCAL_COLLECTORS
+    ],
+)
 def test_weights_and_epsilon_pushed_by_the_loop_reach_the_collector(collector):
     """After a push, new steps are acted by the learner's network with its epsilon."""
     import torch
