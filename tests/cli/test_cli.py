@@ -38,11 +38,15 @@ def smoke_run_of(collector, sampler, tmp_path, request, train_in) -> tuple[str, 
 # each sampler with the collector that runs in the learner's process (the cheapest run); with
 # worker processes writing into a shared buffer: test_pipeline's pairs
 # -m slow as well: async_batched with slice, whose whole run is test_faults' (a worker killed, the run
-# reaching total_frames) and whose writes test_pipeline's
+# reaching total_frames) and whose writes test_pipeline's; slice_without_replacement, whose batches
+# test_pipeline samples, audits and learns from (the loop runs them as any slice sampler's)
+SLOW_SMOKE = (("async_batched", "slice"), ("sync", "slice_without_replacement"))
+
+
 @pytest.mark.parametrize(
     "collector, sampler",
     [
-        pytest.param(*p.values, marks=pytest.mark.slow) if p.values == ("async_batched", "slice") else p
+        pytest.param(*p.values, marks=pytest.mark.slow) if p.values in SLOW_SMOKE else p
         for p in collector_sampler_pairs(LOCAL_COLLECTORS, SAMPLERS, samplers_with="sync")
     ],
 )
@@ -98,7 +102,7 @@ def test_smoke_run_of_ppo_learns_from_complete_episodes(collector, traj_format, 
 
 @pytest.mark.parametrize(
     "collector", [c if c == "multi_async" else pytest.param(c, marks=pytest.mark.slow) for c in LOCAL_COLLECTORS]
-)  # the collectors' paths: the R2D2 smoke runs
+)  # the collectors' paths: the default's smoke runs (recurrent SAC-discrete) above
 def test_smoke_run_of_recurrent_sac_on_every_collector(collector, train_in):
     run = train_in("experiment=rsac_pendulum_novel", f"collector={collector}", "audit=true", "audit_every=1")
     run.train()

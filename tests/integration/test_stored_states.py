@@ -96,7 +96,8 @@ def test_a_kept_state_is_lost_only_to_the_step_that_takes_its_slot():
     assert kept.read(torch.tensor([11, 4]), torch.tensor([5, 0]))["h"][:, 0].tolist() == [[11.0, 11.0], [0.0, 0.0]]
 
 
-@pytest.mark.parametrize("collector", ["sync", "multi_async"])
+# sync: the same EpisodeCollector writing in the learner's process: in the slow run
+@pytest.mark.parametrize("collector", [pytest.param("sync", marks=pytest.mark.slow), "multi_async"])
 def test_with_state_every_slices_start_only_where_the_state_is_kept_and_from_the_acting_policys_state(collector):
     """``sampler.state_every=7``: the storage holds no state; each sampled slice starts at
     a multiple of 7 steps into its episode, from the state the acting policy had there
