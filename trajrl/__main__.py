@@ -18,6 +18,7 @@ import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NoReturn
 
 import hydra
 import yaml
@@ -28,7 +29,7 @@ from omegaconf import DictConfig
 from trajrl.checks import check_launcher, check_overrides, key_of
 from trajrl.config import CONFIG_DIR, compose, explain, validate
 from trajrl.errors import CheckpointError, CollectorFailed, ConfigError, EnvironmentFailed, RunInterrupted
-from trajrl.processes import end_child_processes, start_fork_server, workers_from_a_fork_server
+from trajrl.processes import end_child_processes, exit_now, start_fork_server, workers_from_a_fork_server
 from trajrl.signals import interrupts_raise, stacks_on_sigusr1
 from trajrl.topology import starts_processes
 
@@ -37,6 +38,21 @@ log = logging.getLogger("trajrl")
 #: (main() sets HYDRA_FULL_ERROR for Hydra itself; the user's value travels to sweep jobs
 #: started in other processes as TRAJRL_FULL_ERROR.)
 SHOW_TRACEBACK = os.environ.get("TRAJRL_FULL_ERROR", os.environ.get("HYDRA_FULL_ERROR", "")) == "1"
+
+
+def cli() -> NoReturn:
+    """The ``trajrl`` command (and ``python -m trajrl``): ``main()``, then the process ends with
+    its exit code at once (``exit_now``: its exit handlers run, its modules are not torn down)."""
+    try:
+        main()
+    except SystemExit as stop:
+        code = stop.code
+    else:
+        code = 0
+    if code is not None and not isinstance(code, int):  # sys.exit("message"), as Python reports it
+        print(code, file=sys.stderr)
+        code = 1
+    exit_now(code or 0)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -368,4 +384,4 @@ def evaluate_agent(args: argparse.Namespace) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    cli()
