@@ -25,6 +25,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from trajrl.errors import ConfigError
 from trajrl.settings import (
     GROUPS,
+    LINEAR_CORES,
     OFF_POLICY_ONLY,
     ON_POLICY_ALGOS,
     ON_POLICY_COLLECTORS,
@@ -50,6 +51,7 @@ def check(cfg: DictConfig) -> None:
     check_replay_storage(cfg)
     check_fixed_frame_sampler(cfg)
     check_lane_capacity(cfg)
+    check_tape(cfg)
     check_refresh_states(cfg)
     check_async_batched_writes(cfg)
     check_storage_ndim(cfg)
@@ -250,6 +252,26 @@ def check_lane_capacity(cfg: DictConfig) -> None:
             f"gives each of the {lanes} lanes (one per environment) {capacity // lanes} steps, fewer than the "
             f"{need} a lane must hold (a write of {steps} steps, a slice of {slice_len}); "
             f"use storage.capacity>={need * lanes}",
+        )
+
+
+def check_tape(cfg: DictConfig) -> None:
+    """``sampler=tape`` runs whole episodes laid end to end through one pass of the memory core,
+    which restarts at each episode start inside it: a linear core, and no stored state read."""
+    if cfg.sampler.kind != "tape":
+        return
+    if cfg.algo.rnn not in LINEAR_CORES:
+        raise ConfigError(
+            "algo.rnn",
+            cfg.algo.rnn,
+            f"sampler=tape restarts the memory core at every episode start inside one sequence, which {cfg.algo.rnn} "
+            f"cannot: use algo.rnn={' or algo.rnn='.join(LINEAR_CORES)}, or a slice sampler (sampler=slice)",
+        )
+    if cfg.algo.get("refresh_states_every") is not None:
+        raise ConfigError(
+            "algo.refresh_states_every",
+            cfg.algo.refresh_states_every,
+            "sampler=tape starts every episode from a zero state and reads no stored state: leave it null",
         )
 
 

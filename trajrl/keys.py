@@ -20,3 +20,6 @@ SAMPLE_KEY = "action_sample"
 #: Per sampled step (hindsight): the substituted goal, whether the step's slice is
 #: relabelled, and (``her_state=recompute``) the slice's initial recurrent state under that goal.
 GOAL_KEY, RELABELLED_KEY, STATE_KEY = ("hindsight", "goal"), ("hindsight", "relabelled"), ("hindsight",)
+#: On a tape (``trajrl.replay.tapes``): the cell after an episode's last step, holding the
+#: observation that followed it (not a step: nothing is learnt there).
+CLOSING_KEY = ("collector", "closing")

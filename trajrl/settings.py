@@ -348,22 +348,56 @@ class RandomSamplerSettings:
     )
 
 
+@dataclass
+class TapeSamplerSettings:
+    kind: str = option("tape")
+    tape_frames: int = setting(
+        1000,
+        "steps in each batch: whole stored episodes drawn at random, each at most once, laid end to end "
+        "into one sequence (the last one cut there); no padding, no burn-in, no stored state: the "
+        "memory core restarts at each episode start inside it (algo.rnn=lru or ffm)",
+        range=between(1, 1_000_000),
+    )
+
+
 SAMPLERS: dict[str, type] = {
     "slice": StepSliceSamplerSettings,
     "slice_without_replacement": SliceSamplerSettings,
     "prioritized_slice": PrioritizedSliceSamplerSettings,
     "episode": EpisodeSamplerSettings,
     "random": RandomSamplerSettings,
+    "tape": TapeSamplerSettings,
 }
 SLICE_SAMPLERS = ("slice", "slice_without_replacement", "prioritized_slice")
 
 
 # ---------------------------------------------------------------- learn: algorithms
+#: Memory cores whose whole sequence is one parallel pass and that restart inside it (``trajrl.algos.memory``).
+LINEAR_CORES = ("lru", "ffm")
+
+
 @dataclass
 class NetworkSettings:
     name: str = option("r2d2", checkpointed=True)
-    rnn: str = setting("lstm", "recurrent core", choices=("lstm", "gru"), checkpointed=True)
-    hidden_size: int = setting(64, "recurrent cells", range=at_least(1), checkpointed=True)
+    rnn: str = setting(
+        "lstm",
+        "memory core: lstm, gru (stepped through a sequence) | lru (Linear Recurrent Unit), ffm (Fast and "
+        "Forgetful Memory): linear, a whole sequence in one pass, restarting inside it at each episode "
+        "start (what sampler=tape needs)",
+        choices=("lstm", "gru", *LINEAR_CORES),
+        checkpointed=True,
+    )
+    hidden_size: int = setting(64, "recurrent cells (the memory core's outputs)", range=at_least(1), checkpointed=True)
+    memory_size: int = setting(
+        64,
+        "rnn=lru: complex state channels of each layer; rnn=ffm: length of its trace (one decay rate each)",
+        range=between(1, 4096),
+        checkpointed=True,
+    )
+    memory_context: int = setting(
+        4, "rnn=ffm: frequencies each element of the trace turns at", range=between(1, 256), checkpointed=True
+    )
+    memory_layers: int = setting(1, "rnn=lru: blocks stacked", range=between(1, 16), checkpointed=True)
     encoder_sizes: list[int] = setting(
         [64], "MLP layers before the recurrent core (or the head)", range=at_least(1), checkpointed=True
     )
@@ -453,7 +487,7 @@ class RSACSettings(NetworkSettings):
     """Recurrent SAC (continuous actions; SAC-discrete for Discrete ones)."""
 
     name: str = option("rsac", checkpointed=True)
-    hidden_size: int = setting(128, "recurrent cells", range=at_least(1), checkpointed=True)
+    hidden_size: int = setting(128, "recurrent cells (the memory core's outputs)", range=at_least(1), checkpointed=True)
     lr: float = setting(3e-4, "learning rate (Adam; Ni et al., 2022's for recurrent SAC)", range=above(0))
     initial_state: str = setting(
         "stored",

@@ -36,8 +36,9 @@ def test_n_step_return_matches_the_loops():
     terminated[2, 3] = 1  # an episode ending inside the sequence's last valid step
     terminated[3, 8] = 1
     reward, bootstrap = torch.randn(n_seq, horizon), torch.randn(n_seq, horizon)
+    mask = torch.arange(horizon) < lengths.unsqueeze(-1)
     for n in (1, 3, 5):
-        got = n_step_return(reward, terminated, bootstrap, lengths, gamma, n)
+        got = n_step_return(reward, terminated, bootstrap, mask, gamma, n)
         for row in range(n_seq):
             want = brute_force_target(reward[row], terminated[row], bootstrap[row], int(lengths[row]), gamma, n)
             valid = slice(0, int(lengths[row]))

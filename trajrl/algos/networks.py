@@ -10,6 +10,7 @@ from tensordict.nn import TensorDictModule
 from torch import nn
 from torchrl.modules import MLP
 
+from trajrl.algos.memory import CORES, run_memory, state_shape
 from trajrl.spaces import IMAGE, NUMBERS, Part
 
 
@@ -207,22 +208,6 @@ class KeyedModule(TensorDictModule):
         return tensordict_out
 
 
-def recurrent_core(kind: str, in_size: int, hidden_size: int) -> nn.Module:
-    """``nn.LSTM`` or ``nn.GRU`` (batch first), as ``algo.rnn`` names it."""
-    return {"lstm": nn.LSTM, "gru": nn.GRU}[kind](in_size, hidden_size, batch_first=True)
-
-
-def acting_core(rnn: nn.Module, in_key: str, out_key: str):
-    """TorchRL's recurrent module around ``rnn`` for acting step by step: it stores its
-    state with every step and restarts from zero where ``is_init`` is set (its
-    ``make_tensordict_primer()`` must be on every environment)."""
-    from torchrl.modules import GRUModule, LSTMModule
-
-    if isinstance(rnn, nn.LSTM):
-        return LSTMModule(lstm=rnn, in_key=in_key, out_key=out_key)
-    return GRUModule(gru=rnn, in_key=in_key, out_key=out_key)
-
-
 @torch.no_grad()
 def states_along(
     encoder: nn.Module,
@@ -250,9 +235,8 @@ def states_along(
         active = int((lengths > t).sum())  # runs still going: a prefix, longest first
         for out, s in zip(states, state):
             out[:active, t] = s[:, :active].transpose(0, 1)
-        now = tuple(s[:, :active] for s in state)
-        _, after = rnn(grid[:active, t : t + 1], now if isinstance(rnn, nn.LSTM) else now[0])
-        state = list(after) if isinstance(rnn, nn.LSTM) else [after]
+        _, after = run_memory(rnn, grid[:active, t : t + 1], tuple(s[:, :active] for s in state))
+        state = list(after)
     return tuple(out[run, offset].to(home) for out in states)
 
 
@@ -270,15 +254,11 @@ class PrefixStates:
         self, obs: torch.Tensor, run: torch.Tensor, offset: torch.Tensor, lengths: torch.Tensor
     ) -> tuple[torch.Tensor, ...]:
         rnn = self.net.rnn
+        layers, size = state_shape(rnn)
         if lengths.numel() == 0:
-            return tuple(torch.zeros(0, rnn.num_layers, rnn.hidden_size) for _ in self.net.state_keys)
-        zeros = tuple(torch.zeros(rnn.num_layers, lengths.numel(), rnn.hidden_size) for _ in self.net.state_keys)
+            return tuple(torch.zeros(0, layers, size) for _ in self.net.state_keys)
+        zeros = tuple(torch.zeros(layers, lengths.numel(), size) for _ in self.net.state_keys)
         return states_along(self.net.encoder, rnn, obs, run, offset, lengths, zeros)
-
-
-def state_keys(rnn: nn.Module) -> list[str]:
-    """Keys under which the acting core stores the recurrent state with each step."""
-    return ["recurrent_state_h", "recurrent_state_c"] if isinstance(rnn, nn.LSTM) else ["recurrent_state"]
 
 
 @torch.no_grad()
@@ -308,8 +288,8 @@ class TargetSync:
 
 
 def recurrent_parameters(module: nn.Module) -> set[int]:
-    """The ids of ``module``'s parameters that belong to its recurrent cores (LSTM/GRU)."""
-    return {id(p) for m in module.modules() if isinstance(m, (nn.LSTM, nn.GRU)) for p in m.parameters()}
+    """The ids of ``module``'s parameters that belong to its recurrent cores (``trajrl.algos.memory``)."""
+    return {id(p) for m in module.modules() if isinstance(m, CORES) for p in m.parameters()}
 
 
 def adam(params, lr: float, rnn_lr: float | None = None, **kwargs) -> torch.optim.Adam:

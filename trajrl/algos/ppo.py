@@ -28,14 +28,13 @@ from torch import nn
 from torch.distributions import Bernoulli, Categorical, Independent, Normal
 from torchrl.modules import IndependentNormal, ProbabilisticActor
 
+from trajrl.algos.memory import Memory, acting_core, recurrent_core, run_memory
 from trajrl.algos.networks import (
     Inputs,
     KeyedModule,
     Parts,
-    acting_core,
     adam,
     encoder,
-    recurrent_core,
     scale_lr,
     track_observations,
 )
@@ -91,21 +90,20 @@ class Bernoullis(Independent):
 
 
 class Tower(nn.Module):
-    """observation -> its inputs (``Inputs``) -> MLP -> (LSTM/GRU) -> head with ``out`` outputs."""
+    """observation -> its inputs (``Inputs``) -> MLP -> (memory core) -> head with ``out`` outputs."""
 
     def __init__(
         self,
         parts: Parts,
         out: int,
         sizes: list[int],
-        rnn: str | None,
+        rnn: Memory | str | None,
         hidden_size: int,
         inputs: Inputs | None = None,
         layer_norm: bool = False,
     ):
         super().__init__()
         self.encoder = encoder(parts, sizes, inputs, activation=nn.Tanh, layer_norm=layer_norm)
-        self.kind = rnn
         self.rnn = recurrent_core(rnn, sizes[-1], hidden_size) if rnn else None
         self.head = nn.Linear(hidden_size if rnn else sizes[-1], out)
 
@@ -113,7 +111,7 @@ class Tower(nn.Module):
         """Outputs ``[N, T, out]`` for whole episodes ``[N, T, obs]`` (zero state at t = 0)."""
         features = self.encoder(obs)
         if self.rnn is not None:
-            features, _ = self.rnn(features)
+            features, _ = run_memory(self.rnn, features)
         return self.head(features)
 
 
@@ -156,7 +154,7 @@ class ActorCritic(nn.Module):
         parts: Parts,
         actions: int,
         sizes: list[int],
-        rnn: str | None,
+        rnn: Memory | str | None,
         hidden_size: int,
         inputs: Inputs | None = None,
         bounds: tuple[torch.Tensor, torch.Tensor] | None = None,

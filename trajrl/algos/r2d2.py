@@ -21,26 +21,18 @@ from tensordict.nn import TensorDictSequential
 from torch import nn
 from torchrl.modules import EGreedyModule, QValueModule
 
+from trajrl.algos.memory import Memory, acting_core, recurrent_core, run_memory, state_keys
 from trajrl.algos.networks import (
     Inputs,
     KeyedModule,
     Parts,
     TargetSync,
-    acting_core,
     adam,
     encoder,
-    recurrent_core,
     scale_lr,
-    state_keys,
     track_observations,
 )
-from trajrl.algos.sequences import (
-    learned_steps,
-    n_step_return,
-    observations_with_next,
-    stored_state,
-    without_padding_columns,
-)
+from trajrl.algos.sequences import learned_steps, n_step_return, sequence_of, stored_state, without_padding_columns
 from trajrl.keys import TD_KEY
 from trajrl.settings import R2D2Settings
 
@@ -59,7 +51,7 @@ class DuelingHead(nn.Module):
 
 
 class RecurrentQNet(nn.Module):
-    """observation -> its inputs (``Inputs``: standardised, squashed) -> MLP encoder -> LSTM/GRU
+    """observation -> its inputs (``Inputs``: standardised, squashed) -> MLP encoder -> memory core
     -> one Q-value per action (a linear head, or a dueling one); with ``layer_norm``,
     the encoder's output and the core's features are layer-normalised."""
 
@@ -69,7 +61,7 @@ class RecurrentQNet(nn.Module):
         num_actions: int,
         encoder_sizes: list[int],
         hidden_size: int,
-        rnn: str = "lstm",
+        rnn: Memory | str = "lstm",
         inputs: Inputs | None = None,
         dueling: bool = False,
         layer_norm: bool = False,
@@ -79,17 +71,20 @@ class RecurrentQNet(nn.Module):
         self.rnn = recurrent_core(rnn, encoder_sizes[-1], hidden_size)
         head = DuelingHead(hidden_size, num_actions) if dueling else nn.Linear(hidden_size, num_actions)
         self.head = nn.Sequential(nn.LayerNorm(hidden_size), head) if layer_norm else head
-        self.kind = rnn
 
-    def sequence_q(self, obs: torch.Tensor, state: tuple[torch.Tensor, ...]) -> torch.Tensor:
-        """Q-values ``[B, T, A]`` for observations ``[B, T, obs]`` from ``state`` (each ``[layers, B, H]``)."""
-        features, _ = self.rnn(self.encoder(obs), state if self.kind == "lstm" else state[0])
-        return self.head(features)
+    def sequence_q(
+        self, obs: torch.Tensor, state: tuple[torch.Tensor, ...], starts: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Q-values ``[B, T, A]`` for observations ``[B, T, obs]`` from ``state`` (each ``[layers, B, H]``),
+        restarting where ``starts`` flags (a tape; linear cores)."""
+        return self.run(obs, state, starts)[0]
 
-    def run(self, obs: torch.Tensor, state: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+    def run(
+        self, obs: torch.Tensor, state: tuple[torch.Tensor, ...], starts: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
         """Like ``sequence_q`` but also returns the final state."""
-        features, final = self.rnn(self.encoder(obs), state if self.kind == "lstm" else state[0])
-        return self.head(features), (final if self.kind == "lstm" else (final,))
+        features, final = run_memory(self.rnn, self.encoder(obs), state, starts)
+        return self.head(features), final
 
     @property
     def state_keys(self) -> list[str]:
@@ -130,10 +125,18 @@ def signed_parabolic(x: torch.Tensor, eps: float = 1e-3) -> torch.Tensor:
 class R2D2:
     """Online and target recurrent Q-networks, an optimiser, and one update per batch."""
 
-    def __init__(self, qnet: RecurrentQNet, settings: R2D2Settings, burn_in: int = 0, planned_updates: int = 0):
+    def __init__(
+        self,
+        qnet: RecurrentQNet,
+        settings: R2D2Settings,
+        burn_in: int = 0,
+        planned_updates: int = 0,
+        tape: bool = False,
+    ):
         """``burn_in``: the sampler's (``sampler.burn_in``); ``planned_updates``: the run's,
-        over which the learning rate decays to ``settings.lr_end``."""
-        self.qnet = qnet
+        over which the learning rate decays to ``settings.lr_end``; ``tape``: batches are tapes
+        of whole episodes (``sampler=tape``, ``trajrl.replay.tapes``) rather than rows of slices."""
+        self.qnet, self.tape = qnet, tape
         self.target = copy.deepcopy(qnet).requires_grad_(False)
         self.settings, self.burn_in, self.planned_updates = settings, burn_in, planned_updates
         self.optimizer = adam(qnet, lr=settings.lr, rnn_lr=settings.rnn_lr)
@@ -159,13 +162,13 @@ class R2D2:
         takes the priorities.
         """
         s = self.settings
-        full, batch = batch, without_padding_columns(batch.to(self.device))  # the learner's device
+        full, batch = batch, batch.to(self.device)  # the learner's device
+        batch = batch if self.tape else without_padding_columns(batch)
         mask = batch.get(("collector", "mask"))
         n_seq, horizon = mask.shape
-        lengths = mask.sum(-1)
         if s.observation_stats == "running":  # standardise with the statistics of what is learnt from
             track_observations([self.qnet, self.target], batch.get("observation")[mask], s.observation_rate)
-        sequence = observations_with_next(batch)  # T + 1 observations
+        sequence, starts = sequence_of(batch, self.tape)  # T + 1 observations
         state = self.initial_state(batch)
         burn_in = min(self.burn_in, horizon - 1)
         learn, starts_episode = learned_steps(batch, burn_in)
@@ -178,9 +181,9 @@ class R2D2:
             q_rest = self.qnet.sequence_q(sequence[:, burn_in:], burned)
             q_all = torch.cat([q_burn, q_rest], 1)
         else:
-            q_all = self.qnet.sequence_q(sequence, state)
+            q_all = self.qnet.sequence_q(sequence, state, starts)
         with torch.no_grad():
-            q_target_all = self.target.sequence_q(sequence, state)
+            q_target_all = self.target.sequence_q(sequence, state, starts)
 
         action = batch.get("action").reshape(n_seq, horizon, -1).long()
         if action.shape[-1] > 1:  # one-hot actions
@@ -195,7 +198,7 @@ class R2D2:
                 bootstrap = signed_parabolic(bootstrap)
             reward = batch.get(("next", "reward")).reshape(n_seq, horizon).float()
             terminated = batch.get(("next", "terminated")).reshape(n_seq, horizon).float()
-            target = n_step_return(reward, terminated, bootstrap, lengths, s.gamma, s.n_step)
+            target = n_step_return(reward, terminated, bootstrap, mask, s.gamma, s.n_step)
             if s.value_rescaling:
                 target = signed_hyperbolic(target)
             if s.advantage_learning > 0:  # less the taken action's shortfall from the best one, under Q'

@@ -30,25 +30,17 @@ from torch import nn
 from torchrl.envs.utils import ExplorationType, exploration_type
 from torchrl.modules import MLP
 
+from trajrl.algos.memory import Memory, acting_core, recurrent_core, run_memory, state_keys
 from trajrl.algos.networks import (
     Inputs,
     KeyedModule,
     Parts,
     TargetSync,
-    acting_core,
     adam,
     encoder,
-    recurrent_core,
-    state_keys,
     track_observations,
 )
-from trajrl.algos.sequences import (
-    learned_steps,
-    n_step_return,
-    observations_with_next,
-    stored_state,
-    without_padding_columns,
-)
+from trajrl.algos.sequences import learned_steps, n_step_return, sequence_of, stored_state, without_padding_columns
 from trajrl.keys import MASK_KEY, TD_KEY
 from trajrl.settings import RSACSettings
 
@@ -69,14 +61,20 @@ def target_entropy(settings: RSACSettings, actions: int, discrete: bool) -> floa
 
 
 # ---------------------------------------------------------------- networks
-def run_core(rnn: nn.Module, x: torch.Tensor, state: tuple[torch.Tensor, ...] | None, burn_in: int) -> torch.Tensor:
-    """Features ``[B, T, H]``; the first ``burn_in`` steps run without gradient."""
-    unpack = (lambda s: s) if isinstance(rnn, nn.LSTM) else (lambda s: None if s is None else s[0])
+def run_core(
+    rnn: nn.Module,
+    x: torch.Tensor,
+    state: tuple[torch.Tensor, ...] | None,
+    burn_in: int,
+    starts: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Features ``[B, T, H]``; the first ``burn_in`` steps run without gradient; ``starts``: where
+    an episode starts inside the sequence (a tape; linear cores; no burn-in)."""
     if burn_in <= 0:
-        return rnn(x, unpack(state))[0]
+        return run_memory(rnn, x, state, starts)[0]
     with torch.no_grad():
-        warm, final = rnn(x[:, :burn_in], unpack(state))
-    rest, _ = rnn(x[:, burn_in:], final)
+        warm, final = run_memory(rnn, x[:, :burn_in], state)
+    rest, _ = run_memory(rnn, x[:, burn_in:], final)
     return torch.cat([warm, rest], 1)
 
 
@@ -132,7 +130,7 @@ class CategoricalHead(nn.Module):
 
 
 class RecurrentActor(nn.Module):
-    """Encoder, LSTM/GRU core and a head: a squashed Gaussian within ``[low, high]`` for a
+    """Encoder, memory core (``trajrl.algos.memory``) and a head: a squashed Gaussian within ``[low, high]`` for a
     continuous action of ``action_dim`` numbers, or (``low`` and ``high`` None) a categorical
     policy over ``action_dim`` discrete actions."""
 
@@ -142,14 +140,13 @@ class RecurrentActor(nn.Module):
         action_dim: int,
         sizes: list[int],
         hidden_size: int,
-        rnn: str,
+        rnn: Memory | str,
         low: torch.Tensor | None,
         high: torch.Tensor | None,
         inputs: Inputs | None = None,
         layer_norm: bool = False,
     ):
         super().__init__()
-        self.kind = rnn
         self.discrete = low is None
         self.actions = action_dim
         self.encoder = encoder(parts, sizes, inputs, layer_norm=layer_norm)
@@ -176,7 +173,7 @@ class RecurrentCritic(nn.Module):
         action_dim: int,
         sizes: list[int],
         hidden_size: int,
-        rnn: str,
+        rnn: Memory | str,
         inputs: Inputs | None = None,
         layer_norm: bool = False,
         discrete: bool = False,
@@ -193,8 +190,8 @@ class RecurrentCritic(nn.Module):
             activation_class=nn.ReLU,
         )
 
-    def features(self, obs: torch.Tensor, burn_in: int) -> torch.Tensor:
-        return self.norm(run_core(self.rnn, self.encoder(obs), None, burn_in))
+    def features(self, obs: torch.Tensor, burn_in: int, starts: torch.Tensor | None = None) -> torch.Tensor:
+        return self.norm(run_core(self.rnn, self.encoder(obs), None, burn_in, starts))
 
     def value(self, features: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         """Q of ``action`` (continuous: ``[..., action_dim]`` floats; discrete: ``[...]`` indices)."""
@@ -216,12 +213,14 @@ def twin_critics(make: Callable[[], RecurrentCritic], shared: bool) -> nn.Module
     return nn.ModuleList([first, second])
 
 
-def critic_features(critics: nn.ModuleList, obs: torch.Tensor, burn_in: int) -> list[torch.Tensor]:
+def critic_features(
+    critics: nn.ModuleList, obs: torch.Tensor, burn_in: int, starts: torch.Tensor | None = None
+) -> list[torch.Tensor]:
     """Each critic's features over ``obs``; critics sharing a core share its one pass."""
     passes: dict[nn.Module, torch.Tensor] = {}
     for critic in critics:
         if critic.rnn not in passes:
-            passes[critic.rnn] = critic.features(obs, burn_in)
+            passes[critic.rnn] = critic.features(obs, burn_in, starts)
     return [passes[critic.rnn] for critic in critics]
 
 
@@ -287,9 +286,18 @@ class RewardRMS:
 class RSAC:
     """Actor, twin critics and their targets, a learnt temperature, one update per batch."""
 
-    def __init__(self, actor: RecurrentActor, critics: nn.ModuleList, settings: RSACSettings, burn_in: int = 0):
-        """``burn_in``: the sampler's (``sampler.burn_in``)."""
+    def __init__(
+        self,
+        actor: RecurrentActor,
+        critics: nn.ModuleList,
+        settings: RSACSettings,
+        burn_in: int = 0,
+        tape: bool = False,
+    ):
+        """``burn_in``: the sampler's (``sampler.burn_in``); ``tape``: batches are tapes of whole
+        episodes (``sampler=tape``, ``trajrl.replay.tapes``) rather than rows of slices."""
         self.actor, self.critics, self.settings, self.burn_in = actor, critics, settings, burn_in
+        self.tape = tape
         self.target_critics = copy.deepcopy(critics).requires_grad_(False)
         self.target_entropy = target_entropy(settings, actor.actions, actor.discrete)
         self.log_alpha = torch.tensor(math.log(settings.init_alpha), device=self.device, requires_grad=True)
@@ -316,20 +324,21 @@ class RSAC:
         return self.actor.head.sample(features)
 
     def update(self, batch: TensorDictBase) -> dict[str, float]:
-        """One gradient step of critics, actor and temperature on ``[B, T]`` slices. Writes each
+        """One gradient step of critics, actor and temperature on ``[B, T]`` slices (or a tape). Writes each
         step's ``|TD error|`` (the twin critics' mean; NaN where nothing is learnt) into
         ``batch[TD_KEY]`` for a prioritised sampler, whose ``priority_weight`` (a slice's
         importance weight) scales that slice's critic loss."""
         s = self.settings
         full = batch
-        batch = without_padding_columns(batch.to(self.device))  # the learner's device
+        batch = batch.to(self.device)  # the learner's device
+        batch = batch if self.tape else without_padding_columns(batch)
         mask = batch.get(MASK_KEY)
         n_seq, horizon = mask.shape
         if s.observation_stats == "running":  # standardise with the statistics of what is learnt from
             track_observations(
                 [self.actor, self.critics, self.target_critics], batch.get("observation")[mask], s.observation_rate
             )
-        sequence = observations_with_next(batch)  # T + 1 observations
+        sequence, starts = sequence_of(batch, self.tape)  # T + 1 observations
         action = (
             batch.get("action").reshape(n_seq, horizon)
             if self.actor.discrete
@@ -347,17 +356,19 @@ class RSAC:
         alpha = self.log_alpha.exp().detach()
 
         # The actor over all T + 1 observations: its policy at the next steps for the targets, at these for its loss.
-        actor_features = run_core(self.actor.rnn, self.actor.encoder(sequence), self.actor_state(batch), burn_in)
+        actor_features = run_core(
+            self.actor.rnn, self.actor.encoder(sequence), self.actor_state(batch), burn_in, starts
+        )
         policy = self.policy(actor_features)
 
         # ---- critics: twin Q towards the n-step return, bootstrapped with the soft value
         # E_pi[min target Q(next, a') - alpha log pi(a'|next)] (n = 1: r + gamma * that)
         with torch.no_grad():
-            target_features = [f[:, 1:] for f in critic_features(self.target_critics, sequence, burn_in)]
+            target_features = [f[:, 1:] for f in critic_features(self.target_critics, sequence, burn_in, starts)]
             next_policy = tuple(None if p is None else p.detach() for p in steps_of(policy, slice(1, None)))
             next_value, _ = soft_value(self.target_critics, target_features, next_policy, alpha)
-            target = n_step_return(reward, terminated, next_value, mask.sum(-1), s.gamma, s.n_step)
-        features = [f[:, :-1] for f in critic_features(self.critics, sequence, burn_in)]
+            target = n_step_return(reward, terminated, next_value, mask, s.gamma, s.n_step)
+        features = [f[:, :-1] for f in critic_features(self.critics, sequence, burn_in, starts)]
         q_taken = [c.value(f, action) for c, f in zip(self.critics, features)]
         weight = batch.get("priority_weight", None)
         weight = 1.0 if weight is None else weight.reshape(n_seq, horizon)[:, :1]

@@ -1,4 +1,5 @@
-"""What every sequence learner reads from a ``[B, T]`` batch with ``("collector", "mask")``."""
+"""What every sequence learner reads from a ``[B, T]`` batch with ``("collector", "mask")``: rows of
+slices or whole episodes, or one tape of whole episodes laid end to end (``trajrl.replay.tapes``)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,19 @@ def observations_with_next(batch: TensorDictBase) -> torch.Tensor:
     sequence = torch.cat([obs, next_obs[:, -1:]], 1)
     sequence[rows, lengths] = next_obs[rows, lengths - 1]
     return sequence
+
+
+def sequence_of(batch: TensorDictBase, tape: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``(observations [B, T + 1, obs], starts)``: what a core runs over, one observation past
+    each valid step. Rows of slices: ``observations_with_next``, no starts (a row begins from its
+    state). A tape: its own observations (each episode's closing cell holds the observation
+    after its last step; ``trajrl.replay.tapes``) and one cell more, with ``is_init`` flagging
+    each episode's first step, where a linear core restarts."""
+    if not tape:
+        return observations_with_next(batch), None
+    obs = batch.get("observation")
+    starts = batch.get("is_init").reshape(obs.shape[:2])
+    return torch.cat([obs, obs[:, -1:]], 1), nn.functional.pad(starts, (0, 1))
 
 
 def stored_state(batch: TensorDictBase, keys: list[str], zero: bool = False) -> tuple[torch.Tensor, ...]:
@@ -45,15 +59,26 @@ def learned_steps(batch: TensorDictBase, burn_in: int) -> tuple[torch.Tensor, to
     return mask & ((steps >= burn_in) | starts_episode.unsqueeze(-1)), starts_episode
 
 
+def steps_left(mask: torch.Tensor) -> torch.Tensor:
+    """Per ``[B, T]`` cell: the valid cells from it up to the next invalid one (0 on an invalid
+    cell). A row of slices holds one episode's steps then padding; a tape (``trajrl.replay.tapes``)
+    closes every episode with an invalid cell: either way, the steps left in the cell's episode."""
+    horizon = mask.shape[-1]
+    steps = torch.arange(horizon, device=mask.device).expand_as(mask)
+    invalid_at = torch.where(mask, horizon, steps)
+    next_invalid = invalid_at.flip(-1).cummin(-1).values.flip(-1)
+    return next_invalid - steps
+
+
 def n_step_return(
-    reward: torch.Tensor, terminated: torch.Tensor, bootstrap: torch.Tensor, lengths: torch.Tensor, gamma: float, n: int
+    reward: torch.Tensor, terminated: torch.Tensor, bootstrap: torch.Tensor, mask: torch.Tensor, gamma: float, n: int
 ) -> torch.Tensor:
     """Per ``[B, T]`` step ``t``: ``sum_{k<m} gamma^k r[t+k] + gamma^m (1 - terminated[t+m-1]) bootstrap[t+m-1]``
-    with ``m = min(n, steps left in its row)``; ``bootstrap[t]`` is the value of the observation
-    after step ``t``. A row holds one episode's steps, so only its last valid step can end it."""
+    with ``m = min(n, steps left in its episode)`` (``steps_left``: never past the episode's last
+    step); ``bootstrap[t]`` is the value of the observation after step ``t``."""
     horizon = reward.shape[-1]
     steps = torch.arange(horizon, device=reward.device).unsqueeze(0)
-    m = (lengths.unsqueeze(-1) - steps).clamp(1, n)  # valid steps from t to the row's end, at most n
+    m = steps_left(mask).clamp(1, n)  # valid steps from t to its episode's end, at most n
     padded = nn.functional.pad(reward, (0, n))
     ret = torch.zeros_like(reward)
     for k in range(n):

@@ -16,6 +16,7 @@ from tensordict.nn import TensorDictSequential
 from torch import nn
 from torchrl.envs.transforms import TensorDictPrimer
 
+from trajrl.algos.memory import Memory
 from trajrl.algos.networks import CpuCopies, Inputs, KeyedModule, PolicyVersion
 from trajrl.algos.ppo import PPO, ActorCritic, make_actor
 from trajrl.algos.r2d2 import R2D2, RecurrentQNet, make_policies
@@ -23,7 +24,7 @@ from trajrl.algos.rsac import RSAC, RecurrentActor, RecurrentCritic, make_policy
 from trajrl.collect.env import make_env, observation_stats
 from trajrl.envs import EnvSpaces
 from trajrl.keys import VERSION_KEY
-from trajrl.settings import PPOSettings, R2D2Settings, RSACSettings, settings_of
+from trajrl.settings import NetworkSettings, PPOSettings, R2D2Settings, RSACSettings, settings_of
 from trajrl.spaces import CONTINUOUS, DISCRETE, MULTI_BINARY
 
 
@@ -81,6 +82,11 @@ def on_cpu(net: nn.Module) -> nn.Module:
     return copy.deepcopy(net).cpu()
 
 
+def memory_of(a: NetworkSettings) -> Memory:
+    """The memory core the settings name, with its sizes."""
+    return Memory(a.rnn, a.memory_size, a.memory_context, a.memory_layers)
+
+
 def action_spec(env_cfg):
     probe_env = make_env(env_cfg.id, dict(env_cfg.kwargs or {}), env_cfg.import_module)
     spec = probe_env.action_spec
@@ -95,7 +101,7 @@ def build_r2d2(a: R2D2Settings, cfg, spaces: EnvSpaces, inputs: Inputs, device: 
         spaces.actions,
         list(a.encoder_sizes),
         a.hidden_size,
-        a.rnn,
+        memory_of(a),
         inputs,
         dueling=a.dueling,
         layer_norm=a.layer_norm,
@@ -105,7 +111,9 @@ def build_r2d2(a: R2D2Settings, cfg, spaces: EnvSpaces, inputs: Inputs, device: 
     _, explore, egreedy, core = make_policies(acting, spec, a.eps_start, a.eps_end, a.eps_decay_frames)
     greedy = make_policies(evaluated, spec, a.eps_start, a.eps_end, a.eps_decay_frames)[0]
     planned = int(max(0, cfg.total_frames - cfg.loop.warmup_frames) * cfg.loop.updates_per_frame)
-    algo = R2D2(qnet, a, burn_in=int(cfg.sampler.get("burn_in", 0)), planned_updates=planned)
+    algo = R2D2(
+        qnet, a, burn_in=int(cfg.sampler.get("burn_in", 0)), planned_updates=planned, tape=cfg.sampler.kind == "tape"
+    )
     shown = algo.target if a.eval_network == "target" else qnet  # target: the slowly averaged network is evaluated
     return Agent(
         algo,
@@ -129,7 +137,7 @@ def build_ppo(a: PPOSettings, cfg, spaces: EnvSpaces, inputs: Inputs, device: to
         spaces.parts,
         spaces.actions,
         list(a.encoder_sizes),
-        a.rnn if a.recurrent else None,
+        memory_of(a) if a.recurrent else None,
         a.hidden_size,
         inputs,
         bounds,
@@ -167,14 +175,15 @@ def build_rsac(a: RSACSettings, cfg, spaces: EnvSpaces, inputs: Inputs, device: 
         low, high = space.low.float().reshape(-1), space.high.float().reshape(-1)
     sizes = list(a.encoder_sizes)
     parts, action_dim = spaces.parts, spaces.actions
-    actor = RecurrentActor(parts, action_dim, sizes, a.hidden_size, a.rnn, low, high, inputs, a.layer_norm).to(device)
+    memory = memory_of(a)
+    actor = RecurrentActor(parts, action_dim, sizes, a.hidden_size, memory, low, high, inputs, a.layer_norm).to(device)
     critics = twin_critics(
-        lambda: RecurrentCritic(parts, action_dim, sizes, a.hidden_size, a.rnn, inputs, a.layer_norm, discrete),
+        lambda: RecurrentCritic(parts, action_dim, sizes, a.hidden_size, memory, inputs, a.layer_norm, discrete),
         shared=a.critic_core == "shared",
     ).to(device)
     acting, evaluated = on_cpu(actor), on_cpu(actor)
     policy, core = make_policy(acting)
-    algo = RSAC(actor, critics, a, burn_in=int(cfg.sampler.get("burn_in", 0)))
+    algo = RSAC(actor, critics, a, burn_in=int(cfg.sampler.get("burn_in", 0)), tape=cfg.sampler.kind == "tape")
     return Agent(
         algo,
         make_policy(evaluated)[0],

@@ -19,8 +19,9 @@ from trajrl.replay.incoming import WholeEpisodes
 from trajrl.replay.lanes import LaneSliceSampler, LaneWriter, PrioritizedLaneSliceSampler
 from trajrl.replay.slices import StepSliceSampler
 from trajrl.replay.states import SparseStates
+from trajrl.replay.tapes import TapeSampler
 from trajrl.replay.writer import EpisodeWriter, counters_without_locks
-from trajrl.settings import section_settings
+from trajrl.settings import SLICE_SAMPLERS, section_settings
 
 #: What every step carries that the buffer does not store, since what it stores
 #: gives it: the done flags before the step (those after the step before it), and
@@ -69,6 +70,7 @@ SAMPLER_BUILDERS: dict[str, Callable] = {
     "prioritized_slice": lambda s, capacity: _slices(StepSliceSampler(capacity, s.slice_len, s.alpha, s.beta), s),
     "episode": lambda s, capacity: (EpisodeSampler(), s.episodes_per_batch),
     "random": lambda s, capacity: (RandomSampler(), s.transitions_per_batch),
+    "tape": lambda s, capacity: (TapeSampler(capacity), s.tape_frames),
 }
 
 
@@ -141,9 +143,10 @@ def build_buffer(
     return SequenceSampler(
         buffer,
         transitions=kind == "random",
-        horizon=1 if kind == "random" else (None if kind == "episode" else int(sampler_cfg.slice_len)),
+        horizon=1 if kind == "random" else (int(sampler_cfg.slice_len) if kind in SLICE_SAMPLERS else None),
         priority_eta=float(sampler_cfg.eta) if kind == "prioritized_slice" else None,
         hindsight=hindsight,
+        tape=kind == "tape",
     )
 
 

@@ -13,17 +13,20 @@ from trajrl.errors import RunInterrupted
 from trajrl.keys import MASK_KEY, TD_KEY
 from trajrl.replay.episodes import as_sequences
 from trajrl.replay.hindsight import HindsightGoals
+from trajrl.replay.tapes import as_tape
 
 
 @dataclass
 class SequenceSampler:
-    """Draws ``[N, T]`` batches (with ``("collector", "mask")``) from a replay buffer."""
+    """Draws ``[N, T]`` batches (with ``("collector", "mask")``) from a replay buffer: rows of
+    slices, whole episodes or transitions, or (``tape``) one ``[1, N]`` tape."""
 
     buffer: TensorDictReplayBuffer
     transitions: bool  # each sample is N single transitions (random sampler)
     horizon: int | None = None  # T of every batch (slice samplers: slice_len); None: the longest sequence
     priority_eta: float | None = None  # prioritised: a sequence's priority is eta * max |td| + (1 - eta) * mean |td|
     hindsight: HindsightGoals | None = None  # relabels the rows its sampler flagged (trajrl.replay.hindsight)
+    tape: bool = False  # each sample is one tape of whole episodes (trajrl.replay.tapes)
 
     def sample(self) -> TensorDictBase:
         try:
@@ -34,6 +37,8 @@ class SequenceSampler:
             if isinstance(err.__context__, RunInterrupted):
                 raise err.__context__ from None
             raise
+        if self.tape:
+            return as_tape(flat)
         starts = torch.ones(flat.shape, dtype=torch.bool) if self.transitions else flat.get("is_init")
         batch = as_sequences(flat, starts, self.horizon)
         return self.hindsight.relabel(batch) if self.hindsight is not None else batch
