@@ -553,6 +553,8 @@ def sampling_latency(kind: str, writes: bool, repeats: int) -> float:
             thread.join()
 
 
+#: ``r2d2_cartpole_novel``'s settings but its sampler's (a preset's sampler settings fit its sampler only).
+R2D2_PRESET = ["algo=r2d2", "env=cartpole_novel", "algo.target_tau=0.005", "loop.updates_per_frame=0.5"]
 #: (label, preset or None for the default run, overrides): the learners timed alone.
 LEARNERS = [
     ("recurrent SAC-discrete, the default run", None, []),
@@ -560,6 +562,30 @@ LEARNERS = [
     ("recurrent DQN", "r2d2_cartpole_novel", []),
     ("recurrent SAC", "rsac_pendulum_novel", []),
     ("recurrent PPO", "rppo_cartpole_novel", []),
+    # memory cores and batching at the same transitions a batch (640: 16 slices of 40 steps)
+    ("recurrent SAC-discrete, LRU core, 16 slices", None, ["sampler.slices_per_batch=16", "algo.rnn=lru"]),
+    (
+        "recurrent SAC-discrete, LRU core, tape of 640",
+        None,
+        ["sampler=tape", "sampler.tape_frames=640", "algo.rnn=lru"],
+    ),
+    (
+        "recurrent SAC-discrete, FFM core, tape of 640",
+        None,
+        ["sampler=tape", "sampler.tape_frames=640", "algo.rnn=ffm"],
+    ),
+    (
+        "recurrent DQN, LRU core, tape of 1,280 (the preset's 32 slices of 40 steps)",
+        None,
+        [*R2D2_PRESET, "sampler=tape", "sampler.tape_frames=1280", "algo.rnn=lru"],
+    ),
+    (
+        "recurrent DQN, FFM core, tape of 1,280 (the preset's 32 slices of 40 steps)",
+        None,
+        [*R2D2_PRESET, "sampler=tape", "sampler.tape_frames=1280", "algo.rnn=ffm"],
+    ),
+    ("recurrent PPO, LRU core", "rppo_cartpole_novel", ["algo.rnn=lru"]),
+    ("recurrent PPO, FFM core", "rppo_cartpole_novel", ["algo.rnn=ffm"]),
 ]
 
 
@@ -573,6 +599,13 @@ def plain_optimizers(algo) -> dict:
             kwargs = {k: v for k, v in value.param_groups[0].items() if k in ("lr", "eps", "betas")}
             plain[name] = torch.optim.Adam(params, foreach=False, **kwargs)
     return plain
+
+
+def frames_learnt(batch, burn_in: int) -> int:
+    """The steps of a batch a loss learns from: valid, past the burn-in unless the row starts its episode."""
+    from trajrl.algos.sequences import learned_steps
+
+    return int(learned_steps(batch, min(burn_in, batch.shape[-1] - 1))[0].sum())
 
 
 def learner_speed(preset: str | None, updates: int, repeats: int, device: str = "cpu", overrides=()) -> dict:
@@ -620,9 +653,11 @@ def learner_speed(preset: str | None, updates: int, repeats: int, device: str = 
         def run(count: int, optimizers: dict) -> dict:
             vars(algo).update(optimizers)
             sample_s = update_s = 0.0
+            learnt = 0
             start_updates = algo.updates
             while algo.updates - start_updates < count:
                 batch, took = step()
+                learnt += frames_learnt(batch, getattr(algo, "burn_in", 0))
                 t0 = time.perf_counter()
                 algo.update(batch)
                 if pipe.sequences is not None:
@@ -633,6 +668,7 @@ def learner_speed(preset: str | None, updates: int, repeats: int, device: str = 
             steps = algo.updates - start_updates
             return {
                 "per_s": steps / (sample_s + update_s),
+                "frames_per_s": learnt / (sample_s + update_s),
                 "sample_ms": 1000 * sample_s / steps,
                 "update_ms": 1000 * update_s / steps,
             }
@@ -646,7 +682,7 @@ def learner_speed(preset: str | None, updates: int, repeats: int, device: str = 
             run(max(1, updates // 4), fused)
         events = prof.key_averages()
         total = sum(e.self_cpu_time_total for e in events)
-        recurrent = sum(e.self_cpu_time_total for e in events if "rnn" in e.key or "lstm" in e.key)
+        recurrent = sum(e.self_cpu_time_total for e in events if any(k in e.key for k in ("rnn", "lstm", "gru")))
         compile_s = None
         if hasattr(algo, "qnet"):  # torch.compile of the recurrent DQN's networks (the LSTM stays ATen's kernel)
             t0 = time.perf_counter()
@@ -988,17 +1024,18 @@ def main(argv: list[str] | None = None) -> None:
         )
         print()
         print(
-            "| algorithm (preset) | batch | plain Adam steps/s | trajrl steps/s | ms sampling | ms updating | "
-            "recurrent kernels | trajrl / plain |"
+            "| algorithm (preset) | batch | plain Adam steps/s | trajrl steps/s | frames learnt/s | ms sampling | "
+            "ms updating | LSTM/GRU kernels | trajrl / plain |"
         )
-        print("|---|---|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|---|---|")
         for label, preset, overrides in (row for row in LEARNERS if args.rows_like in row[0]):
             result = learner_speed(preset, args.updates, args.repeats_learner, args.device, overrides)
             what = preset or " ".join(overrides) or "python -m trajrl"
             slow, fast = result["plain"], result["fused"]
             print(
                 f"| {label} ({what}) | {result['shape']} | {slow['per_s']:.0f} | {fast['per_s']:.0f} | "
-                f"{fast['sample_ms']:.2f} | {fast['update_ms']:.2f} | {result['recurrent']:.0%} | "
+                f"{fast['frames_per_s']:.0f} | {fast['sample_ms']:.2f} | {fast['update_ms']:.2f} | "
+                f"{result['recurrent']:.0%} | "
                 f"{fast['per_s'] / slow['per_s']:.2f} |",
                 flush=True,
             )
@@ -1006,7 +1043,8 @@ def main(argv: list[str] | None = None) -> None:
                 compiled = result["compiled"]
                 print(
                     f"| {label}, networks under torch.compile ({result['compile_s']:.0f} s to compile) | "
-                    f"{result['shape']} | | {compiled['per_s']:.0f} | {compiled['sample_ms']:.2f} | "
+                    f"{result['shape']} | | {compiled['per_s']:.0f} | {compiled['frames_per_s']:.0f} | "
+                    f"{compiled['sample_ms']:.2f} | "
                     f"{compiled['update_ms']:.2f} | | {compiled['per_s'] / slow['per_s']:.2f} |",
                     flush=True,
                 )

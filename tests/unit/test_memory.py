@@ -6,7 +6,7 @@ import pytest
 import torch
 from tensordict import TensorDict
 
-from trajrl.algos.memory import FFM, LRU, MemoryStep, linear_scan, run_memory
+from trajrl.algos.memory import FFM, LRU, MemoryStep, Scan, linear_scan, run_memory
 
 
 def stepped(core, x, state, starts):
@@ -120,3 +120,13 @@ def test_acting_step_by_step_gives_the_learners_features(kind):
     torch.testing.assert_close(stored[11][0], torch.zeros_like(stored[11][0]))
     _, (after_10,) = run_memory(core, x[:1, :10])
     torch.testing.assert_close(stored[10][0], after_10[:, 0], rtol=1e-5, atol=1e-5)
+
+
+def test_the_scans_gradient_is_autograds():
+    """The scan's written-out gradient (a scan backwards) against torch's numerical one, complex, float64."""
+    torch.manual_seed(4)
+    a = torch.polar(torch.rand(2, 23, 3, dtype=torch.double), torch.rand(2, 23, 3, dtype=torch.double) * 6)
+    a = (a * (torch.rand(2, 23, 1) > 0.15)).requires_grad_()  # zeros: restarts
+    b = torch.randn(2, 23, 3, dtype=torch.cdouble, requires_grad=True)
+    state = torch.randn(2, 3, dtype=torch.cdouble, requires_grad=True)
+    assert torch.autograd.gradcheck(Scan.apply, (a, b, state))

@@ -58,42 +58,67 @@ def linear_scan(
 ) -> torch.Tensor:
     """Every ``h_t = decay * h_{t-1} + inputs_t`` (``h_{-1} = state``; zero where ``starts[:, t]``:
     the sequence restarts before step ``t``), all ``T`` at once: ``[B, T, N]`` from ``decay [N]``,
-    ``inputs [B, T, N]``, ``state [B, N]``, ``starts [B, T]`` (bool).
-
-    Exact and safe for any length: only products of decays (``|decay| <= 1``) and sums, in
-    chunks of about sqrt(T) steps: the steps inside each chunk from a zero start (all chunks
-    side by side), then each chunk's start state carried from the last (one step a chunk),
-    then added in, decayed. O(T) memory; ``scripts/bench_memory.py`` times it against a plain
-    loop and a log-depth (Hillis-Steele) scan."""
+    ``inputs [B, T, N]``, ``state [B, N]``, ``starts [B, T]`` (bool). Differentiable in all three
+    (``Scan``: its gradient is the same recurrence run backwards)."""
     batch, horizon, size = inputs.shape
     a = decay.expand(batch, horizon, size)
     if starts is not None:
         a = a * ~starts.unsqueeze(-1)
     if state is None:
         state = inputs.new_zeros(batch, size)
+    return Scan.apply(a, inputs, state)
+
+
+def scan(a: torch.Tensor, b: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+    """``h_t = a_t * h_{t-1} + b_t`` for every ``t`` of ``[B, T, N]`` (``h_{-1} = state``), exact and safe
+    for any length: only products of the ``a`` (``|a| <= 1``) and sums, in chunks of about sqrt(T)
+    steps: the steps inside every chunk from a zero start (all chunks side by side), then each
+    chunk's start state carried from the last (one step a chunk), then added in, decayed. O(T)
+    memory; ``scripts/bench_memory.py`` times it against a plain loop and a log-depth scan."""
+    batch, horizon, size = b.shape
     if horizon == 1:
-        return (a[:, 0] * state + inputs[:, 0]).unsqueeze(1)
+        return (a[:, 0] * state + b[:, 0]).unsqueeze(1)
     chunk = max(1, round(math.sqrt(horizon)))
     pad = -horizon % chunk
-    if pad:  # decay 1 and input 0: the state goes through unchanged
+    if pad:  # a 1 and a b 0: the state goes through unchanged
         a = torch.cat([a, a.new_ones(batch, pad, size)], 1)
-        inputs = torch.cat([inputs, inputs.new_zeros(batch, pad, size)], 1)
+        b = torch.cat([b, b.new_zeros(batch, pad, size)], 1)
     chunks = (horizon + pad) // chunk
-    a, inputs = a.view(batch, chunks, chunk, size), inputs.view(batch, chunks, chunk, size)
-    h, decayed = torch.zeros_like(inputs[:, :, 0]), torch.ones_like(a[:, :, 0])
-    local, decays = [], []
-    for i in range(chunk):  # inside every chunk at once, each from zero
-        h = a[:, :, i] * h + inputs[:, :, i]
-        decayed = decayed * a[:, :, i]  # how much of the chunk's start state is left at step i
-        local.append(h)
-        decays.append(decayed)
-    local, decays = torch.stack(local, 2), torch.stack(decays, 2)
-    carry, before = state, []
+    a, b = a.reshape(batch, chunks, chunk, size), b.reshape(batch, chunks, chunk, size)
+    local, decays = torch.empty_like(b), torch.empty_like(a)
+    local[:, :, 0], decays[:, :, 0] = b[:, :, 0], a[:, :, 0]
+    for i in range(1, chunk):  # inside every chunk at once, each from zero
+        torch.addcmul(b[:, :, i], a[:, :, i], local[:, :, i - 1], out=local[:, :, i])
+        torch.mul(decays[:, :, i - 1], a[:, :, i], out=decays[:, :, i])  # how much of its start state is left
+    before = torch.empty_like(b[:, :, 0])
+    carry = state
     for k in range(chunks):  # the state each chunk starts from
-        before.append(carry)
+        before[:, k] = carry
         carry = local[:, k, -1] + decays[:, k, -1] * carry
-    h = local + decays * torch.stack(before, 1).unsqueeze(2)
+    h = local.addcmul_(decays, before.unsqueeze(2))
     return h.reshape(batch, chunks * chunk, size)[:, :horizon]
+
+
+class Scan(torch.autograd.Function):
+    """``scan`` with its gradient written out: for ``h_t = a_t h_{t-1} + b_t`` the gradient
+    ``d_t`` reaching ``h_t`` is ``g_t + conj(a_{t+1}) d_{t+1}`` (a scan backwards in time), then
+    ``b`` gets ``d_t``, ``a`` gets ``d_t conj(h_{t-1})`` and the state ``conj(a_0) d_0``
+    (torch's convention for complex gradients). Autograd through the chunks would record
+    a few hundred small operations a pass; this is two scans."""
+
+    @staticmethod
+    def forward(ctx, a: torch.Tensor, b: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+        h = scan(a, b, state)
+        ctx.save_for_backward(a, h, state)
+        return h
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        a, h, state = ctx.saved_tensors
+        after = torch.cat([a[:, 1:], torch.zeros_like(a[:, :1])], 1).conj()
+        d = scan(after.flip(1), grad.flip(1), torch.zeros_like(state)).flip(1)
+        previous = torch.cat([state.unsqueeze(1), h[:, :-1]], 1)
+        return d * previous.conj(), d, a[:, 0].conj() * d[:, 0]
 
 
 def as_real(state: torch.Tensor) -> torch.Tensor:
