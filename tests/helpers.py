@@ -440,8 +440,9 @@ def acting_rollout(pipe, steps: int):
         rollout = env.rollout(steps, pipe.policy, break_when_any_done=False)
     env.close()
     is_init = rollout["is_init"].reshape(-1)
-    assert rollout["recurrent_state_h"][is_init].abs().sum() == 0
-    assert rollout["recurrent_state_h"][~is_init].abs().sum() > 0
+    state = rollout["recurrent_state_h" if "recurrent_state_h" in rollout.keys() else "recurrent_state"]
+    assert state[is_init].abs().sum() == 0
+    assert state[~is_init].abs().sum() > 0
     return rollout
 
 

@@ -172,6 +172,19 @@ CASES = [
         ["algo.refresh_states_every=100", "algo.initial_state=zero"],
         ["algo.refresh_states_every=100", "algo.initial_state=zero", "no stored state is read"],
     ),
+    # memory cores and tapes
+    (["algo.rnn=transformer"], ["algo.rnn='transformer'", "use one of lstm, gru, lru, ffm"]),
+    (["algo.rnn=lru", "algo.memory_size=0"], ["algo.memory_size=0", "must be between 1 and 4096", "the default is 64"]),
+    (["algo.rnn=ffm", "algo.memory_context=0"], ["algo.memory_context=0", "must be between 1 and 256"]),
+    (["sampler=tape"], ["algo.rnn='lstm'", "sampler=tape restarts", "use algo.rnn=lru or algo.rnn=ffm"]),
+    (["sampler=tape", "algo.rnn=lru", "sampler.tape_frames=0"], ["sampler.tape_frames=0", "must be between 1 and"]),
+    (["sampler=tape", "algo.rnn=lru", "sampler.burn_in=5"], ["sampler.burn_in=5", "sampler=tape has no such setting"]),
+    (
+        ["sampler=tape", "algo.rnn=ffm", "algo.refresh_states_every=50"],
+        ["algo.refresh_states_every=50", "sampler=tape", "reads no stored state"],
+    ),
+    (["sampler=tape", "algo.rnn=lru", "trajs_per_batch=null"], ["sampler='tape'", "fixed-frame", "sampler=slice"]),
+    (["algo=ppo", "algo.recurrent=true", "algo.rnn=lru", "sampler=tape"], ["sampler", "use sampler=episode"]),
     # against the environment
     (["env=gym"], ["env.id", "required"]),
     (["env=gym", "env.id=NoSuchEnv-v0"], ["env.id='NoSuchEnv-v0'", "not a registered gymnasium id"]),

@@ -84,19 +84,21 @@ def scan(a: torch.Tensor, b: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
         a = torch.cat([a, a.new_ones(batch, pad, size)], 1)
         b = torch.cat([b, b.new_zeros(batch, pad, size)], 1)
     chunks = (horizon + pad) // chunk
-    a, b = a.reshape(batch, chunks, chunk, size), b.reshape(batch, chunks, chunk, size)
+    # step by step inside the chunks: [chunk, batch, chunks, size], each step of every chunk contiguous
+    a = a.reshape(batch, chunks, chunk, size).permute(2, 0, 1, 3).contiguous()
+    b = b.reshape(batch, chunks, chunk, size).permute(2, 0, 1, 3).contiguous()
     local, decays = torch.empty_like(b), torch.empty_like(a)
-    local[:, :, 0], decays[:, :, 0] = b[:, :, 0], a[:, :, 0]
+    local[0], decays[0] = b[0], a[0]
     for i in range(1, chunk):  # inside every chunk at once, each from zero
-        torch.addcmul(b[:, :, i], a[:, :, i], local[:, :, i - 1], out=local[:, :, i])
-        torch.mul(decays[:, :, i - 1], a[:, :, i], out=decays[:, :, i])  # how much of its start state is left
-    before = torch.empty_like(b[:, :, 0])
-    carry = state
+        torch.addcmul(b[i], a[i], local[i - 1], out=local[i])
+        torch.mul(decays[i - 1], a[i], out=decays[i])  # how much of its start state is left
+    ends, end_decays = local[-1], decays[-1]
+    before, carry = torch.empty_like(ends), state
     for k in range(chunks):  # the state each chunk starts from
         before[:, k] = carry
-        carry = local[:, k, -1] + decays[:, k, -1] * carry
-    h = local.addcmul_(decays, before.unsqueeze(2))
-    return h.reshape(batch, chunks * chunk, size)[:, :horizon]
+        carry = torch.addcmul(ends[:, k], end_decays[:, k], carry)
+    h = local.addcmul_(decays, before.unsqueeze(0))
+    return h.permute(1, 2, 0, 3).reshape(batch, chunks * chunk, size)[:, :horizon]
 
 
 class Scan(torch.autograd.Function):
@@ -157,10 +159,8 @@ class LRULayer(nn.Module):
         self.nu_log = nn.Parameter(nu_log)
         self.theta_log = nn.Parameter(torch.log(max_phase * u2))
         self.gamma_log = nn.Parameter(torch.log(torch.sqrt(1 - torch.exp(-2 * nu_log.exp()))))
-        self.B_re = nn.Parameter(torch.randn(size, width) / math.sqrt(2 * width))
-        self.B_im = nn.Parameter(torch.randn(size, width) / math.sqrt(2 * width))
-        self.C_re = nn.Parameter(torch.randn(width, size) / math.sqrt(size))
-        self.C_im = nn.Parameter(torch.randn(width, size) / math.sqrt(size))
+        self.B = nn.Parameter(torch.randn(2 * size, width) / math.sqrt(2 * width))  # real parts, then imaginary
+        self.C = nn.Parameter(torch.randn(width, 2 * size) / math.sqrt(size))  # Re(C h) = [C_re, -C_im] [h_re; h_im]
         self.D = nn.Parameter(torch.randn(width))
 
     def decay(self) -> torch.Tensor:
@@ -168,10 +168,9 @@ class LRULayer(nn.Module):
 
     def forward(self, u: torch.Tensor, state: torch.Tensor, starts: torch.Tensor | None) -> tuple:
         """``u [B, T, width]``, ``state [B, size]`` complex -> (``y [B, T, width]``, every ``h [B, T, size]``)."""
-        scale = self.gamma_log.exp()
-        bu = torch.complex(u @ (self.B_re.T * scale), u @ (self.B_im.T * scale))
+        bu = as_complex(u @ (self.B.T * self.gamma_log.exp().repeat(2)))
         h = linear_scan(self.decay(), bu, state, starts)
-        y = h.real @ self.C_re.T - h.imag @ self.C_im.T + self.D * u
+        y = torch.addcmul(as_real(h) @ self.C.T, self.D, u)
         return y, h
 
 
