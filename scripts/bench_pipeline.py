@@ -684,7 +684,9 @@ def learner_speed(preset: str | None, updates: int, repeats: int, device: str = 
         total = sum(e.self_cpu_time_total for e in events)
         recurrent = sum(e.self_cpu_time_total for e in events if any(k in e.key for k in ("rnn", "lstm", "gru")))
         compile_s = None
-        if hasattr(algo, "qnet"):  # torch.compile of the recurrent DQN's networks (the LSTM stays ATen's kernel)
+        if hasattr(algo, "qnet") and isinstance(algo.qnet.rnn, torch.nn.LSTM):
+            # torch.compile of the recurrent DQN's networks (the LSTM stays ATen's kernel); a linear core's
+            # complex scan took 313 s to compile and ran 100x slower (2026-11-27)
             t0 = time.perf_counter()
             for net in (algo.qnet, algo.target):
                 net.sequence_q, net.run = torch.compile(net.sequence_q), torch.compile(net.run)
