@@ -130,3 +130,15 @@ def test_the_scans_gradient_is_autograds():
     b = torch.randn(2, 23, 3, dtype=torch.cdouble, requires_grad=True)
     state = torch.randn(2, 3, dtype=torch.cdouble, requires_grad=True)
     assert torch.autograd.gradcheck(Scan.apply, (a, b, state))
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru", "lru", "ffm"])
+def test_every_core_is_what_its_own_learning_rate_applies_to(kind):
+    """``algo.rnn_lr``'s parameter group: exactly the core's parameters, whichever the core."""
+    from trajrl.algos.memory import Memory
+    from trajrl.algos.networks import recurrent_parameters
+    from trajrl.algos.r2d2 import RecurrentQNet
+
+    net = RecurrentQNet(2, 2, [8], 8, Memory(kind, size=4))
+    assert recurrent_parameters(net) == {id(p) for p in net.rnn.parameters()}
+    assert not recurrent_parameters(net) & {id(p) for p in [*net.encoder.parameters(), *net.head.parameters()]}
