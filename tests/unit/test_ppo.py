@@ -57,7 +57,7 @@ def perturb_padding(batch):
     return noisy
 
 
-@pytest.mark.parametrize("rnn", [None, "lstm", "gru"])
+@pytest.mark.parametrize("rnn", [None, "lstm", "gru", "lru", "ffm"])
 def test_padded_steps_change_no_loss_no_advantage_and_no_statistic(rnn):
     batch = random_episodes([1, 7, 3, 12])
     results = []
@@ -75,10 +75,19 @@ def test_padded_steps_change_no_loss_no_advantage_and_no_statistic(rnn):
     assert update_a == pytest.approx(update_b, rel=1e-5)
 
 
-@pytest.mark.parametrize("traj_format", ["padded", "cat"])
-@pytest.mark.parametrize("collector", ["sync", "multi_sync"])
-def test_the_learner_recomputes_the_log_probs_the_recurrent_policy_acted_with(collector, traj_format):
-    """Whole episodes from a zero state reproduce what the acting LSTM did step by step,
+@pytest.mark.parametrize(
+    "collector, traj_format, rnn",
+    [
+        ("sync", "padded", "lstm"),
+        ("sync", "cat", "lstm"),
+        ("multi_sync", "padded", "lstm"),
+        ("multi_sync", "cat", "lstm"),
+        ("sync", "padded", "lru"),
+        ("sync", "cat", "ffm"),
+    ],
+)
+def test_the_learner_recomputes_the_log_probs_the_recurrent_policy_acted_with(collector, traj_format, rnn):
+    """Whole episodes from a zero state reproduce what the acting core did step by step,
     so the first PPO ratio on fresh episodes is exactly 1."""
     from trajrl.replay.episodes import as_sequences
 
@@ -87,6 +96,7 @@ def test_the_learner_recomputes_the_log_probs_the_recurrent_policy_acted_with(co
             f"collector={collector}",
             "algo=ppo",
             "algo.recurrent=true",
+            f"algo.rnn={rnn}",
             "env=cartpole_novel",
             f"traj_format={traj_format}",
             "trajs_per_batch=6",

@@ -10,6 +10,7 @@ from torch import nn
 from torch.distributions import AffineTransform, Normal, TanhTransform, TransformedDistribution
 
 import trajrl
+from trajrl.algos.memory import FFM, LRU
 from trajrl.algos.rsac import (
     RSAC,
     RecurrentActor,
@@ -57,7 +58,9 @@ def test_a_saturated_action_keeps_its_exact_log_prob_and_a_gradient_back_from_th
     assert mean_grad[0] > 1 and mean_grad[1] < -1  # lowering log_prob moves the means back inside
 
 
-@pytest.mark.parametrize("rnn", [nn.LSTM(3, 4, batch_first=True), nn.GRU(3, 4, batch_first=True)])
+@pytest.mark.parametrize(
+    "rnn", [nn.LSTM(3, 4, batch_first=True), nn.GRU(3, 4, batch_first=True), LRU(3, 4, size=2), FFM(3, 4, 2, 2)]
+)
 def test_burn_in_steps_carry_no_gradient(rnn):
     x = torch.randn(2, 8, 3, requires_grad=True)
     out = run_core(rnn, x, None, burn_in=3)
@@ -276,13 +279,14 @@ def test_sac_discrete_acts_with_the_most_likely_action_when_deterministic():
     assert ((sampled >= 0) & (sampled < 4)).all() and len(sampled.unique()) > 1
 
 
-def test_sac_discrete_learner_reproduces_the_actions_taken_from_the_stored_state():
+@pytest.mark.parametrize("rnn", ["lstm", "lru"])
+def test_sac_discrete_learner_reproduces_the_actions_taken_from_the_stored_state(rnn):
     """SAC-discrete acting on CartPole (its preset: the previous action observed too): from the
     state stored at any step, the learner's actor picks the actions the policy took."""
     from helpers import acting_rollout
     from torchrl.envs.utils import ExplorationType, set_exploration_type
 
-    cfg = trajrl.compose(["experiment=rsac_cartpole_novel", "collector=sync", "debug=smoke"])
+    cfg = trajrl.compose(["experiment=rsac_cartpole_novel", "collector=sync", "debug=smoke", f"algo.rnn={rnn}"])
     with trajrl.build(cfg) as pipe:
         with set_exploration_type(ExplorationType.DETERMINISTIC):
             steps = acting_rollout(pipe, 120)
