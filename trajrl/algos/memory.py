@@ -66,6 +66,8 @@ def linear_scan(
         a = a * ~starts.unsqueeze(-1)
     if state is None:
         state = inputs.new_zeros(batch, size)
+    if horizon == 1:  # one step (acting): no scan
+        return (a[:, 0] * state + inputs[:, 0]).unsqueeze(1)
     return Scan.apply(a, inputs, state)
 
 
