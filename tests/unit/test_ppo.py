@@ -83,7 +83,7 @@ def test_padded_steps_change_no_loss_no_advantage_and_no_statistic(rnn):
         ("multi_sync", "padded", "lstm"),
         ("multi_sync", "cat", "lstm"),
         ("sync", "padded", "lru"),
-        ("sync", "cat", "ffm"),
+        pytest.param("sync", "cat", "ffm", marks=pytest.mark.slow),  # FFM's acting: tests/unit/test_memory.py
     ],
 )
 def test_the_learner_recomputes_the_log_probs_the_recurrent_policy_acted_with(collector, traj_format, rnn):

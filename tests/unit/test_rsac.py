@@ -279,7 +279,7 @@ def test_sac_discrete_acts_with_the_most_likely_action_when_deterministic():
     assert ((sampled >= 0) & (sampled < 4)).all() and len(sampled.unique()) > 1
 
 
-@pytest.mark.parametrize("rnn", ["lstm", "lru"])
+@pytest.mark.parametrize("rnn", ["lstm", pytest.param("lru", marks=pytest.mark.slow)])  # lru: test_r2d2, test_memory
 def test_sac_discrete_learner_reproduces_the_actions_taken_from_the_stored_state(rnn):
     """SAC-discrete acting on CartPole (its preset: the previous action observed too): from the
     state stored at any step, the learner's actor picks the actions the policy took."""
