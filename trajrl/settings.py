@@ -423,7 +423,7 @@ class NetworkSettings:
     lr: float = setting(1e-3, "learning rate (Adam)", range=above(0))
     rnn_lr: float | None = setting(
         None,
-        "learning rate of the recurrent core (LSTM/GRU), which RESeL (Luo et al., "
+        "learning rate of the memory core (algo.rnn), which RESeL (Luo et al., "
         "2024) trains far slower than the rest; null: lr",
         range=above(0),
         checkpointed=True,  # null or not: one group of parameters in the optimiser, or two
