@@ -147,6 +147,23 @@ def test_multirun_makes_one_run_directory_per_job(sweep):
     ]
 
 
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["algo.rnn=lru"],
+        pytest.param(["algo=r2d2", "algo.rnn=ffm"], marks=pytest.mark.slow),  # its learner: tests/unit/test_tapes.py
+    ],
+    ids=["rsac-lru", "r2d2-ffm"],
+)
+def test_a_run_on_tapes_of_whole_episodes_learns_and_every_tape_passes_the_audit(overrides, train_in):
+    run = train_in("sampler=tape", *overrides, "debug=smoke", "audit=true", "audit_every=1")
+    run.train()
+    rows = read_metrics(run.dir)
+    assert float(rows[-1]["train/updates"]) > 0
+    assert float(rows[-1]["audit/batches_checked"]) == float(rows[-1]["train/updates"])
+    assert float(rows[-1]["audit/violations"]) == 0, {k: v for k, v in rows[-1].items() if k.startswith("audit")}
+
+
 def test_help_lists_every_group_and_option(tmp_path):
     proc = trajrl("--help", cwd=tmp_path)
     assert proc.returncode == 0

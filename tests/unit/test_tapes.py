@@ -170,3 +170,21 @@ def test_a_core_that_cannot_restart_inside_a_sequence_refuses_a_tape():
     tape.set("recurrent_state_c", torch.zeros(*tape.shape, 1, 8))
     with pytest.raises(ValueError, match="cannot restart inside a sequence"):
         R2D2(RecurrentQNet(2, 2, [8], 8), R2D2Settings(), tape=True).update(tape)
+
+
+def test_the_audit_passes_a_tape_and_counts_what_breaks_one():
+    from trajrl.replay.audit import audit_tape
+
+    buffer = stored()
+    tape = as_tape(buffer.sample(25))
+    assert sum(audit_tape(tape).values()) == 0
+    closing = (~tape[MASK_KEY][0]).nonzero().reshape(-1)
+    broken = tape.clone()
+    broken["observation"][0, closing[0]] += 1.0  # a closing cell that is not the next observation
+    assert audit_tape(broken)["closing_not_next_observation"] == 1
+    cut = tape.clone()
+    cut[MASK_KEY][0, closing[0] - 1] = False  # an episode's last step dropped: it no longer ends done
+    assert audit_tape(cut)["episode_cut_inside_tape"] >= 1
+    twice = tape.clone()
+    twice["index"][0, 1] = twice["index"][0, 0]
+    assert audit_tape(twice)["step_twice"] == 1

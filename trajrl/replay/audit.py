@@ -8,8 +8,8 @@ from __future__ import annotations
 import torch
 from tensordict import TensorDictBase
 
-from trajrl.keys import MASK_KEY, TRAJ_KEY
-from trajrl.replay.episodes import buffer_locked, find_runs, run_steps
+from trajrl.keys import CLOSING_KEY, MASK_KEY, TRAJ_KEY
+from trajrl.replay.episodes import as_sequences, buffer_locked, find_runs, run_steps
 from trajrl.replay.lanes import LaneWriter, in_time_order
 
 
@@ -138,6 +138,32 @@ def audit_episodes(batch: TensorDictBase) -> dict[str, int]:
     }
 
 
+def audit_tape(tape: TensorDictBase) -> dict[str, int]:
+    """Invariants of a tape (``trajrl.replay.tapes``): ``audit_batch``'s on each of its episodes laid
+    out as a row, plus: every episode from its first step, every one but the last (which the
+    tape's end may cut) ending done, each closing cell holding the observation after the step
+    before it, and no stored step twice."""
+    flat = tape.reshape(-1)
+    valid = flat.get(MASK_KEY).reshape(-1)
+    steps = flat[valid]
+    rows = as_sequences(steps, steps.get("is_init").reshape(-1))
+    mask = rows.get(MASK_KEY)
+    done = rows.get(("next", "done")).reshape(mask.shape).gather(1, (mask.sum(-1) - 1).unsqueeze(-1)).squeeze(-1)
+    closing = (~valid).nonzero().squeeze(-1)
+    before = flat[(closing - 1).clamp_min(0)]
+    index = steps.get("index", None)
+    return {
+        **audit_batch(rows),
+        "episode_without_start": int((rows.get("step_count").reshape(mask.shape)[:, 0] != 0).sum()),
+        "episode_cut_inside_tape": int((~done[:-1]).sum()),
+        "closing_not_next_observation": int(
+            (flat[closing].get("observation") != before.get(("next", "observation"))).flatten(1).any(-1).sum()
+            + int((closing == 0).sum())
+        ),
+        "step_twice": 0 if index is None else int(index.numel() - index.unique().numel()),
+    }
+
+
 class LiveAudit:
     """Audits every ``every``-th sampled batch and, at the end, the whole buffer;
     keeps running violation counts (reported as ``audit/...`` metrics)."""
@@ -154,10 +180,14 @@ class LiveAudit:
             self.counts[key] = self.counts.get(key, 0) + count
 
     def check_batch(self, batch: TensorDictBase, whole_episodes: bool = False) -> None:
-        """Audit every ``every``-th batch (``whole_episodes``: each row must be a complete episode)."""
+        """Audit every ``every``-th batch (``whole_episodes``: each row must be a complete episode; a
+        tape's, by its closing cells: ``audit_tape``)."""
         self.samples_seen += 1
         if (self.samples_seen - 1) % self.every == 0:
-            self._add("batch", audit_episodes(batch) if whole_episodes else audit_batch(batch))
+            if CLOSING_KEY in batch.keys(include_nested=True):
+                self._add("batch", audit_tape(batch))
+            else:
+                self._add("batch", audit_episodes(batch) if whole_episodes else audit_batch(batch))
             self.batches_checked += 1
 
     def check_buffer(self, buffer) -> None:
