@@ -48,10 +48,6 @@ class Memory:
     context: int = 4  # ffm: frequencies each trace element turns at
     layers: int = 1  # lru: stacked blocks
 
-    @property
-    def linear(self) -> bool:
-        return self.kind in LINEAR_CORES
-
 
 def linear_scan(
     decay: torch.Tensor, inputs: torch.Tensor, state: torch.Tensor | None = None, starts: torch.Tensor | None = None
@@ -202,9 +198,10 @@ class LRU(LinearMemory):
 
 class FFM(LinearMemory):
     """Fast and Forgetful Memory: a trace ``S_t = gamma * S_{t-1} + x~_t`` of ``size`` gated
-    inputs ``x~``, each element turned at ``context`` frequencies, ``gamma = exp(-|a| + i w)`` with
-    decays ``a`` from about 0.5 to about 0.995 a step and periods from 1 to 1,024 steps (both
-    learnt); the output ``LayerNorm(mix(S_t)) * g + skip(x_t) * (1 - g)``, ``g`` a gate of the input."""
+    inputs ``x~``, each element turned at ``context`` frequencies, ``gamma = exp(a + i w)`` with
+    ``a < 0`` (decays ``e^a`` from about 0.5 to about 0.995 a step) and periods ``2 pi / w`` from 1 to
+    1,024 steps (both learnt); the output ``LayerNorm(mix(S_t)) * g + skip(x_t) * (1 - g)``, ``g`` a
+    gate of the input."""
 
     def __init__(self, in_size: int, hidden_size: int, size: int = 32, context: int = 4):
         super().__init__()
