@@ -68,7 +68,7 @@ from trajrl.replay.episodes import buffer_locked
 from trajrl.training.progress import Progress
 
 ENV = "CartPole-v1"
-COMMON = ["env=cartpole", "storage.capacity=200000", "loop.warmup_frames=0"]
+COMMON = ["algo=r2d2", "env=cartpole", "storage.capacity=200000", "loop.warmup_frames=0"]
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 import pytest
 import torch
 from helpers import episodes, padded_buffer, zero_padded
+from tensordict import TensorDict
 from torchrl.data import LazyTensorStorage, TensorDictReplayBuffer
 from torchrl.data.replay_buffers.samplers import SliceSampler
 
@@ -177,6 +178,68 @@ def test_prioritized_slices_follow_priorities_and_stay_inside_episodes():
     buffer.extend(episodes([capacity], first_id=10_000))
     buffer.sample()
     assert torch.all(sampler.priority == 100.0)
+
+
+def test_a_prioritized_slice_is_weighted_by_the_probability_that_it_is_drawn():
+    """Episodes of 6, 2 and 8 steps, slices of 3, priorities 1..16 (alpha 1, beta 0.5): by hand,
+    a slice inside its episode is drawn from its first step only; the episode's last slice from
+    each of its steps (picks past it move back to it); a 2-step episode whole from both. Its weight
+    is ``(N * mean probability of those picks)^-beta`` over the batch's largest; equal priorities
+    weigh every slice 1, as uniform sampling does."""
+    from trajrl.replay.slices import StepSliceSampler
+
+    lengths, slice_len, beta = [6, 2, 8], 3, 0.5
+    buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(16), sampler=EpisodeSampler(), batch_size=8)
+    buffer.extend(episodes(lengths))
+    sampler = StepSliceSampler(16, slice_len=slice_len, alpha=1.0, beta=beta)
+    sampler._rng = torch.Generator().manual_seed(0)
+    sampler.follow(buffer._writer)
+    buffer._sampler, buffer._batch_size = sampler, slice_len * 64
+    buffer.sample()  # the steps are known: now their priorities
+    priority = torch.arange(1.0, 17.0)
+    buffer.update_priority(torch.arange(16), priority)
+    probability = [float(p) / float(priority.sum()) for p in priority]
+    picks_of = {}  # a slice's first storage position -> the positions whose pick draws it
+    begin = 0
+    for length in lengths:
+        for offset in range(length):
+            first = min(offset, max(0, length - slice_len))
+            picks_of.setdefault(begin + first, []).append(begin + offset)
+        begin += length
+    by_hand = {first: (16 * sum(probability[i] for i in at) / len(at)) ** -beta for first, at in picks_of.items()}
+    assert len(by_hand) == 4 + 1 + 6 and len(picks_of[13]) == 3 and len(picks_of[6]) == 2
+
+    for _ in range(5):
+        batch = as_sequences(*(lambda f: (f, f["is_init"]))(buffer.sample()))
+        firsts = batch["index"][:, 0].tolist()
+        expected = torch.tensor([by_hand[first] for first in firsts])
+        torch.testing.assert_close(batch["priority_weight"][:, 0], expected / expected.max())
+    buffer.update_priority(torch.arange(16), torch.full((16,), 2.0))
+    batch = buffer.sample()
+    assert torch.allclose(batch["priority_weight"], torch.ones(()))
+
+
+def test_priorities_are_written_on_the_steps_learnt_from_alone():
+    """A sequence's priority goes to its steps with a TD error (the learnt ones); its burn-in and
+    padding keep theirs."""
+    from trajrl.keys import TD_KEY
+    from trajrl.replay.batches import SequenceSampler
+    from trajrl.replay.slices import StepSliceSampler
+
+    sampler = StepSliceSampler(16, slice_len=4, alpha=1.0, beta=0.5)
+    buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(16), sampler=sampler, batch_size=8)
+    sampler.follow(buffer._writer)
+    buffer.extend(episodes([4, 3, 9]))
+    buffer.sample()
+    buffer.update_priority(torch.arange(16), torch.full((16,), 7.0))
+    nan = float("nan")
+    td = torch.tensor([[nan, nan, 1.0, 3.0], [nan, 2.0, 2.0, nan]])
+    mask = torch.tensor([[True, True, True, True], [True, True, True, False]])
+    batch = TensorDict({TD_KEY: td, MASK_KEY: mask, "index": torch.tensor([[0, 1, 2, 3], [4, 5, 6, 0]])}, [2, 4])
+    SequenceSampler(buffer, transitions=False, priority_eta=0.5).update_priority(batch)
+    expected = torch.full((16,), 7.0)
+    expected[[2, 3]], expected[[5, 6]] = 0.5 * 3.0 + 0.5 * 2.0, 2.0
+    torch.testing.assert_close(sampler.priority, expected)
 
 
 @pytest.mark.parametrize("seed", range(20))

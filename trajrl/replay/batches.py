@@ -44,13 +44,15 @@ class SequenceSampler:
         return self.hindsight.relabel(batch) if self.hindsight is not None else batch
 
     def update_priority(self, batch: TensorDictBase) -> None:
-        """Give every step of each sampled sequence its sequence's priority (R2D2), from the
-        ``|TD error|`` the learner wrote on the steps it learnt from (NaN elsewhere)."""
+        """Give the steps each sampled sequence learnt from its priority (R2D2), from the
+        ``|TD error|`` the learner wrote on them (NaN elsewhere: burn-in, padding and a tape's
+        closing cells keep the priority they had)."""
         if self.priority_eta is None:
             return
-        priority = sequence_priority(batch.get(TD_KEY), self.priority_eta)
-        mask = batch.get(MASK_KEY)
-        self.buffer.update_priority(batch.get("index")[mask], priority.unsqueeze(-1).expand(mask.shape)[mask])
+        td = batch.get(TD_KEY)
+        priority = sequence_priority(td, self.priority_eta)
+        learnt = batch.get(MASK_KEY) & ~td.isnan()
+        self.buffer.update_priority(batch.get("index")[learnt], priority.unsqueeze(-1).expand(learnt.shape)[learnt])
 
 
 def sequence_priority(td_abs: torch.Tensor, eta: float) -> torch.Tensor:

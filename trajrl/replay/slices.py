@@ -108,11 +108,8 @@ class StepSliceSampler(Sampler):
             weights = (self.priority[:size] + self.eps) ** self.alpha
             probability = weights / weights.sum()
             picked = torch.multinomial(probability, num_slices, replacement=True, generator=self._rng)
-            importance = (size * probability[picked]) ** (-self.beta)
-            importance = importance / importance.max()
         else:  # uniformly over the stored steps: no per-step bookkeeping
             picked = torch.randint(size, (num_slices,), generator=self._rng)
-            importance = torch.ones(num_slices)
 
         # The run (episode) of each picked step, by binary search over the runs' starts;
         # a step before the first start belongs to the last run, which wraps around.
@@ -135,11 +132,15 @@ class StepSliceSampler(Sampler):
                 )
             again = torch.multinomial(keep.float(), num_slices, replacement=True, generator=self._rng)
             pick = torch.where(keep, torch.arange(num_slices), again)  # the others: slices drawn again
-            run, first, run_len, importance = run[pick], first[pick], run_len[pick], importance[pick]
+            run, first, run_len = run[pick], first[pick], run_len[pick]
             first_count = first_count[pick]
             slice_len = (run_len - first).clamp_max(self.slice_len)
         _, steps, index = run_steps(starts[run] + first, slice_len, size)
         is_init = steps == 0
+        if self.alpha > 0:
+            importance = self._importance(probability, starts[run] + first, run_len - first, size)
+        else:
+            importance = torch.ones(len(first))
         info = {"is_init": is_init.unsqueeze(-1), "priority_weight": torch.repeat_interleave(importance, slice_len)}
         if self.states is not None:  # each slice's first state, on all its steps (the learner reads the first)
             for key, state in self.states.read((starts[run] + first) % size, first_count).items():
@@ -147,6 +148,27 @@ class StepSliceSampler(Sampler):
         if self.hindsight is not None:
             info.update(self.hindsight.draw(storage, starts[run], run_len, first, slice_len, self._rng))
         return index, info
+
+    def _importance(
+        self, probability: torch.Tensor, begin: torch.Tensor, left: torch.Tensor, size: int
+    ) -> torch.Tensor:
+        """Each slice's importance weight ``(P_uniform / P)^beta`` (normalised by the batch's
+        largest): ``P`` is the probability that the slice is drawn, the sum over every step whose
+        pick leads to it, and ``P_uniform`` that sum's share of steps under uniform picks, so
+        ``(N * mean probability of those steps)^-beta`` (equal priorities: 1, as the uniform
+        sampler's). A pick leads to the slice starting at storage position ``begin`` (``left``
+        steps before its episode ends) from each step that starts at it: the slice's first step
+        alone inside the episode; every step from it to the episode's end where the slice was
+        moved back to fit (the episode's last slice, or the whole of a shorter episode); with kept
+        states (``sampler.state_every``), the steps up to the next kept state."""
+        if self.states is None:
+            picks = torch.where(left <= self.slice_len, left, 1)
+        else:
+            picks = left.clamp_max(self.states.every)
+        slice_of, _, steps = run_steps(begin, picks, size)
+        mean = torch.zeros(len(begin)).index_add_(0, slice_of, probability[steps]) / picks
+        importance = (size * mean) ** (-self.beta)
+        return importance / importance.max()
 
     def _kept_start(
         self, storage: Storage, picked: torch.Tensor, offset: torch.Tensor, run_len: torch.Tensor
