@@ -40,11 +40,16 @@ lint: install-test
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
 
+# Two test processes (pytest-xdist), an idle one taking tests queued for the other (worksteal);
+# the CLI runs several tests read are run once per session (tests/conftest.py); no cache written
+# into the checkout; the 20 slowest tests listed.
+PYTEST_FLAGS ?= -n 2 --dist worksteal -p no:cacheprovider --durations=20
+
 test: lint
-	$(PY) -m pytest $(ARGS)
+	$(PY) -m pytest $(PYTEST_FLAGS) $(ARGS)
 
 test-slow: $(VENV)/.installed-extras
-	$(PY) -m pytest -m slow -n 0 $(ARGS)
+	$(PY) -m pytest -m slow -n 0 -p no:cacheprovider --durations=20 $(ARGS)
 
 clean:
 	rm -rf $(VENV)

@@ -397,6 +397,8 @@ def loops(collector: str, workers: int, frames: int) -> tuple[float, float, int,
     hand-wired TorchRL and most libraries do) over the same frames and updates:
     (async s, sync s, frames, updates)."""
     overrides = [
+        "algo=r2d2",
+        "loop.updates_per_frame=0.25",
         f"total_frames={frames}",
         "loop.eval_every_frames=0",
         "loop.eval_episodes=0",

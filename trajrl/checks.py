@@ -61,6 +61,8 @@ def check(cfg: DictConfig) -> None:
     check_warmup(cfg)
     check_rnn_lr(cfg)
     check_target_sync(cfg)
+    check_eps_spread(cfg)
+    check_clip_schedule(cfg)
     check_stop(cfg)
     # against the environment
     from trajrl.envs import env_spaces  # gymnasium: only once the settings alone pass (a refusal is quicker)
@@ -432,6 +434,32 @@ def check_target_sync(cfg: DictConfig) -> None:
                 f"part of the way there: set algo.{tau}=1 (a hard copy, as DQN's), or algo.target_sync_every=1 "
                 "(a soft update every step)",
             )
+
+
+def check_eps_spread(cfg: DictConfig) -> None:
+    """``algo.eps_spread`` spreads epsilon over the collecting environments: it needs two or more."""
+    spread = cfg.algo.get("eps_spread", 0.0)
+    actors = int(cfg.collector.num_workers) * int(cfg.env.num_envs)
+    if spread > 0 and actors < 2:
+        raise ConfigError(
+            "algo.eps_spread",
+            spread,
+            f"gives each collecting environment its own epsilon, and this run has {actors} "
+            "(collector.num_workers x env.num_envs): collect with two or more (e.g. env.num_envs=4), "
+            "or set algo.eps_spread=0",
+        )
+
+
+def check_clip_schedule(cfg: DictConfig) -> None:
+    """``algo.clip_epsilon_end``: where the clip range decays to, from ``algo.clip_epsilon``."""
+    end = cfg.algo.get("clip_epsilon_end")
+    if end is not None and end > cfg.algo.clip_epsilon:
+        raise ConfigError(
+            "algo.clip_epsilon_end",
+            end,
+            f"is where the clip range decays to from algo.clip_epsilon={cfg.algo.clip_epsilon:g}: set it at most "
+            "that (RL Baselines3 Zoo: 0), or null for a constant clip range",
+        )
 
 
 def check_stop(cfg: DictConfig) -> None:

@@ -469,6 +469,14 @@ class R2D2Settings(NetworkSettings):
     eps_start: float = setting(1.0, "epsilon-greedy exploration at the start", range=FRACTION)
     eps_end: float = setting(0.05, "epsilon after eps_decay_frames", range=FRACTION)
     eps_decay_frames: int = setting(20_000, "frames over which epsilon anneals", range=at_least(0))
+    eps_spread: float = setting(
+        0.0,
+        "each collecting environment its own epsilon (Ape-X, R2D2): environment i of the N "
+        "(collector.num_workers x env.num_envs) explores with epsilon^(1 + eps_spread x i / (N - 1)), so some "
+        "keep exploring while others act almost greedily (R2D2: 7, with eps_start=eps_end=0.4); "
+        "0: every environment the same epsilon",
+        range=at_least(0),
+    )
     eval_network: str = setting(
         "online", "network that acts in evaluation: online | target (a slow average)", choices=("online", "target")
     )
@@ -564,6 +572,12 @@ class PPOSettings(NetworkSettings):
     gae_lambda: float = setting(0.95, "GAE lambda", range=FRACTION)
     clip_epsilon: float = setting(
         0.2, "ratio clipping of the surrogate objective", range=between(0, 1, low_open=True, high_open=True)
+    )
+    clip_epsilon_end: float | None = setting(
+        None,
+        "clip_epsilon decays linearly to this over total_frames, so the policy moves less and less (RL Baselines3 "
+        "Zoo's CartPole recipes: 0); null: constant",
+        range=between(0, 1, high_open=True),
     )
     epochs: int = setting(10, "passes over each batch of episodes", range=at_least(1))
     anneal_lr: bool = setting(True, "lr decays linearly to 0 over total_frames")

@@ -71,6 +71,13 @@ CASES = [
     (["collector=async_batched", "trajs_per_batch=4"], ["trajs_per_batch=4", "async_batched", "trajs_per_batch=1"]),
     # the recipes' settings: out of range, or contradicting another
     (["algo.rnn_lr=0"], ["algo.rnn_lr=0", "must be > 0"]),
+    (["algo=r2d2", "algo.eps_spread=-1"], ["algo.eps_spread=-1.0", "must be >= 0"]),
+    (
+        ["algo=r2d2", "collector=sync", "env.num_envs=1", "algo.eps_spread=7"],
+        ["algo.eps_spread=7", "this run has 1", "env.num_envs=4", "algo.eps_spread=0"],
+    ),
+    (["algo=ppo", "algo.clip_epsilon_end=1"], ["algo.clip_epsilon_end=1.0", "must be >= 0 and < 1"]),
+    (["algo=ppo", "algo.clip_epsilon_end=0.3"], ["algo.clip_epsilon_end=0.3", "algo.clip_epsilon=0.2", "null"]),
     (["algo=ppo", "algo.rnn_lr=1e-4"], ["algo.rnn_lr=0.0001", "algo.recurrent=true"]),
     (["algo.target_sync_every=0"], ["algo.target_sync_every=0", "must be >= 1"]),
     (["algo=r2d2", "algo.target_sync_every=100"], ["algo.target_sync_every=100", "algo.target_tau=1"]),

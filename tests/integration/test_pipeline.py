@@ -187,3 +187,39 @@ def test_closed_gate_holds_every_environment_and_opening_it_resumes(collector):
         finally:
             pipe.counters.open_gate()
             pipe.collector.async_shutdown()
+
+
+def test_each_environment_explores_with_its_own_epsilon():
+    """algo.eps_spread=7 over 2 workers x 2 environments, epsilon 0.4: environment i of 4 explores
+    with 0.4^(1 + 7 i / 3) (0.4, 0.047, 0.0056, 0.0007), so half of those steps (2 actions) are not
+    the greedy one: about 11 % of the first worker's steps and 0.2 % of the second's. The same
+    run without the spread: 20 % of each."""
+
+    from trajrl.collect.counters import WorkerCounters as C
+
+    rates = {}
+    for spread in (7, 0):
+        cfg = trajrl.compose(
+            [
+                "collector=multi_async",
+                "debug=smoke",
+                "algo=r2d2",
+                "env.num_envs=2",
+                "algo.eps_start=0.4",
+                "algo.eps_end=0.4",
+                f"algo.eps_spread={spread}",
+                "storage.capacity=4000",
+            ]
+        )
+        with trajrl.build(cfg) as pipe:
+            pipe.collector.start()
+            try:
+                wait_for_frames(pipe, 6000)
+            finally:
+                pipe.collector.async_shutdown()
+            counts = pipe.counters.snapshot()
+            rates[spread] = (counts[:, C.NOT_GREEDY] / counts[:, C.FRAMES]).tolist()
+            assert "worker" not in pipe.buffer[:].keys()  # the slot is read, not stored
+    (first, second), plain = rates[7], rates[0]
+    assert 0.08 < first < 0.15 and second < 0.01, rates
+    assert all(0.16 < rate < 0.24 for rate in plain), rates

@@ -163,3 +163,22 @@ def test_strict_on_policy_learns_only_from_episodes_of_the_current_weights(colle
             assert f"{int(dropped):,} dropped: a weight push cut their episodes" in run.out, run.out[-2000:]
     assert len(maxima["strict"]) >= 5 and max(maxima["strict"]) == 0, maxima
     assert max(maxima["mixed"]) > 0, maxima
+
+
+def test_the_learning_rate_and_clip_range_decay_linearly_over_the_run():
+    """total_frames of four equal batches: each batch learns at the share of the run learnt before
+    it (the first at lr and clip_epsilon, the middle one at half, the last at a quarter of the way
+    to 0 and clip_epsilon_end), in its loss too (a ratio past the range is clipped there)."""
+    batch = random_episodes([5, 5])
+    frames = int(batch.get(MASK_KEY).sum())
+    settings = PPOSettings(lr=1e-3, clip_epsilon=0.2, clip_epsilon_end=0.04, epochs=1)
+    ppo = PPO(ActorCritic(3, 2, [8], None, 8), settings, minibatch_episodes=2, total_frames=4 * frames)
+    seen = [ppo.update(batch) for _ in range(4)]
+    assert [s["lr"] for s in seen] == pytest.approx([1e-3, 0.75e-3, 0.5e-3, 0.25e-3])
+    assert [s["clip_epsilon"] for s in seen] == pytest.approx([0.2, 0.16, 0.12, 0.08])
+    ratio_past = batch.clone()
+    ratio_past.set(LOG_PROB_KEY, ratio_past.get(LOG_PROB_KEY) - 0.1)  # every ratio ~1.1: past 0.08
+    advantage, returns = ppo.advantages(ratio_past)
+    assert ppo.loss(ratio_past, advantage, returns)[1]["clip_fraction"] > 0.5
+    constant = PPO(ActorCritic(3, 2, [8], None, 8), PPOSettings(anneal_lr=False, epochs=1), total_frames=frames)
+    assert [constant.update(batch)["clip_epsilon"] for _ in range(2)] == [0.2, 0.2]

@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from helpers import acting_rollout
+from helpers import acting_rollout, slices
 from tensordict import TensorDict
 
 import trajrl
@@ -100,7 +100,6 @@ def test_burn_in_steps_are_not_learned_unless_the_slice_starts_its_episode():
 
 
 def test_padded_steps_change_no_update():
-    from helpers import slices
 
     batch = slices([12, 5, 1, 9], horizon=14)  # two columns that are padding in every row
     batch.set("action", torch.randint(2, (4, 14)))
@@ -172,7 +171,6 @@ def test_evaluation_acts_with_the_network_it_is_asked_for(network):
 def test_lr_decays_linearly_to_lr_end_over_the_planned_updates():
     """algo.lr_end: the factory plans (total_frames - warmup) * updates_per_frame updates;
     the lr falls linearly from lr to lr_end over them, then stays."""
-    from helpers import slices
 
     from trajrl.config import validate
     from trajrl.envs import env_spaces
@@ -241,3 +239,49 @@ def test_advantage_learning_lowers_the_target_of_an_action_by_its_shortfall(alph
     algo.update(batch)
     want = torch.where(action == 1, torch.tensor(0.7), torch.tensor(2.7 - alpha * 2.0))
     torch.testing.assert_close(batch.get(TD_KEY), want)
+
+
+def test_spread_epsilon_gives_each_environment_of_a_vector_its_own_and_evaluation_none():
+    """Slot s of a collector holds environments s * per_slot onward; each explores at
+    eps^(1 + spread * i / (actors - 1)); under deterministic exploration nothing changes."""
+    from tensordict import TensorDict
+    from torchrl.data import Categorical
+    from torchrl.envs.utils import ExplorationType, set_exploration_type
+
+    from trajrl.algos.r2d2 import SpreadEpsilonGreedy
+    from trajrl.keys import WORKER_KEY
+
+    module = SpreadEpsilonGreedy(Categorical(4), 0.5, 0.5, 1, spread=3.0, actors=6, per_slot=3)
+    td = TensorDict({"action": torch.zeros(3, dtype=torch.long), WORKER_KEY: torch.full((3,), 1)}, [3])
+    torch.testing.assert_close(module.epsilons(td), 0.5 ** (1 + 3.0 * torch.tensor([3.0, 4.0, 5.0]) / 5))
+    torch.manual_seed(0)
+    many = TensorDict(
+        {"action": torch.zeros(20_000, 3, dtype=torch.long), WORKER_KEY: torch.zeros(20_000, 3)}, [20_000, 3]
+    )
+    changed = (
+        (module(many.clone())["action"] != 0).float().mean(0)
+    )  # a random action is one of the 3 others 3/4 of the time
+    expected = 0.75 * 0.5 ** (1 + 3.0 * torch.arange(3.0) / 5)
+    torch.testing.assert_close(changed, expected, atol=0.015, rtol=0)
+    with set_exploration_type(ExplorationType.DETERMINISTIC):
+        assert module(many.clone())["action"].eq(0).all()
+
+
+@pytest.mark.parametrize("initial_state", ["zero", "stored"])
+def test_a_zero_learning_state_is_zero_whatever_the_buffer_stored(initial_state):
+    """algo.initial_state=zero: each slice's first step sees a zero state, whatever state the
+    buffer stored with it (one slice here starts mid-episode, where stored would be read): the
+    update equals the one on the same batch with its stored states zeroed; stored: it differs."""
+    batch = slices([12, 9], horizon=12)
+    batch.set("action", torch.randint(2, (2, 12), generator=torch.Generator().manual_seed(0)))
+    zeroed = batch.clone()
+    for key in ("recurrent_state_h", "recurrent_state_c"):
+        zeroed.get(key).zero_()
+    losses = []
+    for data in (batch, zeroed):
+        torch.manual_seed(0)
+        algo = R2D2(RecurrentQNet(2, 2, [8], 8), R2D2Settings(initial_state=initial_state))
+        if initial_state == "zero":
+            assert all(h.eq(0).all() for h in algo.initial_state(data))
+        losses.append(algo.update(data)["loss"])
+    assert (losses[0] == losses[1]) is (initial_state == "zero")

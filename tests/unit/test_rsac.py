@@ -116,7 +116,7 @@ def discrete_sac(actions: int = 3, critic_core: str = "separate", **settings):
     torch.manual_seed(0)
     actor = RecurrentActor(2, actions, [8], 8, "lstm", None, None)
     critics = twin_critics(lambda: RecurrentCritic(2, actions, [8], 8, "lstm", discrete=True), critic_core == "shared")
-    return RSAC(actor, critics, RSACSettings(initial_state="zero", init_alpha=0.3, gamma=0.9, **settings))
+    return RSAC(actor, critics, RSACSettings(**{"initial_state": "zero", "init_alpha": 0.3, "gamma": 0.9, **settings}))
 
 
 @pytest.mark.parametrize("critic_core, n_step", [("separate", 1), ("shared", 1), ("separate", 3)])
@@ -300,3 +300,20 @@ def test_sac_discrete_learner_reproduces_the_actions_taken_from_the_stored_state
                     torch.testing.assert_close(features[0], steps["features"][start:end], rtol=1e-5, atol=1e-5)
                     torch.testing.assert_close(actor.head(features)[0], steps["action"][start:end])
     assert len(starts) > 2  # several episodes checked
+
+
+@pytest.mark.parametrize("initial_state", ["zero", "stored"])
+def test_a_zero_learning_state_is_zero_whatever_the_buffer_stored(initial_state):
+    """algo.initial_state=zero: the actor's state at each slice's first step is zero whatever the
+    buffer stored (the critics always start at zero): the update equals the one on zeroed stored
+    states, every statistic; stored: the actor's loss differs."""
+    batch = slices([12, 9], horizon=12)
+    batch.set("action", torch.randint(3, (2, 12), generator=torch.Generator().manual_seed(0)))
+    zeroed = batch.clone()
+    for key in ("recurrent_state_h", "recurrent_state_c"):
+        zeroed.get(key).zero_()
+    stats = [discrete_sac(initial_state=initial_state).update(data) for data in (batch, zeroed)]
+    if initial_state == "zero":
+        assert stats[0] == stats[1]
+    else:
+        assert stats[0]["actor_loss"] != stats[1]["actor_loss"]

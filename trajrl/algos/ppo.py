@@ -301,7 +301,8 @@ class PPO:
         seed: int = 0,
     ):
         """``minibatch_episodes``: whole episodes per gradient step (``sampler.episodes_per_batch``);
-        ``total_frames``: the run's, over which the learning rate anneals (``anneal_lr``)."""
+        ``total_frames``: the run's, over which the learning rate (``anneal_lr``) and the clip
+        range (``clip_epsilon_end``) decay."""
         self.net = net
         self.settings, self.minibatch_episodes, self.total_frames = settings, minibatch_episodes, total_frames
         self.optimizer = adam(net, lr=settings.lr, rnn_lr=settings.rnn_lr, eps=1e-5)
@@ -309,6 +310,16 @@ class PPO:
         self.reward_scale = RewardScale(settings.gamma) if settings.normalize_rewards else None
         self.updates = 0
         self.frames_seen = 0
+        self.clip_epsilon = settings.clip_epsilon  # this batch's (clip_epsilon_end: decays with the frames seen)
+
+    def schedule(self) -> None:
+        """This batch's learning rate and clip range, linear in the share of ``total_frames`` learnt
+        before it: the first batch at ``lr`` and ``clip_epsilon``, the last near 0 and ``clip_epsilon_end``."""
+        s, progress = self.settings, min(1.0, self.frames_seen / self.total_frames)
+        if s.anneal_lr:
+            scale_lr(self.optimizer, 1.0 - progress)
+        if s.clip_epsilon_end is not None:
+            self.clip_epsilon = s.clip_epsilon + (s.clip_epsilon_end - s.clip_epsilon) * progress
 
     @property
     def device(self) -> torch.device:
@@ -347,7 +358,8 @@ class PPO:
         log_prob = dist.log_prob(taken)
         log_ratio = torch.where(mask, log_prob - batch.get(LOG_PROB_KEY).reshape(mask.shape), 0.0)
         ratio = log_ratio.exp()
-        surrogate = torch.min(ratio * advantage, ratio.clamp(1 - s.clip_epsilon, 1 + s.clip_epsilon) * advantage)
+        clip = self.clip_epsilon
+        surrogate = torch.min(ratio * advantage, ratio.clamp(1 - clip, 1 + clip) * advantage)
         policy_loss = -masked_mean(surrogate, mask)
         value = self.net.critic.sequence(batch.get("observation")).squeeze(-1)
         value_loss = 0.5 * masked_mean((value - returns) ** 2, mask)
@@ -359,7 +371,7 @@ class PPO:
                 "value_loss": value_loss.detach(),
                 "entropy": entropy.detach(),
                 "kl": masked_mean((ratio - 1) - log_ratio, mask),
-                "clip_fraction": masked_mean(((ratio - 1).abs() > s.clip_epsilon).float(), mask),
+                "clip_fraction": masked_mean(((ratio - 1).abs() > clip).float(), mask),
             }
         return loss, stats
 
@@ -376,9 +388,8 @@ class PPO:
             )
         batch = batch.to(self.device)  # the learner's device
         s, mask = self.settings, batch.get(MASK_KEY)
+        self.schedule()
         self.frames_seen += int(mask.sum())
-        if s.anneal_lr:
-            scale_lr(self.optimizer, max(0.0, 1.0 - self.frames_seen / self.total_frames))
         advantage, returns = self.advantages(batch)
         totals: dict[str, float] = {}
         steps = 0
@@ -407,6 +418,7 @@ class PPO:
             **{name: total / steps for name, total in totals.items()},
             "explained_variance": float(explained),
             "lr": self.optimizer.param_groups[0]["lr"],
+            "clip_epsilon": self.clip_epsilon,
             "gradient_steps": float(steps),
         }
 

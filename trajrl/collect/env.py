@@ -70,6 +70,7 @@ def make_env(
     wrap: Callable[[gym.Env], gym.Env] | None = None,
     restarts: Restarts | None = None,
     fixed_frames: bool = False,
+    stamp_slot: bool = False,
     success: bool = False,
     lean: bool = False,
     previous_action: bool = False,
@@ -88,7 +89,8 @@ def make_env(
     ``restarts``: each environment is rebuilt when its step raises (``trajrl.collect.faults``).
     ``fixed_frames``: the collector hands over fixed-frame batches (``trajs_per_batch=null``): every
     step carries ``slot`` (the storage writes it in that worker's lanes), and the steps of an
-    episode a fault cut are stored, not lost (``trajrl.replay.lanes``).
+    episode a fault cut are stored, not lost (``trajrl.replay.lanes``). ``stamp_slot``: every
+    step carries ``slot`` (a policy that explores per environment reads it: ``algo.eps_spread``).
     ``success``: each step carries ``is_success`` from the environment's info (goal
     environments say whether the goal is reached; 0 where one does not say).
     ``lean``: the stack is stepped by ``LeanEnv`` (``env.stepping=lean``: the same steps, in bulk).
@@ -112,7 +114,7 @@ def make_env(
     transforms = [InitTracker(), StepCounter(), RewardSum()]
     if primer is not None:
         transforms.append(primer.clone())
-    if fixed_frames:
+    if fixed_frames or stamp_slot:
         transforms.append(StampWorker(slot))
     count = None
     if counts is not None:  # a collector's environment: in a worker process, it ends with the learner
@@ -127,7 +129,7 @@ def make_env(
         return LeanEnv(
             env,
             count=count,
-            slot=slot if fixed_frames else None,
+            slot=slot if fixed_frames or stamp_slot else None,
             primer_keys=list(primer.primers.keys()) if primer is not None else [],
         )
     return env
@@ -187,6 +189,7 @@ def env_factory(
     num_envs: int | None = None,
     restarts: Restarts | None = None,
     fixed_frames: bool = False,
+    stamp_slot: bool = False,
     success: bool = False,
     stepping: str = "torchrl",
     vectorization: str | None = None,
@@ -197,7 +200,8 @@ def env_factory(
 
     With ``counters``, call it with ``slot=<index of the collector's environment>``.
     ``restarts``: how environments that raise are rebuilt (a collector's).
-    ``fixed_frames``: for a collector that hands over fixed-frame batches; ``success``: the
+    ``fixed_frames``: for a collector that hands over fixed-frame batches; ``stamp_slot``: each
+    step carries its collector slot (``make_env``); ``success``: the
     steps carry ``is_success`` (``make_env``). ``stepping``: ``lean`` (``LeanEnv``) or ``torchrl``,
     as ``env.stepping`` says for a collector's environments (evaluation's are lean, in one
     process: ``vectorization="sync"``); ``vectorization``: ``env_cfg.vectorization`` unless given.
@@ -215,6 +219,7 @@ def env_factory(
         gate=counters.gate if counters is not None else None,
         restarts=restarts,
         fixed_frames=fixed_frames,
+        stamp_slot=stamp_slot,
         success=success,
         lean=stepping == "lean",
         niceness=niceness,

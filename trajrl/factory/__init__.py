@@ -18,7 +18,7 @@ from torchrl.envs import EnvBase
 
 from trajrl.algos.networks import CpuCopies, PolicyVersion, PrefixStates, states_along
 from trajrl.algos.ppo import PPO
-from trajrl.algos.r2d2 import R2D2
+from trajrl.algos.r2d2 import R2D2, SpreadEpsilonGreedy
 from trajrl.algos.rsac import RSAC
 from trajrl.checkpoint import WHICH, LoopState, load_checkpoint, restore
 from trajrl.collect.counters import WorkerCounters
@@ -32,6 +32,7 @@ from trajrl.factory.agent import Agent, build_agent
 from trajrl.factory.collector import build_collector, collector_slots
 from trajrl.factory.logger import build_loggers
 from trajrl.factory.replay import build_buffer
+from trajrl.keys import WORKER_KEY
 from trajrl.replay.batches import SequenceSampler
 from trajrl.replay.hindsight import HindsightGoals
 from trajrl.replay.states import StateRefresh
@@ -133,12 +134,14 @@ def build(cfg: DictConfig, run_dir: str | Path | None = None) -> Pipeline:
         counters.fault_log.path if counters is not None else None,
     )
     fixed_frames = cfg.trajs_per_batch is None and cfg.storage.kind != "none"  # lanes: trajrl.replay.lanes
+    per_environment = isinstance(agent.egreedy, SpreadEpsilonGreedy)  # reads each step's collector slot
     env_fn = env_factory(
         cfg.env,
         primer=agent.primer,
         counters=counters,
         restarts=restarts,
         fixed_frames=fixed_frames,
+        stamp_slot=per_environment,
         stepping=cfg.env.stepping,
         niceness=collector_settings.worker_niceness,
     )
@@ -153,7 +156,7 @@ def build(cfg: DictConfig, run_dir: str | Path | None = None) -> Pipeline:
             shared=shared,
             run_dir=run_dir,
             reuse_files=cfg.resume is not None,
-            not_stored=agent.not_stored(),
+            not_stored=[*agent.not_stored(), *([WORKER_KEY] if per_environment and not fixed_frames else [])],
             journal_dir=counters.dir if shared and counters is not None else None,
             lanes=lanes if fixed_frames else None,
             hindsight=hindsight_goals(cfg, spaces, agent),

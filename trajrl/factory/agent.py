@@ -108,7 +108,12 @@ def build_r2d2(a: R2D2Settings, cfg, spaces: EnvSpaces, inputs: Inputs, device: 
     ).to(device)
     spec = action_spec(cfg.env)
     acting, evaluated = on_cpu(qnet), on_cpu(qnet)
-    _, explore, egreedy, core = make_policies(acting, spec, a.eps_start, a.eps_end, a.eps_decay_frames)
+    spread = None
+    if a.eps_spread > 0:  # each collecting environment its own epsilon
+        per_slot = 1 if cfg.collector.kind == "async_batched" else int(cfg.env.num_envs)
+        actors = int(cfg.collector.num_workers) * int(cfg.env.num_envs)
+        spread = dict(spread=a.eps_spread, actors=actors, per_slot=per_slot)
+    _, explore, egreedy, core = make_policies(acting, spec, a.eps_start, a.eps_end, a.eps_decay_frames, spread)
     greedy = make_policies(evaluated, spec, a.eps_start, a.eps_end, a.eps_decay_frames)[0]
     planned = int(max(0, cfg.total_frames - cfg.loop.warmup_frames) * cfg.loop.updates_per_frame)
     algo = R2D2(

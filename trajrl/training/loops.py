@@ -1,8 +1,8 @@
 """The training loops. They run objects the factory built and never read the config.
 
 Each loop's ``run()`` reads top to bottom: collect, (store, sample,) learn, push weights,
-then evaluate, report and save when the cadence says. What both loops need on the way
-are parts they call, not a class they share:
+then evaluate, report and save when the cadence says (``Loop``: that step and the closing
+one, written once for both). What else both loops need on the way are parts they call:
 
 - ``CollectorSupervisor`` (``supervisor.py``): starts the collector, pushes weights to it,
   pauses it, replaces it after a failure and shuts it down, failures reported with their cause;
@@ -23,7 +23,7 @@ The loops:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
@@ -102,7 +102,32 @@ def reporter_of(parts: RunParts, start_frames: int, start_episodes: int) -> Repo
     )
 
 
-class OffPolicyLoop:
+class Loop:
+    """What both loops do alike, written once: evaluate, report and save when the cadence says,
+    and the closing evaluation, row and save. A loop has ``cadence``, ``evaluations``,
+    ``reporter``, ``evaluate``, ``write_row``, ``save_checkpoint`` and ``save_when_due``."""
+
+    def report_when_due(self, frames: int) -> None:
+        """Evaluate, write a metrics row and save a checkpoint, each when due at ``frames``."""
+        due = self.cadence.due(frames)
+        last_eval = self.evaluate() if due.evaluate else {}
+        if due.log and self.evaluations.solved is None:  # solved: the closing row is next
+            self.write_row(last_eval)
+        else:
+            self.reporter.hold(last_eval)
+        if due.checkpoint:
+            self.save_when_due()
+
+    def finish(self) -> dict[str, float]:
+        """The closing evaluation (unless one just solved the run), row and checkpoint; the row."""
+        last_eval = self.evaluations.solved or self.evaluate(closing=True)  # the one that solved is the last
+        final = self.write_row(last_eval, closing=True)
+        final["eval/best_return"] = self.evaluations.best if last_eval else float("nan")
+        self.save_checkpoint()
+        return final
+
+
+class OffPolicyLoop(Loop):
     """``collector.start()`` fills the buffer in the background; the learner samples
     ``[N, T]`` batches at the configured update-to-data ratio, pushes weights every
     ``loop.weight_sync_every`` updates, and pauses collection while it is behind."""
@@ -136,55 +161,57 @@ class OffPolicyLoop:
     def run(self) -> dict[str, float]:
         """Train until ``total_frames`` (or ``loop.time_limit_s``, or an evaluation at
         ``loop.stop_at_return``); return the final metrics row."""
-        s, collection = self.settings, self.collection
         try:
-            with collection.running(self.stored()), self.reporter.status_line():
-                while True:
-                    try:
-                        frames = self.buffer.write_count  # collect: workers write in the background
-                        if frames != self.frames and self.exploration is not None:
-                            self.exploration.step(frames - self.frames)  # epsilon anneals with frames
-                        self.frames = frames
-                        collection.check(frames)
-                        if self.cadence.over(frames) or self.evaluations.solved is not None:
-                            break
-                        self.reporter.status(frames)
-                        behind = self.updates_due() - self.algo.updates
-                        if frames < s.warmup_frames or behind <= 0:
-                            time.sleep(0.005)  # ahead of the ratio: wait for data
-                        elif collection.can_pause and s.max_update_lag is not None and behind > s.max_update_lag:
-                            with collection.paused():  # far behind: collection waits
-                                while self.algo.updates < self.updates_due():
-                                    self.update()
-                        else:
-                            self.update()  # sample, update, push weights
-                        if self.episodes.due():  # before the storage wraps past them
-                            with collection.waiting_on_buffer(
-                                "reading the stored episodes waited on the replay buffer"
-                            ):
-                                self.episodes.read()
-                        due = self.cadence.due(frames)  # evaluate, report, save: each when due
-                        last_eval = self.evaluate() if due.evaluate else {}
-                        if due.log and self.evaluations.solved is None:  # solved: the closing row is next
-                            self.write_row(last_eval)
-                        else:
-                            self.reporter.hold(last_eval)
-                        if due.checkpoint:
-                            with collection.paused():  # the buffer it saves holds still
-                                self.save_checkpoint()
-                    except CollectorFailed as failure:  # a worker died, perhaps holding the buffer's lock
-                        collection.restart(failure, self.stored)
+            with self.collection.running(self.stored()), self.reporter.status_line():
+                while self.step():
+                    pass
         except RunInterrupted:  # signals wait for updates: the learner is whole, collection has stopped
             self.save_checkpoint()
             raise
         self.frames = self.buffer.write_count  # all of it: no worker writes any more
         if self.audit is not None:
             self.audit.check_buffer(self.buffer)
-        last_eval = self.evaluations.solved or self.evaluate(closing=True)  # the one that solved is the last
-        final = self.write_row(last_eval, closing=True)
-        final["eval/best_return"] = self.evaluations.best if last_eval else float("nan")
-        self.save_checkpoint()
-        return final
+        return self.finish()
+
+    def step(self) -> bool:
+        """Collect (workers write in the background), learn at the ratio, read the stored
+        episodes, then evaluate, report and save when due; False once the run is over."""
+        try:
+            frames = self.collected()
+            if self.cadence.over(frames) or self.evaluations.solved is not None:
+                return False
+            self.reporter.status(frames)
+            self.learn()
+            if self.episodes.due():  # before the storage wraps past them
+                with self.collection.waiting_on_buffer("reading the stored episodes waited on the replay buffer"):
+                    self.episodes.read()
+            self.report_when_due(frames)
+        except CollectorFailed as failure:  # a worker died, perhaps holding the buffer's lock
+            self.collection.restart(failure, self.stored)
+        return True
+
+    def collected(self) -> int:
+        """The frames stored so far; epsilon anneals with them, and the collector is checked."""
+        frames = self.buffer.write_count
+        if frames != self.frames and self.exploration is not None:
+            self.exploration.step(frames - self.frames)
+        self.frames = frames
+        self.collection.check(frames)
+        return frames
+
+    def learn(self) -> None:
+        """The updates due at the ratio: none while ahead of it (wait for data), with
+        collection paused while far behind (``loop.max_update_lag``), else one."""
+        s, collection = self.settings, self.collection
+        behind = self.updates_due() - self.algo.updates
+        if self.frames < s.warmup_frames or behind <= 0:
+            time.sleep(0.005)
+        elif collection.can_pause and s.max_update_lag is not None and behind > s.max_update_lag:
+            with collection.paused():
+                while self.algo.updates < self.updates_due():
+                    self.update()
+        else:
+            self.update()
 
     def updates_due(self) -> float:
         return (self.buffer.write_count - self.settings.warmup_frames) * self.settings.updates_per_frame
@@ -255,8 +282,12 @@ class OffPolicyLoop:
             pass
         self.save_latest(self.saved())
 
+    def save_when_due(self) -> None:
+        with self.collection.paused():  # the buffer it saves holds still
+            self.save_checkpoint()
 
-class EpisodicLoop:
+
+class EpisodicLoop(Loop):
     """On-policy, episodic: the collector yields ``trajs_per_batch`` complete episodes
     of the current policy; each batch is learnt from at once (``algo.update``), and
     the new weights reach the collector before the next one."""
@@ -290,62 +321,60 @@ class EpisodicLoop:
     def run(self) -> dict[str, float]:
         """Train until ``total_frames`` (or ``loop.time_limit_s``, or an evaluation at
         ``loop.stop_at_return``); return the final metrics row."""
-        collection = self.collection
         try:
-            with collection.running(self.handed_over()), self.reporter.status_line():
-                t0 = time.monotonic()
-                while True:
-                    try:
-                        batch = collection.next_batch()  # collect: complete episodes of this policy
-                    except CollectorFailed as failure:  # a worker died: a new collector, if allowed
-                        collection.restart(failure, self.handed_over)
-                        if self.strict is not None:  # a replaced collector's: counted lost with its in flight
-                            self.strict.forget()
-                        continue
-                    if batch is None:  # the collector has stopped
-                        break
-                    batch = without_faulted(batch)  # episodes an environment fault ended
-                    if batch is not None and self.strict is not None:
-                        batch = self.strict(batch, collection.policy_version)  # none a weight push cut
-                    if batch is None:
-                        continue
-                    if batch.batch_dims == 1:  # traj_format="cat": episodes one after the other
-                        batch = as_sequences(batch, batch.get("is_init"))
-                    self.timings["collect"] += time.monotonic() - t0
-                    if self.audit is not None:
-                        self.audit.check_batch(batch, whole_episodes=True)
-                    self.batches.add(batch, collection.policy_version)
-                    self.lengths.append(batch.get(MASK_KEY).sum(-1))
-                    self.frames += int(batch.get(MASK_KEY).sum())
-                    self.episodes += batch.shape[0]
-                    t1 = time.monotonic()
-                    with critical():  # learn, then push: a signal waits for both
-                        self.train_stats = self.algo.update(batch)
-                        collection.push_weights()
-                    self.episode_stats = episode_stats(batch)
-                    self.timings["update"] += time.monotonic() - t1
-                    self.reporter.status(self.frames, self.episode_stats["episode/return"])
+            with self.collection.running(self.handed_over()), self.reporter.status_line():
+                for batch in self.collected():  # complete episodes of this policy
+                    self.learn(batch)
                     if self.cadence.over(self.frames):
                         break
-                    due = self.cadence.due(self.frames)  # evaluate, report, save: each when due
-                    last_eval = self.evaluate() if due.evaluate else {}
-                    if due.log and self.evaluations.solved is None:  # solved: the closing row is next
-                        self.write_row(last_eval)
-                    else:
-                        self.reporter.hold(last_eval)
-                    if due.checkpoint:
-                        self.save_checkpoint()
+                    self.report_when_due(self.frames)
                     if self.evaluations.solved is not None:  # that evaluation reached loop.stop_at_return
                         break
-                    t0 = time.monotonic()
         except RunInterrupted:  # signals wait for updates: the learner is whole, collection has stopped
             self.save_checkpoint()
             raise
-        last_eval = self.evaluations.solved or self.evaluate(closing=True)  # the one that solved is the last
-        final = self.write_row(last_eval, closing=True)
-        final["eval/best_return"] = self.evaluations.best if last_eval else float("nan")
-        self.save_checkpoint()
-        return final
+        return self.finish()
+
+    def collected(self) -> Iterator[TensorDictBase]:
+        """The batches to learn from, ``[N, T]``, until the collector stops: without episodes an
+        environment fault ended or (strict) a weight push cut; a failed worker's collector replaced."""
+        t0 = time.monotonic()
+        while True:
+            try:
+                batch = self.collection.next_batch()
+            except CollectorFailed as failure:  # a worker died: a new collector, if allowed
+                self.collection.restart(failure, self.handed_over)
+                if self.strict is not None:  # a replaced collector's: counted lost with its in flight
+                    self.strict.forget()
+                continue
+            if batch is None:  # the collector has stopped
+                return
+            batch = without_faulted(batch)
+            if batch is not None and self.strict is not None:
+                batch = self.strict(batch, self.collection.policy_version)
+            if batch is None:
+                continue
+            if batch.batch_dims == 1:  # traj_format="cat": episodes one after the other
+                batch = as_sequences(batch, batch.get("is_init"))
+            self.timings["collect"] += time.monotonic() - t0
+            yield batch
+            t0 = time.monotonic()
+
+    def learn(self, batch: TensorDictBase) -> None:
+        """Learn from ``batch`` at once, then push the weights; counted and audited."""
+        if self.audit is not None:
+            self.audit.check_batch(batch, whole_episodes=True)
+        self.batches.add(batch, self.collection.policy_version)
+        self.lengths.append(batch.get(MASK_KEY).sum(-1))
+        self.frames += int(batch.get(MASK_KEY).sum())
+        self.episodes += batch.shape[0]
+        t1 = time.monotonic()
+        with critical():  # learn, then push: a signal waits for both
+            self.train_stats = self.algo.update(batch)
+            self.collection.push_weights()
+        self.episode_stats = episode_stats(batch)
+        self.timings["update"] += time.monotonic() - t1
+        self.reporter.status(self.frames, self.episode_stats["episode/return"])
 
     def handed_over(self) -> tuple[int, int]:
         """The frames and episodes learnt from, or (``algo.on_policy=strict``) dropped for a weight push."""
@@ -384,6 +413,9 @@ class EpisodicLoop:
 
     def save_checkpoint(self) -> None:
         self.save_latest(self.saved())
+
+    def save_when_due(self) -> None:
+        self.save_checkpoint()
 
 
 class CurrentPolicyOnly:
