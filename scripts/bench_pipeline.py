@@ -230,6 +230,7 @@ def delays_and_rates(collector: str, workers: int, width: int, fixed: bool, seco
 
     episodes = 1 if collector == "async_batched" else 4  # async_batched writes each episode as it ends
     overrides = [
+        "algo=r2d2",  # its observation as the environment gives it (algo=rsac adds the previous action after the clock)
         "env=gym",
         "env.id=ClockCartPole-v0",
         "env.import_module=clock_env",
