@@ -23,6 +23,7 @@ from trajrl.algos.r2d2 import R2D2, RecurrentQNet, make_policies
 from trajrl.algos.rsac import RSAC, RecurrentActor, RecurrentCritic, make_policy, twin_critics
 from trajrl.collect.env import make_env, observation_stats
 from trajrl.envs import EnvSpaces
+from trajrl.factory.collector import collector_slots
 from trajrl.keys import VERSION_KEY
 from trajrl.settings import NetworkSettings, PPOSettings, R2D2Settings, RSACSettings, settings_of
 from trajrl.spaces import CONTINUOUS, DISCRETE, MULTI_BINARY
@@ -110,8 +111,9 @@ def build_r2d2(a: R2D2Settings, cfg, spaces: EnvSpaces, inputs: Inputs, device: 
     acting, evaluated = on_cpu(qnet), on_cpu(qnet)
     spread = None
     if a.eps_spread > 0:  # each collecting environment its own epsilon
-        per_slot = 1 if cfg.collector.kind == "async_batched" else int(cfg.env.num_envs)
-        actors = int(cfg.collector.num_workers) * int(cfg.env.num_envs)
+        workers, num_envs = int(cfg.collector.num_workers), int(cfg.env.num_envs)
+        actors = workers * num_envs  # each collector slot steps actors / slots of them
+        per_slot = actors // collector_slots(cfg.collector.kind, workers, num_envs)
         spread = dict(spread=a.eps_spread, actors=actors, per_slot=per_slot)
     _, explore, egreedy, core = make_policies(acting, spec, a.eps_start, a.eps_end, a.eps_decay_frames, spread)
     greedy = make_policies(evaluated, spec, a.eps_start, a.eps_end, a.eps_decay_frames)[0]
