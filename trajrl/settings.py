@@ -580,6 +580,12 @@ class PPOSettings(NetworkSettings):
         range=between(0, 1, high_open=True),
     )
     epochs: int = setting(10, "passes over each batch of episodes", range=at_least(1))
+    target_kl: float | None = setting(
+        None,
+        "stop a batch's passes at the first minibatch whose approximate KL from the acting policy exceeds "
+        "1.5x this, before its step (Stable-Baselines3's target_kl: no batch moves the policy far); null: every pass",
+        range=above(0),
+    )
     anneal_lr: bool = setting(True, "lr decays linearly to 0 over total_frames")
     value_coef: float = setting(0.5, "weight of the value loss", range=at_least(0))
     entropy_coef: float = setting(0.0, "weight of the entropy bonus", range=at_least(0))

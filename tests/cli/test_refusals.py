@@ -78,6 +78,7 @@ CASES = [
     ),
     (["algo=ppo", "algo.clip_epsilon_end=1"], ["algo.clip_epsilon_end=1.0", "must be >= 0 and < 1"]),
     (["algo=ppo", "algo.clip_epsilon_end=0.3"], ["algo.clip_epsilon_end=0.3", "algo.clip_epsilon=0.2", "null"]),
+    (["algo=ppo", "algo.target_kl=0"], ["algo.target_kl=0.0", "must be > 0"]),
     (["algo=ppo", "algo.rnn_lr=1e-4"], ["algo.rnn_lr=0.0001", "algo.recurrent=true"]),
     (["algo.target_sync_every=0"], ["algo.target_sync_every=0", "must be >= 1"]),
     (["algo=r2d2", "algo.target_sync_every=100"], ["algo.target_sync_every=100", "algo.target_tau=1"]),

@@ -182,3 +182,26 @@ def test_the_learning_rate_and_clip_range_decay_linearly_over_the_run():
     assert ppo.loss(ratio_past, advantage, returns)[1]["clip_fraction"] > 0.5
     constant = PPO(ActorCritic(3, 2, [8], None, 8), PPOSettings(anneal_lr=False, epochs=1), total_frames=frames)
     assert [constant.update(batch)["clip_epsilon"] for _ in range(2)] == [0.2, 0.2]
+
+
+def test_target_kl_stops_a_batch_before_the_step_that_would_move_the_policy_past_it():
+    """Five passes over one minibatch acted by the current policy: the first looks at KL 0 and
+    steps; with target_kl=1e-9 the second sees the step's KL and stops before stepping (1 gradient
+    step); target_kl=10 lets all five run; a batch acted by another policy is past it at once:
+    no step, the weights unchanged."""
+    batch = random_episodes([5, 5])
+
+    def learner(target_kl):
+        net = ActorCritic(3, 2, [8], None, 8)
+        with torch.no_grad():
+            batch.set(LOG_PROB_KEY, net.distribution(batch.get("observation")).log_prob(batch.get("action")))
+        return PPO(net, PPOSettings(epochs=5, target_kl=target_kl), minibatch_episodes=2, total_frames=10**6)
+
+    assert learner(1e-9).update(batch)["gradient_steps"] == 1
+    assert learner(10.0).update(batch)["gradient_steps"] == 5
+    ppo = learner(1e-3)
+    batch.set(LOG_PROB_KEY, batch.get(LOG_PROB_KEY) - 0.5)  # acted by a policy a ratio of ~1.6 away
+    before = [p.clone() for p in ppo.net.parameters()]
+    stats = ppo.update(batch)
+    assert stats["gradient_steps"] == 0 and stats["kl"] > 1.5e-3 and stats["grad_norm"] == 0
+    assert all(torch.equal(a, b) for a, b in zip(before, ppo.net.parameters(), strict=True))

@@ -21,6 +21,8 @@ or a statistic: every mean below is over valid steps only.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import torch
 from tensordict import TensorDictBase
 from tensordict.nn import TensorDictSequential
@@ -375,6 +377,11 @@ class PPO:
             }
         return loss, stats
 
+    def minibatches(self, episodes: int) -> Iterator[torch.Tensor]:
+        """The rows of each minibatch: ``epochs`` passes over a batch of ``episodes``, each in a fresh order."""
+        for _ in range(self.settings.epochs):
+            yield from torch.randperm(episodes, generator=self.generator).split(self.minibatch_episodes)
+
     def update(self, batch: TensorDictBase) -> dict[str, float]:
         """Learn from one batch of ``[N, T]`` complete episodes (``epochs`` x minibatches) of
         the current policy: ``RefusedBatch`` for one without its mask or the log-probabilities
@@ -392,20 +399,21 @@ class PPO:
         self.frames_seen += int(mask.sum())
         advantage, returns = self.advantages(batch)
         totals: dict[str, float] = {}
-        steps = 0
-        for _ in range(s.epochs):
-            order = torch.randperm(mask.shape[0], generator=self.generator)
-            for rows in order.split(self.minibatch_episodes):
-                minibatch = without_padding_columns(batch[rows])
-                horizon = minibatch.shape[1]
-                loss, stats = self.loss(minibatch, advantage[rows, :horizon], returns[rows, :horizon])
-                self.optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                stats["grad_norm"] = nn.utils.clip_grad_norm_(self.net.parameters(), s.max_grad_norm)
-                self.optimizer.step()
-                for name, value in stats.items():
-                    totals[name] = totals.get(name, 0.0) + float(value)
-                steps += 1
+        looked, steps, grad_norm = 0, 0, 0.0
+        for rows in self.minibatches(mask.shape[0]):
+            minibatch = without_padding_columns(batch[rows])
+            horizon = minibatch.shape[1]
+            loss, stats = self.loss(minibatch, advantage[rows, :horizon], returns[rows, :horizon])
+            looked += 1
+            for name, value in stats.items():
+                totals[name] = totals.get(name, 0.0) + float(value)
+            if s.target_kl is not None and float(stats["kl"]) > 1.5 * s.target_kl:
+                break  # this batch has moved the policy far enough
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            grad_norm += float(nn.utils.clip_grad_norm_(self.net.parameters(), s.max_grad_norm))
+            self.optimizer.step()
+            steps += 1
         self.updates += steps
         with torch.no_grad():
             value, _ = self.values(batch)
@@ -415,7 +423,8 @@ class PPO:
         if s.observation_stats == "running":  # after learning: the next batch is collected and learnt with the same
             track_observations([self.net], batch.get("observation")[mask], s.observation_rate)
         return {
-            **{name: total / steps for name, total in totals.items()},
+            **{name: total / looked for name, total in totals.items()},
+            "grad_norm": grad_norm / max(steps, 1),
             "explained_variance": float(explained),
             "lr": self.optimizer.param_groups[0]["lr"],
             "clip_epsilon": self.clip_epsilon,
