@@ -280,7 +280,7 @@ class SliceSamplerSettings:
     slices_per_batch: Any = setting(
         "auto",
         "slices in each [N, T] training batch; auto: 4 with algo=rsac (its update costs about 0.44x as much as "
-        "with 16 and learns as much a frame: docs/learning/tuning.md), 16 otherwise",
+        "with 16 and learns as much a frame: docs/benchmarks/learning/tuning.md), 16 otherwise",
         range=at_least(1),
         auto=True,
         null=False,

@@ -3,7 +3,7 @@
 A slice that starts mid-episode begins from the state stored with its first step: the
 state of the network that acted then, often thousands of updates older than the one
 that learns. Burn-in (R2D2) washes part of the difference out; the rest makes the
-learner fit values to states its own network never reaches (docs/learning/tuning.md
+learner fit values to states its own network never reaches (docs/benchmarks/learning/tuning.md
 measures it). ``refresh_states`` runs the current network over every stored run of
 steps and writes the states back, under the buffer's write lock.
 """
