@@ -41,9 +41,26 @@ def test_the_padded_extend_in_the_readme_runs(tmp_path):
 
 
 def test_the_readme_is_a_short_reference_and_the_docs_index_lists_every_page():
-    """README at most 200 lines; every page under docs/ linked from docs/index.md."""
+    """README at most 200 lines; every user page in docs/ linked from docs/index.md, every page
+    under docs/benchmarks/ (run logs, screens, histories) from docs/benchmarks/index.md."""
     assert len(README.read_text().splitlines()) <= 200
     docs = README.parent / "docs"
-    index = (docs / "index.md").read_text()
-    pages = sorted(str(p.relative_to(docs)) for p in docs.rglob("*.md") if p.name != "index.md")
-    assert pages and [p for p in pages if f"]({p})" not in index] == []
+    for folder, pages in [(docs, docs.glob("*.md")), (docs / "benchmarks", (docs / "benchmarks").rglob("*.md"))]:
+        index = (folder / "index.md").read_text()
+        listed = sorted(str(p.relative_to(folder)) for p in pages if p.name != "index.md")
+        assert listed and [p for p in listed if f"]({p})" not in index] == []
+    assert "](benchmarks/index.md)" in (docs / "index.md").read_text()
+    assert sorted(p.name for p in docs.iterdir() if p.is_dir()) == ["benchmarks"]
+
+
+def test_every_relative_link_in_the_readme_and_the_docs_resolves():
+    """Each `](path)` link of README.md and of every page under docs/ names a file that exists."""
+    pages = [README, *sorted((README.parent / "docs").rglob("*.md"))]
+    broken = []
+    for page in pages:
+        text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            path = target.partition("#")[0]
+            if path and not re.match(r"[a-z]+:", path) and not (page.parent / path).exists():
+                broken.append(f"{page.relative_to(README.parent)}: {target}")
+    assert broken == []
