@@ -6,6 +6,7 @@ import contextlib
 import csv
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -623,3 +624,31 @@ class Trained:
             err = capfd.readouterr().err
             assert traceback or "Traceback" not in err, err[-3000:]
         return said
+
+
+def help_settings(text: str) -> dict:
+    """``{name: value}`` of every line of ``--help``'s settings section (values read as YAML)."""
+    import yaml
+
+    values = {}
+    for line in text.split("== Settings of this run", 1)[1].splitlines():
+        found = re.match(r"  (\S+) = (.*)", line)
+        if found:  # the value: the shortest text before " | " or ": " that YAML reads ({"n": 8} has one)
+            for end in (m.start() for m in re.finditer(r" \| |: ", found[2])):
+                try:
+                    values[found[1]] = yaml.safe_load(found[2][:end])
+                    break
+                except yaml.YAMLError:
+                    continue
+    return values
+
+
+def job_settings(job: dict) -> dict:
+    """``{name: value}`` of a composed job config (``--cfg job``'s) as ``--help`` names them:
+    top-level values and each group's keys but the option's selector (``kind``, ``name``)."""
+    from trajrl.settings import GROUPS
+
+    values = {key: value for key, value in job.items() if key not in GROUPS}
+    for group, (selector, _) in GROUPS.items():
+        values |= {f"{group}.{key}": value for key, value in job[group].items() if key != selector}
+    return values

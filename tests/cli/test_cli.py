@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import REPO, collector_sampler_pairs, read_metrics, trajrl
+from helpers import REPO, collector_sampler_pairs, help_settings, job_settings, read_metrics, trajrl
 
 from trajrl.settings import LOCAL_COLLECTORS
 
@@ -164,12 +164,21 @@ def test_a_run_on_tapes_of_whole_episodes_learns_and_every_tape_passes_the_audit
     assert float(rows[-1]["audit/violations"]) == 0, {k: v for k, v in rows[-1].items() if k.startswith("audit")}
 
 
-def test_help_lists_every_group_and_option(tmp_path):
-    proc = trajrl("--help", cwd=tmp_path)
-    assert proc.returncode == 0
+def test_help_lists_every_group_and_option_and_the_values_the_run_gets(tmp_path):
+    """``algo=rsac collector=sync --help``: every group's options, then every setting with the
+    value that run gets: what ``--cfg job`` prints for the same command line."""
+    import yaml
+
+    proc = trajrl("algo=rsac", "collector=sync", "--help", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
     for group in ("collector", "sampler", "storage", "env", "algo", "logger", "experiment", "debug"):
         options = sorted(p.stem for p in (REPO / "configs" / group).glob("*.yaml"))
         assert f"{group}: {', '.join(options)}" in proc.stdout
+    job = trajrl("algo=rsac", "collector=sync", "--cfg", "job", cwd=tmp_path)
+    assert job.returncode == 0, job.stderr
+    shown = help_settings(proc.stdout)
+    assert shown == job_settings(yaml.safe_load(job.stdout))
+    assert shown["collector.num_workers"] == 1 and shown["total_frames"] == 16_000  # sync's, rsac's
 
 
 def test_any_gymnasium_id_with_kwargs_and_a_module_that_registers_it(train_in, tmp_path, monkeypatch):

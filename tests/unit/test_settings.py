@@ -139,3 +139,33 @@ def test_a_config_is_checked_once():
     assert validate(checked) is checked
     with pytest.raises(ReadonlyConfigError):
         checked.algo.lr = -1.0
+
+
+def group_options() -> list:
+    """``group=option`` of every option file of every group, and of every preset."""
+    from helpers import REPO
+
+    groups = [*(g for g in S.GROUPS if (REPO / "configs" / g).is_dir()), "experiment"]
+    return [f"{g}={p.stem}" for g in groups for p in sorted((REPO / "configs" / g).glob("*.yaml"))]
+
+
+@pytest.mark.parametrize("override", group_options())
+def test_help_shows_the_values_the_composed_run_gets(override):
+    """--help's settings, for each group option on the command line, are that composed run's
+    values (what --cfg job prints), each setting once, and the header names the option chosen."""
+    from helpers import help_settings, job_settings
+    from hydra import compose, initialize_config_dir
+
+    from trajrl.config import CONFIG_DIR
+
+    group, option = override.split("=")
+    overrides = [*OPTION_OVERRIDES.get((group, option), []), override]
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=overrides, return_hydra_config=True)
+    text = cfg.hydra.help.template  # Hydra's --help resolves it with the composed config as its root
+    job = OmegaConf.to_container(cfg, resolve=False)
+    del job["hydra"]
+    assert help_settings(text) == job_settings(job)
+    selector = S.GROUPS.get(group, (None,))[0]
+    if selector:
+        assert f"\n{group} ({selector}={option};" in text
