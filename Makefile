@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 # torch first and pinned: an unpinned torch pulls a multi-GB CUDA build.
 TORCH  ?= torch==2.13.0
 
-.PHONY: run test test-slow lint install install-test clean
+.PHONY: run test test-unit test-slow lint install install-test clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -47,6 +47,11 @@ PYTEST_FLAGS ?= -n 2 --dist worksteal -p no:cacheprovider --durations=20
 
 test: lint
 	$(PY) -m pytest $(PYTEST_FLAGS) $(ARGS)
+
+# The inner loop: tests/unit alone, one process, no worker started, nothing trained (< 30 s);
+# plain pytest works too (pytest tests/unit/test_ppo.py, pytest --lf).
+test-unit: install-test
+	$(PY) -m pytest tests/unit $(ARGS)
 
 test-slow: $(VENV)/.installed-extras
 	$(PY) -m pytest -m slow -n 0 -p no:cacheprovider --durations=20 $(ARGS)

@@ -304,26 +304,3 @@ def test_a_malformed_mask_is_refused_before_anything_is_written(case, words):
     with pytest.raises(MalformedMask, match=words.replace("[", r"\[").replace("(", r"\(").replace(")", r"\)")):
         buffer.extend(bad)
     assert len(buffer) == 0 and buffer.write_count == 0
-
-
-def test_padded_batches_from_a_real_collector_are_stored_as_complete_episodes():
-    """Collector(trajs_per_batch, traj_format="padded") batches, extended as they come."""
-    from torchrl.collectors import Collector
-    from torchrl.envs import GymEnv, InitTracker, StepCounter, TransformedEnv
-
-    env = TransformedEnv(GymEnv("CartPole-v1"), InitTracker())
-    env.append_transform(StepCounter())
-    collector = Collector(env, None, frames_per_batch=100, total_frames=3_000, trajs_per_batch=6, traj_format="padded")
-    buffer = padded_buffer(capacity=800, sampler=SliceSampler(slice_len=9, traj_key=TRAJ_KEY, strict_length=False))
-    buffer._batch_size = 9 * 32
-    valid = 0
-    for batch in collector:
-        assert batch.batch_dims == 2 and not batch[MASK_KEY].all()
-        valid += int(batch[MASK_KEY].sum())
-        buffer.extend(batch)
-    collector.shutdown()
-    assert buffer.write_count == valid > 3 * 800  # valid steps only; wrapped 3 times
-    assert audit_storage(buffer[:], full=True) == {k: 0 for k in audit_storage(buffer[:], full=True)}
-    for _ in range(20):
-        flat = buffer.sample()
-        assert audit_batch(as_sequences(flat, flat["is_init"]))["slice_across_episodes"] == 0

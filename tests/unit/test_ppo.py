@@ -2,9 +2,8 @@
 
 import pytest
 import torch
-from helpers import Trained, random_episodes, rows_of
+from helpers import random_episodes
 
-import trajrl
 from trajrl.algos.ppo import PPO, ActorCritic, masked_gae
 from trajrl.keys import LOG_PROB_KEY, MASK_KEY
 from trajrl.settings import PPOSettings
@@ -75,46 +74,6 @@ def test_padded_steps_change_no_loss_no_advantage_and_no_statistic(rnn):
     assert update_a == pytest.approx(update_b, rel=1e-5)
 
 
-@pytest.mark.parametrize(
-    "collector, traj_format, rnn",
-    [
-        ("sync", "padded", "lstm"),
-        ("sync", "cat", "lstm"),
-        ("multi_sync", "padded", "lstm"),
-        ("multi_sync", "cat", "lstm"),
-        ("sync", "padded", "lru"),
-        pytest.param("sync", "cat", "ffm", marks=pytest.mark.slow),  # FFM's acting: tests/unit/test_memory.py
-    ],
-)
-def test_the_learner_recomputes_the_log_probs_the_recurrent_policy_acted_with(collector, traj_format, rnn):
-    """Whole episodes from a zero state reproduce what the acting core did step by step,
-    so the first PPO ratio on fresh episodes is exactly 1."""
-    from trajrl.replay.episodes import as_sequences
-
-    cfg = trajrl.compose(
-        [
-            f"collector={collector}",
-            "algo=ppo",
-            "algo.recurrent=true",
-            f"algo.rnn={rnn}",
-            "env=cartpole_novel",
-            f"traj_format={traj_format}",
-            "trajs_per_batch=6",
-            "debug=smoke",
-        ]
-    )
-    with trajrl.build(cfg) as pipe:
-        batch = next(iter(pipe.collector))
-    if traj_format == "cat":
-        batch = as_sequences(batch, batch.get("is_init"))
-    mask = batch.get(MASK_KEY)
-    assert mask.shape[0] == 6 and not mask.all()
-    with torch.no_grad():
-        logits = pipe.algo.net.actor.sequence(batch.get("observation"))
-        log_prob = torch.distributions.Categorical(logits=logits).log_prob(batch.get("action").reshape(mask.shape))
-    torch.testing.assert_close(log_prob[mask], batch.get(LOG_PROB_KEY).reshape(mask.shape)[mask])
-
-
 def test_reward_scale_divides_by_the_running_std_of_the_discounted_return():
     """algo.normalize_rewards: R_t = gamma R_{t-1} + r_t within each episode (padding
     excluded); rewards are divided by the std of every R seen so far."""
@@ -134,35 +93,6 @@ def test_reward_scale_divides_by_the_running_std_of_the_discounted_return():
         scaled = scale(reward, mask)
         expected_std = torch.tensor(seen, dtype=torch.float64).std(unbiased=False).item()
         torch.testing.assert_close(scaled, reward / expected_std, rtol=1e-5, atol=1e-6)
-
-
-@pytest.mark.parametrize("collector", ["multi_sync", pytest.param("sync", marks=pytest.mark.slow)])  # one path
-def test_strict_on_policy_learns_only_from_episodes_of_the_current_weights(collector, tmp_path):
-    """Weights are pushed after every batch while episodes run: without strict mode some
-    learnt step was taken by older weights (batch/staleness_max > 0); with it none, on
-    every batch, and the episodes a push cut are dropped and counted, the frame accounting
-    closing with them: stepped = learnt from + dropped + in flight."""
-    maxima = {}
-    for on_policy in ("mixed", "strict"):  # in this process: what is tested is the episodic loop, not the CLI
-        run = Trained(
-            tmp_path / on_policy,
-            "algo=ppo",
-            f"collector={collector}",
-            f"algo.on_policy={on_policy}",
-            "total_frames=3000",
-            "loop.log_every_frames=100",
-        )
-        run.train()
-        rows = rows_of(run.dir)
-        maxima[on_policy] = [row["batch/staleness_max"] for row in rows if "batch/staleness_max" in row]
-        last = rows[-1]
-        dropped = last.get("batch/frames_dropped_stale", 0)
-        assert last["collect/frames_stepped"] == last["frames"] + dropped + last["buffer/frames_in_flight_dropped"]
-        if on_policy == "strict":
-            assert last["batch/episodes_dropped_stale"] > 0 and dropped > 0
-            assert f"{int(dropped):,} dropped: a weight push cut their episodes" in run.out, run.out[-2000:]
-    assert len(maxima["strict"]) >= 5 and max(maxima["strict"]) == 0, maxima
-    assert max(maxima["mixed"]) > 0, maxima
 
 
 def test_the_learning_rate_and_clip_range_decay_linearly_over_the_run():

@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from helpers import acting_rollout, slices
+from helpers import slices
 from tensordict import TensorDict
 
 import trajrl
@@ -48,32 +48,6 @@ def test_n_step_return_matches_the_loops():
 def test_value_rescaling_inverts():
     x = torch.linspace(-500, 500, 101)
     torch.testing.assert_close(signed_parabolic(signed_hyperbolic(x)), x, rtol=1e-4, atol=1e-3)
-
-
-@pytest.mark.parametrize("rnn", ["lstm", "lru", "ffm"])
-def test_learning_pass_reproduces_the_acting_policy_q_values(rnn):
-    """From the stored state at any step, the sequence pass gives the Q-values the
-    policy acted on: the stored state is the one the policy used, zero at is_init; a linear
-    core's one pass over several episodes (restarting at each) gives them too."""
-    cfg = trajrl.compose(["collector=sync", "debug=smoke", "algo=r2d2", "algo.eps_start=0.3", f"algo.rnn={rnn}"])
-    with trajrl.build(cfg) as pipe:
-        steps = acting_rollout(pipe, 300)
-        qnet = pipe.algo.qnet
-        ends = steps["next", "done"].reshape(-1).nonzero().reshape(-1).tolist()
-        assert len(ends) >= 3
-        for start in (0, 3, ends[0] + 1, ends[1] + 4):
-            stop = next(e for e in ends if e >= start) + 1
-            state = tuple(steps[k][start : start + 1].transpose(0, 1) for k in qnet.state_keys)
-            with torch.no_grad():
-                q = qnet.sequence_q(steps["observation"][start:stop].unsqueeze(0), state)[0]
-            torch.testing.assert_close(q, steps["action_value"][start:stop], rtol=1e-5, atol=1e-5)
-        if rnn != "lstm":
-            whole = slice(0, ends[2] + 1)
-            zero = tuple(torch.zeros_like(steps[k][:1]).transpose(0, 1) for k in qnet.state_keys)
-            starts = steps["is_init"][whole].reshape(1, -1)
-            with torch.no_grad():
-                q = qnet.sequence_q(steps["observation"][whole].unsqueeze(0), zero, starts)[0]
-            torch.testing.assert_close(q, steps["action_value"][whole], rtol=1e-5, atol=1e-5)
 
 
 def test_burn_in_steps_are_not_learned_unless_the_slice_starts_its_episode():

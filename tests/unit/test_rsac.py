@@ -9,7 +9,6 @@ from helpers import slices
 from torch import nn
 from torch.distributions import AffineTransform, Normal, TanhTransform, TransformedDistribution
 
-import trajrl
 from trajrl.algos.memory import FFM, LRU
 from trajrl.algos.rsac import (
     RSAC,
@@ -89,27 +88,6 @@ def test_padded_steps_change_no_update():
         assert a == pytest.approx(b, rel=1e-4, abs=1e-6)
     for a, b in zip(params_a, params_b):
         torch.testing.assert_close(a, b)
-
-
-def test_the_actor_starts_from_the_state_it_stored_while_acting():
-    """From the stored state at any step, the learner's actor pass gives the actions
-    the policy took (deterministic acting): the stored state is the one it used."""
-    from helpers import acting_rollout
-    from torchrl.envs.utils import ExplorationType, set_exploration_type
-
-    cfg = trajrl.compose(["experiment=rsac_pendulum_novel", "collector=sync", "debug=smoke"])
-    with trajrl.build(cfg) as pipe:
-        with set_exploration_type(ExplorationType.DETERMINISTIC):
-            steps = acting_rollout(pipe, 260)
-        actor = pipe.algo.actor
-        for start in (0, 17, 150, 201):
-            stop = min(start + 30, 200 if start < 200 else 260)
-            batch = steps[start:stop].unsqueeze(0)
-            state = pipe.algo.actor_state(batch)
-            with torch.no_grad():
-                features = run_core(actor.rnn, actor.encoder(batch["observation"]), state, burn_in=0)
-                action, _ = actor.head.sample(features, deterministic=True)
-            torch.testing.assert_close(action[0], steps["action"][start:stop], rtol=1e-5, atol=1e-5)
 
 
 def discrete_sac(actions: int = 3, critic_core: str = "separate", **settings):
@@ -277,29 +255,6 @@ def test_sac_discrete_acts_with_the_most_likely_action_when_deterministic():
         torch.manual_seed(0)
         sampled = torch.stack([head(features) for _ in range(200)])
     assert ((sampled >= 0) & (sampled < 4)).all() and len(sampled.unique()) > 1
-
-
-@pytest.mark.parametrize("rnn", ["lstm", pytest.param("lru", marks=pytest.mark.slow)])  # lru: test_r2d2, test_memory
-def test_sac_discrete_learner_reproduces_the_actions_taken_from_the_stored_state(rnn):
-    """SAC-discrete acting on CartPole (its preset: the previous action observed too): from the
-    state stored at any step, the learner's actor picks the actions the policy took."""
-    from helpers import acting_rollout
-    from torchrl.envs.utils import ExplorationType, set_exploration_type
-
-    cfg = trajrl.compose(["experiment=rsac_cartpole_novel", "collector=sync", "debug=smoke", f"algo.rnn={rnn}"])
-    with trajrl.build(cfg) as pipe:
-        with set_exploration_type(ExplorationType.DETERMINISTIC):
-            steps = acting_rollout(pipe, 120)
-            starts = steps["is_init"].reshape(-1).nonzero().reshape(-1).tolist() + [120]
-            actor = pipe.algo.actor
-            for begin, end in zip(starts[:-1], starts[1:]):
-                start = (begin + end) // 2  # mid-episode: only the stored state carries what came before
-                batch = steps[start:end].unsqueeze(0)
-                with torch.no_grad():
-                    features = run_core(actor.rnn, actor.encoder(batch["observation"]), pipe.algo.actor_state(batch), 0)
-                    torch.testing.assert_close(features[0], steps["features"][start:end], rtol=1e-5, atol=1e-5)
-                    torch.testing.assert_close(actor.head(features)[0], steps["action"][start:end])
-    assert len(starts) > 2  # several episodes checked
 
 
 @pytest.mark.parametrize("initial_state", ["zero", "stored"])

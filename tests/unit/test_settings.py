@@ -3,16 +3,19 @@ composes and what the code reads; every numeric setting declares its range, and 
 value outside it is refused before anything is built (table-driven over the registry,
 so that a new field without a range, or with one nobody checks, fails here)."""
 
+import copy
+import functools
 import math
 from dataclasses import MISSING, fields
 
 import pytest
-from omegaconf import OmegaConf
+from hydra import compose, initialize_config_dir
+from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import ReadonlyConfigError
 
 import trajrl
 from trajrl import settings as S
-from trajrl.config import validate
+from trajrl.config import CONFIG_DIR, validate
 from trajrl.errors import ConfigError
 
 #: How to compose a config that has each group's option (the default config has the others).
@@ -22,6 +25,21 @@ OPTION_OVERRIDES = {
     ("collector", "multi_sync"): ["algo=ppo"],
     ("collector", "async_batched"): ["collector=async_batched"],
 }
+
+
+@functools.cache
+def with_hydra(overrides: tuple[str, ...]) -> DictConfig:
+    """What these overrides compose, ``hydra`` (its ``--help``) included: each once a session."""
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        return compose(config_name="config", overrides=list(overrides), return_hydra_config=True)
+
+
+def composed(overrides: tuple[str, ...]) -> DictConfig:
+    """A fresh copy of the config these overrides compose: what ``trajrl.compose`` gives."""
+    cfg = copy.deepcopy(with_hydra(overrides))
+    with open_dict(cfg):
+        del cfg["hydra"]
+    return cfg
 
 
 def numeric_settings() -> list:
@@ -59,7 +77,7 @@ def test_every_numeric_setting_declares_its_range_and_a_value_outside_it_is_refu
     overrides = OPTION_OVERRIDES.get((group, option), [f"{group}={option}"] if selector else [])
     if group == "collector" and option == "ray":
         pytest.importorskip("ray")
-    cfg = trajrl.compose([*overrides, "debug=smoke"])
+    cfg = composed((*overrides, "debug=smoke"))
     if group == "loop" or not group:
         section = cfg.loop if group == "loop" else cfg
     else:
@@ -115,7 +133,7 @@ def test_choices_come_from_the_registries():
         assert files == sorted(options), group
         for name in options:
             assert (
-                trajrl.compose([f"{group}={name}"] if group != "storage" or name != "none" else ["algo=ppo"])[group][
+                with_hydra((f"{group}={name}",) if group != "storage" or name != "none" else ("algo=ppo",))[group][
                     selector
                 ]
                 == name
@@ -154,14 +172,9 @@ def test_help_shows_the_values_the_composed_run_gets(override):
     """--help's settings, for each group option on the command line, are that composed run's
     values (what --cfg job prints), each setting once, and the header names the option chosen."""
     from helpers import help_settings, job_settings
-    from hydra import compose, initialize_config_dir
-
-    from trajrl.config import CONFIG_DIR
 
     group, option = override.split("=")
-    overrides = [*OPTION_OVERRIDES.get((group, option), []), override]
-    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=overrides, return_hydra_config=True)
+    cfg = with_hydra((*OPTION_OVERRIDES.get((group, option), [override]), "debug=smoke"))
     text = cfg.hydra.help.template  # Hydra's --help resolves it with the composed config as its root
     job = OmegaConf.to_container(cfg, resolve=False)
     del job["hydra"]
