@@ -34,11 +34,13 @@ install-test: $(VENV)/.installed-test
 run: install
 	$(PY) -m trajrl $(ARGS)
 
-# The rules a machine checks (pyproject.toml: [tool.ruff], [tool.importlinter]), then the tests.
+# The rules a machine checks (pyproject.toml: [tool.ruff], [tool.importlinter]; no private name of
+# a dependency read outside trajrl/internals.py: scripts/check_private.py), then the tests.
 lint: install-test
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
+	$(PY) scripts/check_private.py
 
 # Two test processes (pytest-xdist), an idle one taking tests queued for the other (worksteal);
 # the CLI runs several tests read are run once per session (tests/conftest.py); no cache written
