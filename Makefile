@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 # torch first and pinned: an unpinned torch pulls a multi-GB CUDA build.
 TORCH  ?= torch==2.13.0
 
-.PHONY: run test test-unit test-slow lint install install-test clean
+.PHONY: run test test-unit test-slow test-next lint install install-test clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -34,11 +34,13 @@ install-test: $(VENV)/.installed-test
 run: install
 	$(PY) -m trajrl $(ARGS)
 
-# The rules a machine checks (pyproject.toml: [tool.ruff], [tool.importlinter]), then the tests.
+# The rules a machine checks (pyproject.toml: [tool.ruff], [tool.importlinter]; no private name of
+# a dependency read outside trajrl/internals.py: scripts/check_private.py), then the tests.
 lint: install-test
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
+	$(PY) scripts/check_private.py
 
 # Two test processes (pytest-xdist), an idle one taking tests queued for the other (worksteal);
 # the CLI runs several tests read are run once per session (tests/conftest.py); no cache written
@@ -56,5 +58,27 @@ test-unit: install-test
 test-slow: $(VENV)/.installed-extras
 	$(PY) -m pytest -m slow -n 0 -p no:cacheprovider --durations=20 $(ARGS)
 
+# The suite against the next TorchRL (not part of .ci/run): a virtualenv of its own with the
+# newest torchrl-nightly and tensordict-nightly from PyPI over the same pinned torch. They are
+# other distributions than torchrl and tensordict, so trajrl goes in without its dependencies
+# (pip would add torchrl 0.14 over the nightly) and they come from scripts/next_requirements.py:
+# pyproject.toml's, less torchrl and tensordict. docs/development.md: what it found.
+NEXT_VENV ?= .venv-next
+NEXT_PY   := $(NEXT_VENV)/bin/python
+
+$(NEXT_VENV)/.installed: pyproject.toml scripts/next_requirements.py
+	$(PYTHON) -m venv $(NEXT_VENV)
+	$(NEXT_PY) -m pip install --quiet --upgrade pip
+	$(NEXT_PY) -m pip install --quiet $(TORCH)
+	$(NEXT_PY) -m pip install --quiet --upgrade --pre torchrl-nightly tensordict-nightly
+	$(NEXT_PY) scripts/next_requirements.py > $(NEXT_VENV)/requirements.txt
+	$(NEXT_PY) -m pip install --quiet -r $(NEXT_VENV)/requirements.txt
+	$(NEXT_PY) -m pip install --quiet --no-deps -e .
+	$(NEXT_PY) -m pip list 2>/dev/null | grep -Ei '^(torch|torchrl|tensordict)' | tee $(NEXT_VENV)/versions.txt
+	touch $@
+
+test-next: $(NEXT_VENV)/.installed
+	$(NEXT_PY) -m pytest $(PYTEST_FLAGS) $(ARGS)
+
 clean:
-	rm -rf $(VENV)
+	rm -rf $(VENV) $(NEXT_VENV)

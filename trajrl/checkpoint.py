@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from trajrl import internals
 from trajrl.errors import CheckpointError
 from trajrl.replay.episodes import buffer_locked
 from trajrl.signals import critical
@@ -113,7 +114,7 @@ def restore(payload: dict, algo, policy_state: dict, buffer=None, rng: bool = Tr
     if buffer is not None:
         if "buffer" not in payload:
             raise CheckpointError("the checkpoint holds no replay buffer; it cannot resume an off-policy run")
-        saved = next(iter(payload["buffer"]["_storage"]["_storage"].values()), None)
+        saved = next(iter(internals.saved_storage_contents(payload["buffer"]).values()), None)
         ndim = buffer.storage.ndim
         if saved is not None and saved.shape[0] != -(-buffer.storage.max_size // saved.shape[1:ndim].numel()):
             frames = saved.shape[:ndim].numel()

@@ -30,6 +30,7 @@ from omegaconf.errors import (
     ValidationError,
 )
 
+from trajrl import internals
 from trajrl.checks import check, check_resume, state_every_problem, storage_layout
 from trajrl.errors import ConfigError
 from trajrl.helptext import describe_settings
@@ -62,7 +63,7 @@ def compose(overrides: list[str] | None = None) -> DictConfig:
 
 
 def is_checked(cfg: DictConfig) -> bool:
-    return OmegaConf.is_readonly(cfg) and bool(cfg._get_flag(_CHECKED))
+    return OmegaConf.is_readonly(cfg) and bool(internals.config_flag(cfg, _CHECKED))
 
 
 def validate(cfg: DictConfig) -> DictConfig:
@@ -79,7 +80,7 @@ def validate(cfg: DictConfig) -> DictConfig:
     check(cfg)
     resolve_auto(cfg)
     check_resume(cfg)  # against the run's config.yaml, which holds what auto stood for
-    cfg._set_flag(_CHECKED, True)
+    internals.set_config_flag(cfg, _CHECKED, True)
     OmegaConf.set_readonly(cfg, True)
     return cfg
 

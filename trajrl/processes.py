@@ -10,17 +10,17 @@ that runs trajrl and then looks for stray processes, or starts the next job, wou
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import multiprocessing
-import multiprocessing.util
 import os
 import signal
 import sys
 import threading
 import time
-from multiprocessing import forkserver, resource_tracker
+from multiprocessing import forkserver
 from typing import NoReturn
+
+from trajrl import internals
 
 
 def workers_from_a_fork_server() -> None:
@@ -58,15 +58,10 @@ def end_child_processes(wait_s: float = 5.0) -> None:
             worker.join()
     # what multiprocessing does at exit, done now: semaphores still open are unlinked and their
     # names struck off the resource tracker's list before it stops (else it unlinks them, as leaked)
-    multiprocessing.util._run_finalizers(0)
-    server = forkserver._forkserver  # multiprocessing's own ``_stop()`` waits without a limit
-    with server._lock:  # it holds nothing to clean up: ended at once, not after its ~1 s of tearing down torch
-        close_and_wait(server._forkserver_pid, server._forkserver_alive_fd, wait_s, signal.SIGTERM)
-        server._forkserver_pid = server._forkserver_alive_fd = None  # a later ensure_running() starts a new one
-    tracker = resource_tracker._resource_tracker
-    with tracker._lock:
-        close_and_wait(tracker._pid, tracker._fd, wait_s)
-        tracker._pid = tracker._fd = None
+    internals.run_multiprocessing_finalizers()
+    # the fork server holds nothing to clean up: ended at once, not after its ~1 s of tearing down torch
+    internals.end_fork_server(lambda pid, pipe: close_and_wait(pid, pipe, wait_s, signal.SIGTERM))
+    internals.end_resource_tracker(lambda pid, pipe: close_and_wait(pid, pipe, wait_s))
 
 
 def close_and_wait(pid: int | None, pipe: int | None, wait_s: float, signum: int | None = None) -> None:
@@ -101,7 +96,7 @@ def exit_now(code: int) -> NoReturn:
     for thread in threading.enumerate():
         if thread is not threading.current_thread() and not thread.daemon:
             thread.join()
-    atexit._run_exitfuncs()
+    internals.run_exit_handlers()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):  # a closed pipe: nothing more can be said
             stream.flush()

@@ -10,11 +10,12 @@ from tensordict.nn import TensorDictModule
 from torch import nn
 from torchrl.modules import MLP
 
+from trajrl import internals
 from trajrl.algos.memory import CORES, run_memory, state_shape
 from trajrl.spaces import IMAGE, NUMBERS, Part
 
 
-class Standardize(nn.Module):
+class Standardize(internals.StateDictDefaults, nn.Module):
     """(x - loc) / scale (buffers: saved and synced with the weights); ``track`` moves the
     statistics toward those of the data, where ``moving`` says (the others stay as set)."""
 
@@ -27,10 +28,9 @@ class Standardize(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return (x - self.loc) / self.scale
 
-    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
-        # Checkpoints written before the statistics could move have no count: none tracked.
-        state_dict.setdefault(prefix + "tracked", torch.zeros((), dtype=torch.long))
-        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+    def state_dict_defaults(self) -> dict:
+        """Checkpoints written before the statistics could move have no count: none tracked."""
+        return {"tracked": torch.zeros((), dtype=torch.long)}
 
     @torch.no_grad()
     def track(self, x: torch.Tensor, moving: torch.Tensor, min_rate: float) -> None:
@@ -185,27 +185,12 @@ def encoder(
     )
 
 
-class KeyedModule(TensorDictModule):
+class KeyedModule(internals.WriteOutputsWithSet, TensorDictModule):
     """``TensorDictModule`` for modules that return tensors: writes each output with
-    ``set``. tensordict 0.14 passes every output through ``TensorDict.from_any``,
-    which looks pandas up with ``importlib.util.find_spec`` on each call (about
-    0.1 ms when pandas is not installed): on a policy's per-step path, a few of
-    those cost as much as the network."""
-
-    def _write_to_tensordict(self, tensordict, tensors, tensordict_out=None, out_keys=None):
-        out_keys = self.out_keys_source if out_keys is None else out_keys
-        if tensordict_out is None:
-            tensordict_out = (
-                tensordict
-                if self.inplace is True
-                else (tensordict.empty() if self.inplace == "empty" else TensorDict())
-            )
-        if len(tensors) != len(out_keys):
-            raise RuntimeError(f"{len(tensors)} outputs for out_keys {out_keys}")
-        for key, tensor in zip(out_keys, tensors):
-            if key != "_":
-                tensordict_out.set(key, tensor)
-        return tensordict_out
+    ``set`` (``trajrl.internals.WriteOutputsWithSet``). tensordict 0.14 passes every output
+    through ``TensorDict.from_any``, which looks pandas up with ``importlib.util.find_spec``
+    on each call (about 0.1 ms when pandas is not installed): on a policy's per-step path, a
+    few of those cost as much as the network."""
 
 
 @torch.no_grad()
@@ -266,9 +251,9 @@ def soft_update(target: nn.Module, source: nn.Module, tau: float) -> None:
     """Polyak averaging: ``target += tau * (source - target)``, every parameter in one call;
     ``tau=1`` copies them exactly."""
     if tau == 1:
-        torch._foreach_copy_(list(target.parameters()), list(source.parameters()))
+        internals.foreach_copy_(list(target.parameters()), list(source.parameters()))
     else:
-        torch._foreach_lerp_(list(target.parameters()), list(source.parameters()), tau)
+        internals.foreach_lerp_(list(target.parameters()), list(source.parameters()), tau)
 
 
 class TargetSync:

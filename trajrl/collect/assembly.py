@@ -7,18 +7,19 @@ per finished episode): over a vector of 256 environments that costs more than
 stepping them. ``EpisodeCollector`` is TorchRL's ``Collector`` with that one step
 replaced by ``EpisodesUnderWay`` when it writes into a replay buffer: it writes the
 same episodes, in the same order, in the same writes (tests/unit/test_assembly.py
-compares the two buffers).
+compares the two buffers). The collector's private methods it overrides are in
+``trajrl.internals.EpisodeAssemblyOverride``.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 
 import torch
 from tensordict import TensorDictBase
 from torchrl.collectors import Collector
 
+from trajrl import internals
 from trajrl.keys import TRAJ_KEY
 
 
@@ -58,9 +59,9 @@ class EpisodesUnderWay:
         self.ids, self.rows = ids[~ended], rows[~ended]
         return episodes
 
-    def drop(self, traj_ids: torch.Tensor) -> None:
+    def drop(self, traj_ids: torch.Tensor | list[int]) -> None:
         """Forget the steps of these trajectories (their episodes were abandoned)."""
-        keep = ~torch.isin(self.ids, traj_ids.to(self.ids.dtype))
+        keep = ~torch.isin(self.ids, torch.as_tensor(traj_ids).to(self.ids.dtype))
         self.ids, self.rows = self.ids[keep], self.rows[keep]
 
     def clear(self) -> None:
@@ -95,44 +96,13 @@ class EpisodesUnderWay:
             self.stage[: n - first] = steps[first:]
 
 
-class EpisodeCollector(Collector):
+class EpisodeCollector(internals.EpisodeAssemblyOverride, Collector):
     """TorchRL's single-process ``Collector`` whose complete-episode writes into a
     replay buffer are assembled by ``EpisodesUnderWay``. Without a replay buffer
     (batches yielded to the caller) it is TorchRL's own assembly."""
 
-    _under_way: EpisodesUnderWay | None = None
-
-    def _iter_by_trajectories(self) -> Iterator[TensorDictBase | None]:
-        rb = getattr(self, "replay_buffer", None)
-        if rb is None or getattr(self, "_ignore_rb", True):
-            yield from super()._iter_by_trajectories()
-            return
-        self._ignore_rb = True  # iterator() must not write the raw rollouts
-        self._under_way = EpisodesUnderWay()
-        try:
-            for batch in self.iterator():
-                if batch is None:
-                    continue
-                episodes = self._under_way.add(batch.reshape(-1))
-                if self._discards_in_flight_trajectories():
-                    self._under_way.clear()
-                if episodes.shape[0]:
-                    rb.extend(episodes)
-                yield
-        finally:
-            self._ignore_rb = False
-
-    def _drop_partial_trajectories(self, traj_ids: list[int]) -> None:
-        """A partial reset abandons these episodes under way."""
-        if self._under_way is not None:
-            self._under_way.drop(torch.as_tensor(traj_ids))
-        super()._drop_partial_trajectories(traj_ids)
-
-    def _flush_trajectory_assembly(self) -> None:
-        """A reset abandons the episodes under way (TorchRL's contract)."""
-        if self._under_way is not None:
-            self._under_way.clear()
-        super()._flush_trajectory_assembly()
+    def new_episode_assembly(self) -> EpisodesUnderWay:
+        return EpisodesUnderWay()
 
 
 class StampTrajectoryIds:

@@ -128,6 +128,11 @@ class CountSteps(Transform):
             time.sleep(0.001)
 
     def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
+        return self.count_step(tensordict, next_tensordict)
+
+    def count_step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
+        """Count one step of the environments (``next_tensordict``: what it led to), as the
+        transform's ``_step``; the lean stepping path calls it with each step it takes."""
         if self._row is None:  # numpy views of the shared files, made where the environment runs
             self._row = self.counts.numpy()[self.slot]
             self._gate = self.gate.numpy() if self.gate is not None else np.zeros(1, dtype=np.int8)

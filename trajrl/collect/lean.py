@@ -23,6 +23,7 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 from torchrl.envs import EnvBase, TransformedEnv
 
+from trajrl import internals
 from trajrl.collect.counters import CountSteps
 from trajrl.keys import FAULT_KEY, WORKER_KEY
 
@@ -59,7 +60,7 @@ class LeanEnv(EnvBase):
     ):
         super().__init__(batch_size=reference.batch_size, device=reference.device)
         self.reference, self.base = reference, reference.base_env
-        self.gym = self.base._env
+        self.gym = internals.gym_env(self.base)
         self.vector = len(self.batch_size) > 0
         self.count, self.slot, self.primer_keys = count, slot, list(primer_keys)
         observed = reference.observation_spec.keys()
@@ -120,7 +121,7 @@ class LeanEnv(EnvBase):
     def _transition(self, tensordict: TensorDictBase, reset: bool = True) -> tuple[TensorDictBase, tuple | None]:
         base = self.base
         action = base.read_action(tensordict.get(base.action_key))
-        obs, reward, terminated, truncated, done, info = base._output_transform(self.gym.step(action))
+        obs, reward, terminated, truncated, done, info = internals.gym_step_output(base, self.gym.step(action))
         terminated, truncated, done, _ = base.read_done(terminated=terminated, truncated=truncated, done=done)
         ended = np.asarray(done, dtype=bool).reshape(-1)
         final_obs, final_info = obs, info
@@ -150,7 +151,7 @@ class LeanEnv(EnvBase):
         if self.slot is not None:
             next_td.set(WORKER_KEY, torch.full(self.batch_size, self.slot, dtype=torch.int64))
         if self.count is not None:
-            self.count._step(tensordict, next_td)
+            self.count.count_step(tensordict, next_td)
         if reset_obs is None:
             return next_td, None
         whole = not self.vector or ended.all()

@@ -9,6 +9,7 @@ import time
 
 from torchrl.collectors import BaseCollector, MultiCollector
 
+from trajrl import internals
 from trajrl.collect.faults import FaultLog
 from trajrl.errors import CollectorFailed, CollectorStalled
 
@@ -34,7 +35,7 @@ def close_collector(collector: BaseCollector, stuck: bool = False) -> None:
         collector.shutdown(**shutdown_args(collector, stuck))
     except Exception as err:  # already shut down, or a worker died: nothing left to release
         logging.getLogger("trajrl").debug("collector shutdown: %s", err)
-    for scheme in (getattr(collector, "_weight_sync_schemes", None) or {}).values():
+    for scheme in internals.weight_sync_schemes(collector).values():
         scheme.shutdown()
     end_workers(collector)
 
@@ -72,7 +73,7 @@ class CollectorWatch:
         threading.excepthook = self._hook
 
     def _hook(self, args) -> None:
-        if args.thread is getattr(self.collector, "_thread", None):
+        if args.thread is internals.collector_thread(self.collector):
             self.thread_error = args.exc_value
         self._previous_hook(args)
 
@@ -110,11 +111,11 @@ class CollectorWatch:
     def _error(self) -> BaseException | None:
         if self.thread_error is not None:
             return self.thread_error
-        replay_error = getattr(self.collector, "_replay_error", None)
+        replay_error = internals.collector_replay_error(self.collector)
         if replay_error is not None:
             return replay_error
-        thread = getattr(self.collector, "_thread", None)
-        if thread is not None and not thread.is_alive() and not getattr(self.collector, "_stop", False):
+        thread = internals.collector_thread(self.collector)
+        if thread is not None and not thread.is_alive() and not internals.collector_stopping(self.collector):
             return CollectorFailed("the collector's background thread stopped on its own")
         for index, proc in enumerate(getattr(self.collector, "procs", None) or []):
             try:

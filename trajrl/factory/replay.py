@@ -131,7 +131,7 @@ def build_buffer(
     if states is not None:
         sampler.states = states  # config.py allows state_every only with trajrl's step slice samplers
     if isinstance(sampler, StepSliceSampler):
-        sampler.follow(buffer._writer)  # the writer counts every write, in whichever process
+        sampler.follow(buffer.writer)  # the writer counts every write, in whichever process
     if hindsight is not None:
         sampler.hindsight = hindsight  # config.py allows it only with samplers that keep an episode index
     # Transforms run on writes in the reverse order of these lines: what is never stored is dropped,
@@ -176,7 +176,7 @@ def _lane_buffer(
     )
     if shared:
         counters_without_locks(buffer)
-    sampler.follow(buffer._writer)
+    sampler.follow(buffer.writer)
     buffer.append_transform(ExcludeTransform(*DERIVED, *not_stored), invert=True)
     return SequenceSampler(
         buffer, transitions=transitions, horizon=slice_len, priority_eta=float(sampler_cfg.eta) if prioritized else None

@@ -191,7 +191,7 @@ class LiveAudit:
             self.batches_checked += 1
 
     def check_buffer(self, buffer) -> None:
-        if isinstance(buffer._writer, LaneWriter):  # fixed-frame lanes
+        if isinstance(buffer.writer, LaneWriter):  # fixed-frame lanes
             with buffer_locked(buffer):
                 stored, lanes = in_time_order(buffer)
             self._add("buffer", audit_lanes(stored, lanes))

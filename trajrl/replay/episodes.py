@@ -11,6 +11,7 @@ from tensordict import TensorDictBase
 from torchrl.data.replay_buffers.samplers import Sampler
 from torchrl.data.replay_buffers.storages import Storage
 
+from trajrl import internals
 from trajrl.keys import MASK_KEY, TRAJ_KEY, VERSION_KEY
 
 
@@ -20,7 +21,7 @@ def buffer_locked(buffer) -> Iterator[None]:
     TorchRL's locks of ``extend`` (a shared buffer's write lock is a multiprocessing
     lock). Read what was written under it: ``write_count`` moves before the steps
     are in the storage."""
-    locks = [getattr(buffer, name, None) for name in ("_replay_lock", "_write_lock")]
+    locks = [internals.replay_lock(buffer), internals.write_lock(buffer)]
     with contextlib.ExitStack() as stack:
         for lock in locks:
             if lock is not None:
@@ -120,12 +121,13 @@ class EpisodeSampler(StatelessSampler):
         starts, lengths = find_episodes(stored.get(self.traj_key), stored.get("is_init"), stored.get(("next", "done")))
         if starts.numel() == 0:
             raise RuntimeError("EpisodeSampler: the buffer holds no complete episode yet.")
-        pick = torch.randint(starts.numel(), (batch_size,), generator=self._rng)
+        pick = torch.randint(starts.numel(), (batch_size,), generator=internals.sampler_rng(self))
         _, _, index = run_steps(starts[pick], lengths[pick], len(storage))
         if self.hindsight is None:
             return index, {}
         whole = torch.zeros_like(pick)  # each sample is its whole episode
-        return index, self.hindsight.draw(storage, starts[pick], lengths[pick], whole, lengths[pick], self._rng)
+        rng = internals.sampler_rng(self)
+        return index, self.hindsight.draw(storage, starts[pick], lengths[pick], whole, lengths[pick], rng)
 
 
 def as_sequences(sample: TensorDictBase, starts: torch.Tensor, horizon: int | None = None) -> TensorDictBase:

@@ -30,6 +30,7 @@ import torch
 from tensordict import TensorDictBase
 from torchrl.data.replay_buffers.storages import Storage
 
+from trajrl import internals
 from trajrl.keys import TRAJ_KEY, WORKER_KEY
 from trajrl.replay.episodes import StatelessSampler, run_steps
 from trajrl.replay.writer import EpisodeWriter
@@ -79,7 +80,7 @@ class LaneWriter(EpisodeWriter):
     @property
     def lane_len(self) -> int:
         """Steps each lane holds."""
-        return self._storage.max_size // (self.workers * self.envs)
+        return self.storage.max_size // (self.workers * self.envs)
 
     def counts(self) -> dict[str, torch.Tensor]:
         """Each worker's write head and steps written (per lane), and each lane's last ids."""
@@ -163,21 +164,21 @@ class LaneWriter(EpisodeWriter):
         shape = data.shape
         data = data.exclude(*WORKER_KEYS).reshape(self.envs, -1)  # [B, T]: each row one lane, in time order
         data = self._continued_ids(data, worker)
-        if not self._storage.initialized:
-            self._storage._init(data[:, 0].reshape(-1)[0].expand(self.lane_shape).clone())
+        if not self.storage.initialized:
+            internals.init_storage(self.storage, data[:, 0].reshape(-1)[0].expand(self.lane_shape).clone())
         steps, length = data.shape[-1], self.lane_len
         head = self._shared["head"][worker]
         kept = min(steps, length)  # more steps than a lane holds: the older ones would be overwritten at once
         times = ((head + steps - kept + torch.arange(kept)) % length).expand(self.envs, kept)
         envs = torch.arange(self.envs).unsqueeze(-1).expand(self.envs, kept)
         index = self._coords(times, worker, envs)  # [B, kept, ndim]
-        self._storage.set(tuple(index.unbind(-1)), data[:, steps - kept :], set_cursor=False)
+        self.storage.set(tuple(index.unbind(-1)), data[:, steps - kept :], set_cursor=False)
         self._shared["head"][worker] = (head + steps) % length
         self._shared["written"][worker] += steps
-        self._write_count += data.numel()
+        internals.add_to_write_count(self, data.numel())
         # TorchRL reads rows [0, len / lanes) of the time dimension: every row any lane has written
         filled = min(max(self._shared["written"]), length)
-        self._storage._len = filled * self.workers * self.envs
+        internals.set_storage_length(self.storage, filled * self.workers * self.envs)
         # each step's position in the storage, flattened, shaped as the batch came (-1: overwritten at once)
         flat = torch.full((self.envs, steps), -1, dtype=torch.long)
         flat[:, steps - kept :] = self.flat(index)
@@ -223,7 +224,7 @@ class LaneWriter(EpisodeWriter):
         time = (self._shared["head"][worker] - 1) % self.lane_len
         envs = lanes.nonzero().squeeze(-1)
         index = tuple(self._coords(torch.full(envs.shape, time), worker, envs).unbind(-1))
-        storage = self._storage._storage
+        storage = internals.storage_contents(self.storage)
         cut = ~storage.get(("next", "done"))[index].reshape(-1)  # an episode that ended there was not cut
         index = tuple(part[cut] for part in index)
         for key in (("next", "truncated"), ("next", "done")):
@@ -246,8 +247,8 @@ class LaneWriter(EpisodeWriter):
 def in_time_order(buffer) -> tuple[TensorDictBase, torch.Tensor]:
     """Every step a buffer of lanes holds, lane after lane, each lane oldest first, and
     the lane of each (``LaneWriter.cells()``). Call it under ``buffer_locked(buffer)``."""
-    coords, lanes = buffer._writer.cells()
-    return buffer.storage._storage[tuple(coords.unbind(-1))], lanes
+    coords, lanes = buffer.writer.cells()
+    return internals.storage_contents(buffer.storage)[tuple(coords.unbind(-1))], lanes
 
 
 class LaneSliceSampler(StatelessSampler):
@@ -271,7 +272,7 @@ class LaneSliceSampler(StatelessSampler):
         if size == 0:
             raise RuntimeError("LaneSliceSampler: the buffer holds no step yet")
         index = tuple(coords.unbind(-1))
-        ids = storage._storage.get(TRAJ_KEY)[index].reshape(-1)
+        ids = internals.storage_contents(storage).get(TRAJ_KEY)[index].reshape(-1)
         begins = torch.ones(size, dtype=torch.bool)
         begins[1:] = (ids[1:] != ids[:-1]) | (lanes[1:] != lanes[:-1])
         starts = begins.nonzero().squeeze(-1)
@@ -293,7 +294,8 @@ class LaneSliceSampler(StatelessSampler):
         chosen = tuple(part[cell] for part in index)
         info = {"is_init": is_init.unsqueeze(-1)}
         if self.slice_len > 1:  # the two flags of the chosen steps, not the steps (TorchRL reads those)
-            done, truncated = (storage._storage.get(("next", key))[chosen].reshape(-1) for key in ("done", "truncated"))
+            stored = internals.storage_contents(storage)
+            done, truncated = (stored.get(("next", key))[chosen].reshape(-1) for key in ("done", "truncated"))
             cut = last & newest[cell] & ~done
             info[("next", "truncated")] = (truncated | cut).unsqueeze(-1)
             info[("next", "done")] = (done | cut).unsqueeze(-1)
@@ -304,7 +306,7 @@ class LaneSliceSampler(StatelessSampler):
     def _pick(self, coords: torch.Tensor, num_slices: int) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Which of the stored steps (``coords``, lane after lane) begin slices: uniformly;
         no importance weights."""
-        return torch.randint(len(coords), (num_slices,), generator=self._rng), None
+        return torch.randint(len(coords), (num_slices,), generator=internals.sampler_rng(self)), None
 
 
 class PrioritizedLaneSliceSampler(LaneSliceSampler):
@@ -330,7 +332,7 @@ class PrioritizedLaneSliceSampler(LaneSliceSampler):
         self.priority[writer.flat(torch.stack(new, -1))] = self.max_priority
         weights = (self.priority[writer.flat(coords)] + self.eps) ** self.alpha
         probability = weights / weights.sum()
-        picked = torch.multinomial(probability, num_slices, replacement=True, generator=self._rng)
+        picked = torch.multinomial(probability, num_slices, replacement=True, generator=internals.sampler_rng(self))
         importance = (len(coords) * probability[picked]) ** (-self.beta)
         return picked, importance / importance.max()
 

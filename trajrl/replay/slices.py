@@ -21,6 +21,7 @@ import torch
 from torchrl.data.replay_buffers.samplers import Sampler
 from torchrl.data.replay_buffers.storages import Storage
 
+from trajrl import internals
 from trajrl.keys import TRAJ_KEY
 from trajrl.replay.episodes import find_runs, run_steps
 from trajrl.replay.states import SparseStates
@@ -70,19 +71,20 @@ class StepSliceSampler(Sampler):
         """The positions written since the last call (all of them after a rebuild),
         with ``self._starts`` brought up to date."""
         size = len(storage)
-        written = int(self.writer._write_count) if self.writer is not None else None
+        written = int(internals.writer_write_count(self.writer)) if self.writer is not None else None
         fresh = written is None or self._indexed is None or written - self._indexed >= size
         if fresh:
             starts, lengths = find_runs(storage[:].get(self.traj_key))
             if written is not None and starts.numel() == 1 and int(lengths[0]) == size == storage.max_size:
-                starts = torch.tensor([int(self.writer._cursor) % size])  # one episode fills it: the last write
+                # one episode fills it: it begins where the last write did
+                starts = torch.tensor([int(internals.writer_cursor(self.writer)) % size])
             self._starts, self._indexed = starts, written
             return torch.arange(size)
         new = written - self._indexed
         self._indexed = written
         if new == 0:
             return torch.zeros(0, dtype=torch.long)
-        cursor = int(self.writer._cursor)
+        cursor = int(internals.writer_cursor(self.writer))
         changed = (cursor - new + torch.arange(new)) % size  # the new steps
         # Whether a step begins an episode depends on the step before it: recheck the new
         # steps and the one after them (its predecessor changed), if the storage has it.
@@ -107,9 +109,9 @@ class StepSliceSampler(Sampler):
             self.priority[new] = self.max_priority
             weights = (self.priority[:size] + self.eps) ** self.alpha
             probability = weights / weights.sum()
-            picked = torch.multinomial(probability, num_slices, replacement=True, generator=self._rng)
+            picked = torch.multinomial(probability, num_slices, replacement=True, generator=internals.sampler_rng(self))
         else:  # uniformly over the stored steps: no per-step bookkeeping
-            picked = torch.randint(size, (num_slices,), generator=self._rng)
+            picked = torch.randint(size, (num_slices,), generator=internals.sampler_rng(self))
 
         # The run (episode) of each picked step, by binary search over the runs' starts;
         # a step before the first start belongs to the last run, which wraps around.
@@ -130,7 +132,7 @@ class StepSliceSampler(Sampler):
                     "carry no state, store it with every step (sampler.state_every=null), start slices "
                     "from a zero state (algo.initial_state=zero) or write batches with the policy's state"
                 )
-            again = torch.multinomial(keep.float(), num_slices, replacement=True, generator=self._rng)
+            again = torch.multinomial(keep.float(), num_slices, replacement=True, generator=internals.sampler_rng(self))
             pick = torch.where(keep, torch.arange(num_slices), again)  # the others: slices drawn again
             run, first, run_len = run[pick], first[pick], run_len[pick]
             first_count = first_count[pick]
@@ -146,7 +148,8 @@ class StepSliceSampler(Sampler):
             for key, state in self.states.read((starts[run] + first) % size, first_count).items():
                 info[key] = torch.repeat_interleave(state, slice_len, dim=0)
         if self.hindsight is not None:
-            info.update(self.hindsight.draw(storage, starts[run], run_len, first, slice_len, self._rng))
+            rng = internals.sampler_rng(self)
+            info.update(self.hindsight.draw(storage, starts[run], run_len, first, slice_len, rng))
         return index, info
 
     def _importance(
@@ -178,7 +181,7 @@ class StepSliceSampler(Sampler):
         else the episode's first step, where a write without states kept none), that step's
         place in its episode, and whether there is one in the run."""
         every, size = self.states.every, len(storage)
-        step_count = storage._storage.get("step_count").reshape(-1)
+        step_count = internals.storage_contents(storage).get("step_count").reshape(-1)
         count = step_count[picked]
         back = count % every
         first, at = offset - back, count - back

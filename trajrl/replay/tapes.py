@@ -21,6 +21,7 @@ import torch
 from tensordict import TensorDictBase
 from torchrl.data.replay_buffers.storages import Storage
 
+from trajrl import internals
 from trajrl.keys import CLOSING_KEY, MASK_KEY
 from trajrl.replay.slices import StepSliceSampler
 
@@ -43,7 +44,7 @@ class TapeSampler(StepSliceSampler):
         starts, lengths = starts[whole], lengths[whole]
         if starts.numel() == 0:
             raise RuntimeError("TapeSampler: the buffer holds no complete episode yet.")
-        order = torch.randperm(starts.numel(), generator=self._rng)
+        order = torch.randperm(starts.numel(), generator=internals.sampler_rng(self))
         taken = lengths[order].cumsum(0)
         count = min(int((taken < batch_size).sum()) + 1, order.numel())  # episodes until the tape is full
         order = order[:count]

@@ -16,6 +16,9 @@ both made under that lock in whichever process writes:
   which TorchRL moves before it copies the steps in: counted twice, it would let a
   sampler read slots never written). The buffer then holds the whole write, exactly as if the worker
   had finished it: a reader never sees part of one.
+
+The counts, locks and storage internals of TorchRL's this needs are read through
+``trajrl.internals``.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import torch
 from tensordict import TensorDictBase
 from torchrl.data import RoundRobinWriter
 
+from trajrl import internals
 from trajrl.errors import CheckpointError, RefusedBatch
 from trajrl.keys import TRAJ_KEY
 from trajrl.replay.states import SparseStates
@@ -85,29 +89,34 @@ class EpisodeWriter(RoundRobinWriter):
             self.states.load_state_dict(state_dict["_states"])
         if "_next_id" in state_dict:
             self.next_id = int(state_dict["_next_id"])
-        elif len(self._storage):  # a checkpoint from before the counter: after its largest stored id
-            self.next_id = int(self._storage[: len(self._storage)].get(TRAJ_KEY).max()) + 1
+        elif len(self.storage):  # a checkpoint from before the counter: after its largest stored id
+            self.next_id = int(self.storage[: len(self.storage)].get(TRAJ_KEY).max()) + 1
 
     # ------------------------------------------------------------ what was written
     @property
+    def storage(self):
+        """The storage this writer writes into (the buffer's)."""
+        return internals.writer_storage(self)
+
+    @property
     def lane_len(self) -> int:
         """Steps written before the oldest is overwritten (a flat storage is one lane)."""
-        return self._storage.max_size
+        return self.storage.max_size
 
     @property
     def stored(self) -> int:
         """Steps the storage holds."""
-        return len(self._storage)
+        return len(self.storage)
 
     def behind(self, seen: int) -> int:
         """Steps written into the fullest lane since the count ``seen`` (``written_since``)."""
-        return int(self._write_count) - seen
+        return int(internals.writer_write_count(self)) - seen
 
     def written_since(self, seen: int | None) -> tuple[torch.Tensor, int]:
         """``(index, written)``: the storage index of the steps written since the count
         ``seen`` (None: since the start), the last ``lane_len`` at most, and the count
         now. Call it under the buffer's locks."""
-        written = int(self._write_count)
+        written = int(internals.writer_write_count(self))
         new = max(0, min(written - (seen or 0), self.lane_len))
         return torch.arange(written - new, written) % self.lane_len, written
 
@@ -158,8 +167,8 @@ class EpisodeWriter(RoundRobinWriter):
 
     def _layout(self) -> dict:
         """Each key the storage keeps with every step, and its shape a step (none before its first write)."""
-        if self._keys_kept is None and self._storage.initialized:
-            stored = self._storage._storage
+        if self._keys_kept is None and self.storage.initialized:
+            stored = internals.storage_contents(self.storage)
             self._keys_kept = {
                 key: stored.get(key).shape[stored.batch_dims :]
                 for key in stored.keys(include_nested=True, leaves_only=True)
@@ -171,9 +180,9 @@ class EpisodeWriter(RoundRobinWriter):
         """Write ``data`` whole, or not at all: an error anywhere (the storage, the states
         table) puts the counts and every overwritten step back as they were."""
         before = self._journal_counts()
-        position = torch.arange(before["cursor"], before["cursor"] + data.shape[0]) % self._storage.max_size
+        position = torch.arange(before["cursor"], before["cursor"] + data.shape[0]) % self.storage.max_size
         overwritten = position[position < before["stored"]]
-        saved_steps = self._storage[overwritten] if overwritten.numel() else None  # a copy (gathered)
+        saved_steps = self.storage[overwritten] if overwritten.numel() else None  # a copy (gathered)
         saved_states = self.states.saved(position) if self.states is not None else None
         try:
             if self.states is None:
@@ -185,7 +194,7 @@ class EpisodeWriter(RoundRobinWriter):
         except BaseException:
             self._restore_counts(before)
             if saved_steps is not None:
-                self._storage.set(overwritten, saved_steps, set_cursor=False)
+                self.storage.set(overwritten, saved_steps, set_cursor=False)
             if saved_states is not None:
                 self.states.restore(saved_states)
             raise
@@ -194,11 +203,21 @@ class EpisodeWriter(RoundRobinWriter):
         """The counts as they are before a write: TorchRL's storage adds the write's length
         to its own before it copies the steps in, so a write redone over a half-done one
         must set it back."""
-        return {"cursor": self._cursor, "write_count": self._write_count, "stored": self._storage._len}
+        return {
+            "cursor": internals.writer_cursor(self),
+            "write_count": internals.writer_write_count(self),
+            "stored": internals.storage_length(self.storage),
+        }
 
     def _restore_counts(self, entry: dict) -> None:
-        self._cursor, self._write_count = entry["cursor"], entry["write_count"]
-        self._storage._len = entry["stored"]
+        internals.set_writer_counts(self, entry["cursor"], entry["write_count"])
+        internals.set_storage_length(self.storage, entry["stored"])
+
+    def redo(self, entry: dict) -> torch.Tensor:
+        """Write a journal ``entry`` again, from the counts it saved (``redo_unfinished_writes``;
+        under the buffer's locks). Returns the storage index written."""
+        self._restore_counts(entry)
+        return self._write(entry["data"])
 
     def _fresh_ids(self, data: TensorDictBase) -> TensorDictBase:
         """Each run of one id in ``data`` (one episode: written whole and contiguous) gets the next id."""
@@ -216,18 +235,13 @@ class EpisodeWriter(RoundRobinWriter):
         return data
 
 
-#: TorchRL's shared counters that move only under the buffer's write lock and that it never
-#: locks by themselves: the writer's cursor and write count, the storage's length.
-WRITE_LOCKED_COUNTERS = (("_writer", "_cursor_value"), ("_writer", "_write_count_value"), ("_storage", "_len_value"))
-
-
 def counters_without_locks(buffer) -> None:
-    """Give ``buffer``'s ``WRITE_LOCKED_COUNTERS`` no lock of their own (TorchRL makes each
+    """Give ``buffer``'s shared counters that move only under its write lock
+    (``trajrl.internals.WRITE_LOCKED_COUNTERS``) no lock of their own (TorchRL makes each
     an ``mp.Value`` with one). A worker SIGKILLed while it moved one would leave that lock
     held, and every later read (the learner's ``write_count`` and ``len``, each loop turn)
     would wait on it for ever; the buffer's write lock already orders their writes."""
-    for part, name in WRITE_LOCKED_COUNTERS:
-        owner = getattr(buffer, part)
+    for owner, name in internals.write_locked_counters(buffer):
         value = getattr(owner, name, None)
         if isinstance(value, SynchronizedBase):
             shared = value.get_obj()
@@ -258,15 +272,15 @@ def redo_unfinished_writes(buffer) -> int:
     """Once every process that writes into ``buffer`` has stopped: free its write lock and
     its counters' (a process killed while writing never released them) and redo each
     write a process died in (its journal). Returns how many writes were redone."""
-    lock = buffer._write_lock
+    lock = internals.write_lock(buffer)
     if not hasattr(lock, "acquire"):  # not shared with other processes: nothing to free, nothing journalled
         return 0
     if lock.acquire(timeout=1.0):  # free: whoever held it released it
         lock.release()
     else:  # held by a process that is gone
         lock.release()
-    free_stuck_counters(buffer._writer, buffer._storage)
-    writer = buffer._writer
+    free_stuck_counters(buffer.writer, buffer.storage)
+    writer = buffer.writer
     journal_dir = getattr(writer, "journal_dir", None)
     if journal_dir is None or not os.path.isdir(journal_dir):
         return 0
@@ -277,10 +291,9 @@ def redo_unfinished_writes(buffer) -> int:
             continue
         if name.endswith(".pt"):  # the write as it began: the counts before it, the data with its ids
             entry = torch.load(path, weights_only=False)
-            with buffer._replay_lock, lock:
-                writer._restore_counts(entry)
-                index = writer._write(entry["data"])
-                buffer._sampler.extend(index)
+            with internals.replay_lock(buffer), lock:
+                index = writer.redo(entry)
+                buffer.sampler.extend(index)
             redone += 1
         os.remove(path)  # a .tmp: the worker died before its write began
     return redone

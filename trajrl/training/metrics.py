@@ -58,7 +58,7 @@ class StoredEpisodeStats:
     starts after what its buffer holds, with its count."""
 
     def __init__(self, buffer: ReplayBuffer, episodes: int = 0):
-        self.buffer, self.writer = buffer, buffer._writer
+        self.buffer, self.writer = buffer, buffer.writer
         with buffer_locked(buffer):
             self.seen = self.writer.written_since(None)[1]
         self.episodes = episodes
@@ -103,14 +103,14 @@ def buffer_stats(buffer: ReplayBuffer) -> dict[str, float]:
     """Frames and complete episodes stored, and how full the storage is."""
     storage = buffer.storage
     with buffer_locked(buffer):  # a slice of the storage is a view: count before any write
-        size, written = buffer._writer.stored, buffer.write_count
+        size, written = buffer.writer.stored, buffer.write_count
         stats = {
             "buffer/frames": float(size),
             "buffer/fill_frac": size / storage.max_size,
             "buffer/frames_written": float(written),
         }
         if size:
-            stored = in_time_order(buffer)[0] if isinstance(buffer._writer, LaneWriter) else storage[:size]
+            stored = in_time_order(buffer)[0] if isinstance(buffer.writer, LaneWriter) else storage[:size]
             starts, _ = find_episodes(stored.get(TRAJ_KEY), stored.get("is_init"), stored.get(("next", "done")))
             stats["buffer/episodes"] = float(starts.numel())
     return stats
