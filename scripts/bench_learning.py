@@ -43,9 +43,9 @@ import numpy as np
 import yaml
 
 os.environ.setdefault("RL_LOGGING_LEVEL", "WARNING")  # TorchRL's INFO lines (the kept agents' evaluation) stay out
-import trajrl.envs  # noqa: E402
+import trajrl.gym_envs  # noqa: E402
 
-trajrl.envs.register()  # trajrl's environment ids (idempotent)
+trajrl.gym_envs.register()  # trajrl's environment ids (idempotent)
 
 
 @dataclass
@@ -149,7 +149,7 @@ def kept_agents(run_dir: Path, target: Target, episodes: int) -> dict[str, float
         known = json.loads(saved.read_text())
         if known.get("episodes") == episodes:
             return known
-    from trajrl.report.evaluate import evaluate_run, load_run
+    from trajrl.report.evaluate_run import evaluate_run, load_run
 
     result: dict = {"episodes": episodes}
     for which in ("best", "latest"):

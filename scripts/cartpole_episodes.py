@@ -23,10 +23,10 @@ import numpy as np
 import torch
 
 import trajrl
-import trajrl.envs
+import trajrl.gym_envs
 from trajrl.checkpoint import load_checkpoint, restore
 
-trajrl.envs.register()  # trajrl's environment ids (idempotent)
+trajrl.gym_envs.register()  # trajrl's environment ids (idempotent)
 
 
 @torch.no_grad()

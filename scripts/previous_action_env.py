@@ -9,9 +9,9 @@ runs of docs/benchmarks/learning/tuning.md:
 import gymnasium as gym
 import numpy as np
 
-import trajrl.envs
+import trajrl.gym_envs
 
-trajrl.envs.register()  # trajrl's environment ids (idempotent)
+trajrl.gym_envs.register()  # trajrl's environment ids (idempotent)
 
 
 class PreviousAction(gym.Wrapper):

@@ -367,7 +367,7 @@ def summarise_runs(args: argparse.Namespace) -> None:
 
 
 def evaluate_agent(args: argparse.Namespace) -> None:
-    from trajrl.report.evaluate import evaluate_run, load_run, record_video
+    from trajrl.report.evaluate_run import evaluate_run, load_run, record_video
 
     cfg, agent = load_run(args.run_dir, args.which)
     stats = evaluate_run(cfg, agent, args.episodes, args.seed)

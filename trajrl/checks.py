@@ -65,7 +65,7 @@ def check(cfg: DictConfig) -> None:
     check_clip_schedule(cfg)
     check_stop(cfg)
     # against the environment
-    from trajrl.envs import env_spaces  # gymnasium: only once the settings alone pass (a refusal is quicker)
+    from trajrl.gym_envs import env_spaces  # gymnasium: only once the settings alone pass (a refusal is quicker)
 
     spaces = env_spaces(cfg.env, cfg.algo.name)
     check_episode_fits_storage(cfg, spaces)

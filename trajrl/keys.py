@@ -7,7 +7,7 @@ TRAJ_KEY = ("collector", "traj_ids")
 MASK_KEY = ("collector", "mask")
 #: The weight version a step was collected with.
 VERSION_KEY = "policy_version"
-#: The collector slot of the worker whose environment took a step (``trajrl.collect.env``).
+#: The collector slot of the worker whose environment took a step (``trajrl.collect.collector_env``).
 WORKER_KEY = "worker"
 #: A step that an environment's fault ended (``trajrl.collect.faults``).
 FAULT_KEY = "env_fault"

@@ -152,8 +152,8 @@ def test_evaluation_plays_its_episodes_side_by_side_as_gymnasium_plays_each_from
     import gymnasium as gym
     from tensordict.nn import TensorDictModule
 
-    from trajrl.collect.env import eval_env_factory
-    from trajrl.training.evaluate import Evaluator
+    from trajrl.collect.collector_env import eval_env_factory
+    from trajrl.training.evaluator import Evaluator
 
     cfg = trajrl.compose(["env=cartpole_novel"])
     lean_right = lambda obs: (obs[..., 1] > 0).long()  # noqa: E731  (push towards where the pole leans)

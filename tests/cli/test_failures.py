@@ -185,7 +185,7 @@ def test_a_killed_worker_ends_the_run_and_names_it(collector, run_in, train_in):
 # multi_async (its learner SIGKILLed, its workers exiting, nothing left; then resumed): test_faults.py,
 # test_a_learner_killed_with_sigkill_resumes_exactly_from_its_last_periodic_checkpoint
 SIGKILLED = {  # case -> overrides
-    # -m slow: its workers exit as multi_async's do (trajrl.collect.env.become_a_worker, in every worker's
+    # -m slow: its workers exit as multi_async's do (trajrl.collect.collector_env.become_a_worker, in every worker's
     # environment): the multi_async cases, and test_a_worker_waiting_on_a_lock_its_dead_learner_held_exits
     "multi_sync": ["collector=multi_sync", "algo=ppo"],
     # the learner far behind: the environments wait at the closed gate most of the time (the recurrent
@@ -278,7 +278,7 @@ def alive(pid: int) -> bool:
 
 def wait_for_the_lock(lock) -> None:
     """A collector worker whose next write waits for the buffer's write lock."""
-    from trajrl.collect.env import become_a_worker
+    from trajrl.collect.collector_env import become_a_worker
 
     become_a_worker(poll_s=0.1)
     lock.acquire()

@@ -11,8 +11,8 @@ from torch.distributions import Bernoulli, Categorical
 import trajrl
 from trajrl.algos.ppo import ActorCritic, Bernoullis, MultiCategorical
 from trajrl.config import validate
-from trajrl.envs import env_spaces
 from trajrl.errors import ConfigError
+from trajrl.gym_envs import env_spaces
 from trajrl.keys import LOG_PROB_KEY
 from trajrl.spaces import MULTI_BINARY, MULTI_DISCRETE
 from trajrl.training.progress import Progress

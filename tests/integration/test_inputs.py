@@ -145,8 +145,8 @@ def test_ppo_tracks_after_learning_so_that_acting_and_learning_use_the_same_stat
 def test_squash_observations_reaches_every_network_of_each_algorithm(algo, env):
     from trajrl.algos.networks import ObservationInputs
     from trajrl.config import validate
-    from trajrl.envs import env_spaces
     from trajrl.factory.agent import build_agent
+    from trajrl.gym_envs import env_spaces
 
     for squash in (False, True):
         cfg = validate(

@@ -21,7 +21,7 @@ from torchrl.data import LazyTensorStorage, TensorDictReplayBuffer
 
 import trajrl
 from trajrl.checkpoint import load_checkpoint
-from trajrl.collect.env import make_env
+from trajrl.collect.collector_env import make_env
 from trajrl.config import validate
 from trajrl.errors import ConfigError
 from trajrl.keys import MASK_KEY

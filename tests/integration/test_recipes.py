@@ -77,7 +77,7 @@ def test_a_goal_environment_keeps_its_goals_beside_the_previous_action():
     """The previous action joins a Dict observation as a key of its own: the goals' place in the
     flat observation still names the goals (hindsight relabels them)."""
     from trajrl.config import validate
-    from trajrl.envs import env_spaces
+    from trajrl.gym_envs import env_spaces
 
     plain = validate(trajrl.compose(["experiment=r2d2_bit_flipping_her", "debug=smoke"]))
     cfg = validate(trajrl.compose(["experiment=r2d2_bit_flipping_her", "debug=smoke", "env.previous_action=true"]))

@@ -106,8 +106,8 @@ def test_evaluation_acts_with_the_network_it_is_asked_for(network):
     fills with the online network's weights, or the target network's, and only those; the
     behaviour policy acts on another copy, of the online network (``acting.pull()``)."""
     from trajrl.config import validate
-    from trajrl.envs import env_spaces
     from trajrl.factory.agent import build_agent
+    from trajrl.gym_envs import env_spaces
 
     cfg = trajrl.compose(["debug=smoke", "algo=r2d2", f"algo.eval_network={network}"])
     agent = build_agent(validate(cfg), env_spaces(cfg.env, "r2d2"))
@@ -147,8 +147,8 @@ def test_lr_decays_linearly_to_lr_end_over_the_planned_updates():
     the lr falls linearly from lr to lr_end over them, then stays."""
 
     from trajrl.config import validate
-    from trajrl.envs import env_spaces
     from trajrl.factory.agent import build_agent
+    from trajrl.gym_envs import env_spaces
 
     cfg = trajrl.compose(
         [

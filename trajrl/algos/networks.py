@@ -37,7 +37,7 @@ class Standardize(internals.StateDictDefaults, nn.Module):
         """One batch ``x`` of shape ``[N, size]``: the running mean and variance move toward
         the batch's by ``max(min_rate, 1 / (batches + 2))`` (the first statistics count as one
         batch: an average over every batch at first, then an exponential one); the std stays
-        at least 1e-3, as the measured one does (``trajrl.collect.env.observation_stats``)."""
+        at least 1e-3, as the measured one does (``trajrl.collect.collector_env.observation_stats``)."""
         rate = max(min_rate, 1.0 / (int(self.tracked) + 2))
         mean, var = x.mean(0), x.var(0, unbiased=False)
         shift = mean - self.loc

@@ -21,17 +21,17 @@ from trajrl.algos.ppo import PPO
 from trajrl.algos.r2d2 import R2D2, SpreadEpsilonGreedy
 from trajrl.algos.rsac import RSAC
 from trajrl.checkpoint import WHICH, LoopState, load_checkpoint, restore
+from trajrl.collect.collector_env import Restarts, env_factory, eval_env_factory
 from trajrl.collect.counters import WorkerCounters
-from trajrl.collect.env import Restarts, env_factory, eval_env_factory
 from trajrl.collect.faults import RestartLimit
 from trajrl.collect.watch import close_collector
 from trajrl.config import validate
-from trajrl.envs import env_spaces, make_gym
 from trajrl.errors import CheckpointError
 from trajrl.factory.agent import Agent, build_agent
 from trajrl.factory.collector import build_collector, collector_slots
 from trajrl.factory.logger import build_loggers
 from trajrl.factory.replay import build_buffer
+from trajrl.gym_envs import env_spaces, make_gym
 from trajrl.keys import WORKER_KEY
 from trajrl.replay.batches import SequenceSampler
 from trajrl.replay.hindsight import HindsightGoals

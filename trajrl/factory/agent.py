@@ -21,9 +21,9 @@ from trajrl.algos.networks import CpuCopies, Inputs, KeyedModule, PolicyVersion
 from trajrl.algos.ppo import PPO, ActorCritic, make_actor
 from trajrl.algos.r2d2 import R2D2, RecurrentQNet, make_policies
 from trajrl.algos.rsac import RSAC, RecurrentActor, RecurrentCritic, make_policy, twin_critics
-from trajrl.collect.env import make_env, observation_stats
-from trajrl.envs import EnvSpaces
+from trajrl.collect.collector_env import make_env, observation_stats
 from trajrl.factory.collector import collector_slots
+from trajrl.gym_envs import EnvSpaces
 from trajrl.keys import VERSION_KEY
 from trajrl.settings import NetworkSettings, PPOSettings, R2D2Settings, RSACSettings, settings_of
 from trajrl.spaces import CONTINUOUS, DISCRETE, MULTI_BINARY

@@ -7,7 +7,7 @@ one, written once for both). What else both loops need on the way are parts they
 - ``CollectorSupervisor`` (``supervisor.py``): starts the collector, pushes weights to it,
   pauses it, replaces it after a failure and shuts it down, failures reported with their cause;
 - ``Reporter`` (``reporter.py``): metrics rows, console lines, the status line;
-- ``Evaluations`` (``evaluate.py``): the best return so far, and whether the run is solved;
+- ``Evaluations`` (``evaluator.py``): the best return so far, and whether the run is solved;
 - ``Checkpointer`` (``trajrl.checkpoint``): ``latest.pt`` and ``best.pt``, each written whole;
 - ``Cadence`` (``cadence.py``): when to evaluate, log and save, and when the run is over.
 
@@ -41,7 +41,7 @@ from trajrl.replay.states import StateRefresh
 from trajrl.settings import LoopSettings
 from trajrl.signals import critical
 from trajrl.training.cadence import Cadence
-from trajrl.training.evaluate import Evaluations
+from trajrl.training.evaluator import Evaluations
 from trajrl.training.metrics import MaskTally, MetricsLog, StoredEpisodeStats, buffer_stats, episode_stats
 from trajrl.training.progress import Progress
 from trajrl.training.reporter import Reporter

@@ -18,7 +18,7 @@ from trajrl.factory.logger import flat_hparams
 from trajrl.replay.audit import LiveAudit
 from trajrl.settings import ON_POLICY_ALGOS, settings_of
 from trajrl.signals import interrupts_raise
-from trajrl.training.evaluate import Evaluator
+from trajrl.training.evaluator import Evaluator
 from trajrl.training.loops import EpisodicLoop, OffPolicyLoop, RunParts
 from trajrl.training.metrics import MetricsLog
 from trajrl.training.progress import Progress

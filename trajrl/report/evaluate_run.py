@@ -25,9 +25,9 @@ def load_run(run_dir: str | Path, which: str = "best"):
 
 def evaluate_run(cfg, agent, episodes: int = 10, seed: int = 0) -> dict[str, float]:
     """Mean and std of the return of ``agent`` (of a run of ``cfg``) over ``episodes`` deterministic episodes."""
-    from trajrl.collect.env import eval_env_factory
-    from trajrl.envs import env_spaces
-    from trajrl.training.evaluate import Evaluator
+    from trajrl.collect.collector_env import eval_env_factory
+    from trajrl.gym_envs import env_spaces
+    from trajrl.training.evaluator import Evaluator
 
     spaces = env_spaces(cfg.env, cfg.algo.name)
     env_fn = eval_env_factory(cfg.env, primer=agent.primer, success=spaces.goal is not None)
@@ -45,8 +45,8 @@ def record_video(cfg, agent, folder: str | Path, which: str = "best", seed: int 
     import torch
     from torchrl.envs.utils import ExplorationType, set_exploration_type
 
-    from trajrl.collect.env import make_env
-    from trajrl.envs import env_spaces, gym_options
+    from trajrl.collect.collector_env import make_env
+    from trajrl.gym_envs import env_spaces, gym_options
 
     folder = Path(folder)
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # pygame draws off-screen: no display needed

@@ -13,7 +13,7 @@ from torchrl.envs import EnvBase
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 from trajrl.algos.networks import CpuCopies
-from trajrl.envs import stepping
+from trajrl.gym_envs import stepping
 
 
 class Evaluator:

@@ -24,7 +24,7 @@ from torchrl.envs.transforms import Transform
 from trajrl.collect.counters import CountSteps, WorkerCounters, parent_alive
 from trajrl.collect.faults import FaultLog, RestartOnError, read_faults
 from trajrl.collect.lean import LeanEnv
-from trajrl.envs import gym_options, make_gym, make_vector, stepping
+from trajrl.gym_envs import gym_options, make_gym, make_vector, stepping
 from trajrl.keys import WORKER_KEY
 from trajrl.signals import stacks_on_sigusr1
 
