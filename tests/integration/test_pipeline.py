@@ -214,7 +214,7 @@ def test_each_environment_explores_with_its_own_epsilon():
         with trajrl.build(cfg) as pipe:
             pipe.collector.start()
             try:
-                wait_for_frames(pipe, 6000)
+                wait_for_frames(pipe, 3000)
             finally:
                 pipe.collector.async_shutdown()
             counts = pipe.counters.snapshot()
