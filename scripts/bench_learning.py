@@ -69,7 +69,7 @@ TARGETS = {  # the issue's targets: evaluation return >= threshold within this m
     # long memory: a cue at the first step named at the 60th (eval return: +1 right, -1 wrong, 20 episodes)
     "r2d2_cue_memory": Target("trajrl/CueMemory-v0", 0.9, 50_000),
     "rppo_cue_memory": Target("trajrl/CueMemory-v0", 0.9, 50_000),
-    "rsac_cue_memory": Target("trajrl/CueMemory-v0", 0.9, 50_000, {"continuous": True}),
+    "rsac_cue_memory": Target("trajrl/CueMemory-v0", 0.9, 30_000, {"continuous": True}),  # its total_frames
     "ppo_cue_memory": Target("trajrl/CueMemory-v0", 0.9, 50_000),  # no memory: the baseline that cannot
     # hindsight relabelling: HER's bit flipping, 15 bits, with and without it (eval success, 20 episodes)
     "r2d2_bit_flipping_her": Target("trajrl/BitFlipping-v0", 0.9, 60_000, {"n": 15}, "eval/success"),
