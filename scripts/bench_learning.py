@@ -14,6 +14,16 @@ differences between settings.
     python scripts/bench_learning.py --reuse               # train only the runs missing under --out
     python scripts/bench_learning.py --presets default --jobs 2   # two seeds at once
     python scripts/bench_learning.py --presets default --seeds 0 1 env=cue_memory --threshold 0.9
+    python scripts/bench_learning.py --presets default --confirm --jobs 2   # a confirmation run: seeds 1000..1009
+    python scripts/bench_learning.py --suite --jobs 2                    # the default on the travel suite
+
+Two-seed screens rank candidates; a row's claim stands on a *confirmation run* (``--confirm``):
+ten seeds that no screen used (1000 .. 1009), each count reported as k/n with its 90 % Wilson
+interval. ``--suite`` trains the default agent (``python -m trajrl env=gym env.id=<task>
+total_frames=<its budget>``) on every task of the travel suite (``trajrl.tasks.SUITE``: six
+partially observable tasks, each with a threshold fixed before the default was tuned on it) and
+prints one table: per task, the seeds whose final evaluation and whose best agent are at or
+above the threshold, and scores normalised to 0 = the random policy, 1 = the threshold.
 
 After its run, each seed's kept agents are evaluated afresh over ``--final-episodes``
 deterministic episodes (100 by default; ``trajrl evaluate <run dir> --episodes 100`` and
@@ -33,7 +43,7 @@ import statistics
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -44,8 +54,13 @@ import yaml
 
 os.environ.setdefault("RL_LOGGING_LEVEL", "WARNING")  # TorchRL's INFO lines (the kept agents' evaluation) stay out
 import trajrl.gym_envs  # noqa: E402
+from trajrl.report.summary import wilson_interval  # noqa: E402
+from trajrl.tasks import SUITE, SuiteTask  # noqa: E402
 
 trajrl.gym_envs.register()  # trajrl's environment ids (idempotent)
+
+#: A confirmation run's seeds: no screen uses them (screens take 0 .. 999).
+CONFIRM_SEEDS = list(range(1000, 1010))
 
 
 @dataclass
@@ -160,6 +175,20 @@ def kept_agents(run_dir: Path, target: Target, episodes: int) -> dict[str, float
     return result
 
 
+def kept_in_parallel(dirs: list[Path], target: Target, episodes: int, jobs: int) -> list[dict[str, float]]:
+    """``kept_agents`` of every run in ``dirs``, ``jobs`` processes at once (one torch thread each)."""
+    if episodes <= 0:
+        return []
+    with ProcessPoolExecutor(max(1, jobs), initializer=one_thread) as pool:
+        return list(pool.map(partial(kept_agents, target=target, episodes=episodes), dirs))
+
+
+def one_thread() -> None:
+    import torch
+
+    torch.set_num_threads(1)
+
+
 def read_rows(run_dir: Path) -> list[dict]:
     with open(run_dir / "metrics.csv") as f:
         return [{k: float(v) for k, v in row.items() if v != ""} for row in csv.DictReader(f)]
@@ -194,11 +223,17 @@ def mean_std(values: list[float], digits: int = 1) -> str:
     return f"{statistics.mean(values):.{digits}f} ± {std:.{digits}f}"
 
 
+def count(successes: int, trials: int) -> str:
+    """``k/n`` and its 90 % Wilson interval: ``9/10 [0.65, 0.98]``."""
+    low, high = wilson_interval(successes, trials)
+    return f"{successes}/{trials} [{low:.2f}, {high:.2f}]"
+
+
 def kept_cell(values: list[float], threshold: float, digits: int) -> str:
-    """How many seeds' agents are at or above ``threshold``, and their mean +- std."""
+    """How many seeds' agents are at or above ``threshold`` (with the interval), and their mean +- std."""
     if not values:
         return "-"
-    return f"{sum(v >= threshold for v in values)}/{len(values)} >= {threshold:g}; {mean_std(values, digits)}"
+    return f"{count(sum(v >= threshold for v in values), len(values))} >= {threshold:g}; {mean_std(values, digits)}"
 
 
 def median_or_miss(values: list[float | None], fmt: str) -> str:
@@ -238,7 +273,20 @@ def plot(curves: dict[str, list[list[tuple[float, float, float]]]], path: Path) 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--presets", nargs="+", default=list(TARGETS), choices=list(TARGETS))
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
+    parser.add_argument("--seeds", nargs="+", type=int, default=None, help="default: 0 1 2 3 4")
+    parser.add_argument(
+        "--confirm",
+        action="store_true",
+        help=f"a confirmation run: seeds {CONFIRM_SEEDS[0]}..{CONFIRM_SEEDS[-1]}, which no screen uses",
+    )
+    parser.add_argument(
+        "--suite",
+        nargs="*",
+        default=None,
+        choices=list(SUITE),
+        metavar="TASK",
+        help=f"the default agent on the travel suite (every task, or those named: {', '.join(SUITE)})",
+    )
     parser.add_argument("--out", type=Path, default=Path("outputs/bench_learning"), help="where the runs go")
     parser.add_argument(
         "--report", type=Path, default=None, help="where learning.md and learning.png go (default: --out)"
@@ -267,8 +315,13 @@ def main() -> None:
             "loop.stop_at_return ends a run when it first reaches a return: this benchmark judges "
             "whether a run keeps what it learnt (final >= threshold), so every run trains to its frames"
         )
+    if args.confirm and args.seeds is not None:
+        parser.error("--confirm trains seeds 1000..1009, which no screen uses: leave --seeds out")
+    args.seeds = CONFIRM_SEEDS if args.confirm else args.seeds if args.seeds is not None else [0, 1, 2, 3, 4]
     report = args.report or args.out
     report.mkdir(parents=True, exist_ok=True)
+    if args.suite is not None:
+        return suite([SUITE[name] for name in args.suite or SUITE], list(args.suite or SUITE), args, report)
 
     n = args.final_episodes
     lines = [
@@ -288,7 +341,7 @@ def main() -> None:
         with ThreadPoolExecutor(max(1, args.jobs)) as pool:  # each job is a CLI process
             rows = list(pool.map(partial(run_seed, preset, args.overrides, args.reuse), args.seeds, dirs))
         runs = [evaluations(r, target.metric) for r in rows]
-        kept = [kept_agents(d, target, n) for d in dirs] if n > 0 else []
+        kept = kept_in_parallel(dirs, target, n, args.jobs)
         curves[preset] = runs
         reached = [first_reaching(evals, target.threshold) for evals in runs]
         in_budget = [r if r is not None and r[0] <= target.within_frames else None for r in reached]
@@ -297,8 +350,8 @@ def main() -> None:
         digits, point = (1, 0) if target.metric == "eval/return" else (2, 2)  # table, curves
         row = (
             f"| {preset} | {what}{target.threshold:g} | {target.within_frames:,} | "
-            f"{sum(r is not None for r in in_budget)}/{len(runs)} | "
-            f"{sum(v >= target.threshold for v in finals)}/{len(runs)} | "
+            f"{count(sum(r is not None for r in in_budget), len(runs))} | "
+            f"{count(sum(v >= target.threshold for v in finals), len(runs))} | "
             f"{median_or_miss([r[0] if r else None for r in in_budget], ',.0f')} | "
             f"{median_or_miss([r[1] if r else None for r in in_budget], '.0f')} | "
             f"{mean_std(finals, digits)} | {mean_std(bests, digits)} | "
@@ -326,10 +379,68 @@ def main() -> None:
             print(f"  seed {seed}: {curve} ({summary})", flush=True)
     table = "\n".join(lines)
     command = "python scripts/bench_learning.py " + " ".join(sys.argv[1:])
-    (report / "learning.md").write_text(f"`{command}`\n\n{table}\n\nEvery evaluation:\n\n" + "\n".join(details) + "\n")
+    kind = (
+        f"A confirmation run: seeds {args.seeds[0]}..{args.seeds[-1]}, which no screen used."
+        if args.confirm
+        else f"Seeds {' '.join(map(str, args.seeds))}: a screen unless no screen used them."
+    )
+    (report / "learning.md").write_text(
+        f"`{command}`\n\n{kind} Counts: k/n [90 % Wilson interval].\n\n{table}\n\nEvery evaluation:\n\n"
+        + "\n".join(details)
+        + "\n"
+    )
     plot(curves, report / "learning.png")
     print("\n" + table)
     print(f"\nwrote {report / 'learning.md'} and {report / 'learning.png'}")
+
+
+def suite(tasks: list[SuiteTask], names: list[str], args: argparse.Namespace, report: Path) -> None:
+    """The default agent on each of ``tasks`` (``env=gym env.id=<task> total_frames=<its budget>``
+    and the extra overrides), ``args.seeds`` each; one table, written to ``<report>/suite.md``."""
+    n = args.final_episodes
+    lines = [
+        "| task | what it asks | threshold | within | final >= threshold | reached | "
+        f"best agent over {n} episodes >= threshold | final, normalised | best agent, normalised | "
+        "random policy (measured) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    jobs = []  # every (task, seed) at once, so that --jobs keeps every core busy across tasks
+    for name, task in zip(names, tasks):
+        budget = [] if any(o.startswith("total_frames=") for o in args.overrides) else [f"total_frames={task.frames}"]
+        extra = ["env=gym", f"env.id={task.env_id}", *budget, *args.overrides]
+        jobs += [(name, seed, extra) for seed in args.seeds]
+    with ThreadPoolExecutor(max(1, args.jobs)) as pool:
+        done = list(pool.map(lambda j: run("default", j[1], args.out / j[0] / f"seed_{j[1]}", j[2], args.reuse), jobs))
+    details = []
+    for name, task in zip(names, tasks):
+        target = Target(task.env_id, task.threshold, task.frames)
+        rows = [rows for (job, *_), rows in zip(jobs, done) if job == name]
+        runs = [evaluations(r) for r in rows]
+        dirs = [args.out / name / f"seed_{seed}" for seed in args.seeds]
+        kept = [k["best"] for k in kept_in_parallel(dirs, target, n, args.jobs)]
+        finals = [evals[-1][1] for evals in runs]
+        reached = [first_reaching(evals, task.threshold) is not None for evals in runs]
+        score = [task.normalised(v) for v in finals]
+        kept_score = [task.normalised(v) for v in kept]
+        lines.append(
+            f"| {name} | {task.kind} | {task.threshold:g} | {task.frames:,} | "
+            f"{count(sum(v >= task.threshold for v in finals), len(finals))} | {count(sum(reached), len(runs))} | "
+            f"{count(sum(v >= task.threshold for v in kept), len(kept)) if kept else '-'} | "
+            f"{mean_std(score, 2)} | {mean_std(kept_score, 2)} | {random_policy(target):.3g} |"
+        )
+        print(lines[-1], flush=True)
+        for seed, evals, best in zip(args.seeds, runs, kept or [None] * len(runs)):
+            curve = ", ".join(f"{f / 1000:.0f}k: {v:.3g}" for f, v, _ in evals)
+            after = "" if best is None else f"; best agent over {n} episodes {best:.3g}"
+            details.append(f"- {name}, seed {seed}: {curve}{after}")
+    table = "\n".join(lines)
+    command = "python scripts/bench_learning.py " + " ".join(sys.argv[1:])
+    (report / "suite.md").write_text(
+        f"`{command}`\n\nThe default agent, {len(args.seeds)} seeds a task; counts: k/n [90 % Wilson interval]; "
+        "normalised: 0 = the random policy, 1 = the threshold (mean ± std over seeds).\n\n"
+        f"{table}\n\nEvery evaluation:\n\n" + "\n".join(details) + "\n"
+    )
+    print("\n" + table + f"\n\nwrote {report / 'suite.md'}")
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from trajrl import tasks
 from trajrl.errors import ConfigError, EnvironmentFailed
 from trajrl.signals import raise_after
 from trajrl.spaces import (
@@ -262,6 +263,10 @@ def register() -> None:
         ("trajrl/CueMemory-v0", CueMemory),
         ("trajrl/BitFlipping-v0", BitFlipping),
         ("trajrl/PointReach-v0", PointReach),
+        ("trajrl/PointMassNoVel-v0", tasks.PointMassNoVel),
+        ("trajrl/RepeatPrevious-v0", tasks.RepeatPrevious),
+        ("trajrl/RepeatFirst-v0", tasks.RepeatFirst),
+        ("trajrl/RunningSum-v0", tasks.RunningSum),
     ):
         if env_id not in gym.registry:
             gym.register(env_id, entry_point=entry_point, disable_env_checker=True)

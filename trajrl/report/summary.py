@@ -13,6 +13,21 @@ import numpy as np
 
 from trajrl.report.runs import Run, find_runs, group_runs
 
+
+def wilson_interval(successes: int, trials: int, confidence: float = 0.9) -> tuple[float, float]:
+    """The Wilson score interval of a success rate seen as ``successes`` of ``trials`` (seeds that
+    reach a threshold, say): 9 of 10 at 90 % gives 0.65 .. 0.98 (docs/development.md)."""
+    if trials < 1 or not 0 <= successes <= trials:
+        raise ValueError(f"need 0 <= successes <= trials and trials >= 1, got {successes} of {trials}")
+    from statistics import NormalDist
+
+    z = NormalDist().inv_cdf(0.5 + confidence / 2)
+    rate = successes / trials
+    centre = (rate + z * z / (2 * trials)) / (1 + z * z / trials)
+    half = z / (1 + z * z / trials) * math.sqrt(rate * (1 - rate) / trials + z * z / (4 * trials * trials))
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
 #: Column -> (metric, how it is read from a run).
 COLUMNS = [
     ("final eval return", "eval/return", "last"),
