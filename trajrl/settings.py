@@ -110,7 +110,9 @@ def default_of(f: Field) -> Any:
 class EnvSettings:
     id: str = setting(
         MISSING,
-        "gymnasium id of the environment (trajrl's ids: trajrl/CartPoleNoVel-v1, trajrl/PendulumNoVel-v1)",
+        "gymnasium id of the environment (trajrl's ids: trajrl/CartPoleNoVel-v1, "
+        "trajrl/PendulumNoVel-v1; the travel suite's trajrl/PointMassNoVel-v0, trajrl/RepeatPrevious-v0, "
+        "trajrl/RepeatFirst-v0, trajrl/RunningSum-v0)",
         checkpointed=True,
     )
     kwargs: dict[str, Any] = setting(
@@ -531,6 +533,12 @@ class RSACSettings(NetworkSettings):
         "updates between two target syncs (1: a soft update every step; with tau=1, "
         "a hard copy every this many updates)",
         range=at_least(1),
+    )
+    soft_target: bool = setting(
+        True,
+        "the critics' target adds the next step's entropy bonus (SAC's soft value); false: the policy's "
+        "expected Q of the next step alone, the entropy kept in the actor's objective only (decoupled, as in "
+        "'Dissecting Discrete SAC', 2025): values on the rewards' scale, not the temperature's",
     )
     init_alpha: float = setting(1.0, "initial entropy temperature (learnt)", range=above(0))
     alpha_lr: float | None = setting(

@@ -97,16 +97,23 @@ def discrete_sac(actions: int = 3, critic_core: str = "separate", **settings):
     return RSAC(actor, critics, RSACSettings(**{"initial_state": "zero", "init_alpha": 0.3, "gamma": 0.9, **settings}))
 
 
-@pytest.mark.parametrize("critic_core, n_step", [("separate", 1), ("shared", 1), ("separate", 3)])
-def test_sac_discrete_critic_target_and_actor_loss_are_the_exact_expectations_over_actions(critic_core, n_step):
+@pytest.mark.parametrize(
+    "critic_core, n_step, soft_target",
+    [("separate", 1, True), ("shared", 1, True), ("separate", 3, True), ("separate", 1, False), ("shared", 3, False)],
+)
+def test_sac_discrete_critic_target_and_actor_loss_are_the_exact_expectations_over_actions(
+    critic_core, n_step, soft_target
+):
     """On a tiny batch (one slice padded, one terminated step), by hand: the critics' target is
     r + gamma (1 - terminated) sum_a pi(a|s') (min_i Qtarget_i(s', a) - alpha log pi(a|s')) (with
     ``n_step`` n: the next n rewards within the slice, then gamma^n times that soft value), their
     loss the sum over both critics of the squared error at valid steps; the actor's loss is
     sum_a pi(a|s) (alpha log pi(a|s) - min_i Q_i(s, a)) (the critics' heads after their step, as
     SAC updates them in turn), and the temperature follows the exact entropy -sum_a pi log pi.
-    With a shared core the same sums hold, both heads reading the one core."""
-    algo = discrete_sac(critic_core=critic_core, n_step=n_step)
+    With a shared core the same sums hold, both heads reading the one core. Without ``soft_target``
+    the target's value is sum_a pi(a|s') min_i Qtarget_i(s', a): no entropy in it (the actor's loss
+    and the temperature unchanged)."""
+    algo = discrete_sac(critic_core=critic_core, n_step=n_step, soft_target=soft_target)
     batch = slices([5, 3], horizon=5)
     batch["action"] = torch.tensor([[0, 2, 1, 1, 0], [2, 0, 1, 0, 0]])
     batch["step_count"] = torch.arange(5).expand(2, 5).unsqueeze(-1).clone()
@@ -122,7 +129,8 @@ def test_sac_discrete_critic_target_and_actor_loss_are_the_exact_expectations_ov
     with torch.no_grad():
         log_pi = torch.log_softmax(actor.head.net(actor.rnn(actor.encoder(obs))[0]), -1)
         q_next = torch.minimum(q_all(targets[0], obs), q_all(targets[1], obs))[:, 1:]
-        soft = (log_pi.exp()[:, 1:] * (q_next - alpha * log_pi[:, 1:])).sum(-1)
+        bonus = alpha if soft_target else 0.0
+        soft = (log_pi.exp()[:, 1:] * (q_next - bonus * log_pi[:, 1:])).sum(-1)
         alive = 1.0 - batch["next", "terminated"].squeeze(-1).float()
         reward, target = batch["next", "reward"].squeeze(-1), torch.zeros(2, 5)
         for row, length in enumerate([5, 3]):

@@ -362,11 +362,13 @@ class RSAC:
         policy = self.policy(actor_features)
 
         # ---- critics: twin Q towards the n-step return, bootstrapped with the soft value
-        # E_pi[min target Q(next, a') - alpha log pi(a'|next)] (n = 1: r + gamma * that)
+        # E_pi[min target Q(next, a') - alpha log pi(a'|next)] (n = 1: r + gamma * that); without
+        # soft_target, E_pi[min target Q(next, a')]: no entropy in the critics' values
         with torch.no_grad():
             target_features = [f[:, 1:] for f in critic_features(self.target_critics, sequence, burn_in, starts)]
             next_policy = tuple(None if p is None else p.detach() for p in steps_of(policy, slice(1, None)))
-            next_value, _ = soft_value(self.target_critics, target_features, next_policy, alpha)
+            bonus = alpha if s.soft_target else torch.zeros_like(alpha)
+            next_value, _ = soft_value(self.target_critics, target_features, next_policy, bonus)
             target = n_step_return(reward, terminated, next_value, mask, s.gamma, s.n_step)
         features = [f[:, :-1] for f in critic_features(self.critics, sequence, burn_in, starts)]
         q_taken = [c.value(f, action) for c, f in zip(self.critics, features)]
