@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from statistics import NormalDist
 
 import numpy as np
 
@@ -19,8 +20,6 @@ def wilson_interval(successes: int, trials: int, confidence: float = 0.9) -> tup
     reach a threshold, say): 9 of 10 at 90 % gives 0.65 .. 0.98 (docs/development.md)."""
     if trials < 1 or not 0 <= successes <= trials:
         raise ValueError(f"need 0 <= successes <= trials and trials >= 1, got {successes} of {trials}")
-    from statistics import NormalDist
-
     z = NormalDist().inv_cdf(0.5 + confidence / 2)
     rate = successes / trials
     centre = (rate + z * z / (2 * trials)) / (1 + z * z / trials)
