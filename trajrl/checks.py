@@ -509,9 +509,17 @@ def check_slice_len(cfg: DictConfig, spaces: Any) -> None:
 
 
 def check_actions(cfg: DictConfig, spaces: Any) -> None:
-    """``algo.target_entropy_fraction`` is for Discrete actions, instead of ``algo.target_entropy``."""
+    """``algo.target_entropy_fraction`` and recurrent SAC's ``algo.dueling`` are for Discrete actions
+    (the fraction instead of ``algo.target_entropy``)."""
     from trajrl.spaces import DISCRETE  # gymnasium: not for a refusal of the settings alone
 
+    if cfg.algo.name == "rsac" and cfg.algo.get("dueling") and spaces.action_kind != DISCRETE:
+        raise ConfigError(
+            "algo.dueling",
+            True,
+            f"splits the critics' Q-values over Discrete actions into V + A, and {cfg.env.id} has "
+            "continuous actions (one Q for the action given): set algo.dueling=false",
+        )
     fraction = cfg.algo.get("target_entropy_fraction")
     if fraction is None:
         return

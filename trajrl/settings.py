@@ -519,8 +519,11 @@ class RSACSettings(NetworkSettings):
     critic_core: str = setting(
         "separate",
         "the twin critics' encoder and recurrent core: separate (one each) | shared (one read by both Q "
-        "heads: one sequence pass for the critics and one for their targets, where separate takes two each)",
-        choices=("separate", "shared"),
+        "heads: one sequence pass for the critics and one for their targets, where separate takes two each) "
+        "| acting (shared, and it is also the actor's: trained by the critics' loss alone, the actor's head "
+        "reading it without gradient; it acts and stores its state, so the critics start each slice from "
+        "that state, not from zero, and the actor's own core is gone)",
+        choices=("separate", "shared", "acting"),
         checkpointed=True,
     )
     tau: float = setting(
@@ -539,6 +542,12 @@ class RSACSettings(NetworkSettings):
         "the critics' target adds the next step's entropy bonus (SAC's soft value); false: the policy's "
         "expected Q of the next step alone, the entropy kept in the actor's objective only (decoupled, as in "
         "'Dissecting Discrete SAC', 2025): values on the rewards' scale, not the temperature's",
+    )
+    dueling: bool = setting(
+        False,
+        "Discrete actions only: each critic's head is Q = V + A - mean(A) (Wang et al., 2016), the value "
+        "common to the actions learnt apart from their differences, which are all the policy reads",
+        checkpointed=True,
     )
     init_alpha: float = setting(1.0, "initial entropy temperature (learnt)", range=above(0))
     alpha_lr: float | None = setting(

@@ -93,7 +93,11 @@ CASES = [
         ["experiment=r2d2_bit_flipping_her", "env.reward_scale=0.1"],
         ["env.reward_scale=0.1", "env.reward_scale=1", "sampler.her_ratio=0"],
     ),
-    (["algo=rsac", "algo.critic_core=one"], ["algo.critic_core='one'", "separate", "shared"]),
+    (["algo=rsac", "algo.critic_core=one"], ["algo.critic_core='one'", "separate", "shared", "acting"]),
+    (
+        ["experiment=rsac_pendulum_novel", "algo.dueling=true"],
+        ["algo.dueling=True", "continuous actions", "algo.dueling=false"],
+    ),
     (["algo.n_step=0"], ["algo.n_step=0", "must be >= 1"]),
     (["algo.alpha_lr=0"], ["algo.alpha_lr=0", "must be > 0"]),
     (["sampler.slices_per_batch=null"], ["sampler.slices_per_batch=null", "must be >= 1 or auto"]),

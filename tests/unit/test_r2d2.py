@@ -173,7 +173,7 @@ def test_lr_decays_linearly_to_lr_end_over_the_planned_updates():
 
 
 def test_dueling_head_is_value_plus_centred_advantage():
-    from trajrl.algos.r2d2 import DuelingHead
+    from trajrl.algos.networks import DuelingHead
 
     torch.manual_seed(0)
     head = DuelingHead(8, 3)

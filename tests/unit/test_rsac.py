@@ -10,6 +10,7 @@ from torch import nn
 from torch.distributions import AffineTransform, Normal, TanhTransform, TransformedDistribution
 
 from trajrl.algos.memory import FFM, LRU
+from trajrl.algos.networks import DuelingHead
 from trajrl.algos.rsac import (
     RSAC,
     RecurrentActor,
@@ -90,19 +91,35 @@ def test_padded_steps_change_no_update():
         torch.testing.assert_close(a, b)
 
 
-def discrete_sac(actions: int = 3, critic_core: str = "separate", **settings):
+def discrete_sac(actions: int = 3, critic_core: str = "separate", dueling: bool = False, **settings):
     torch.manual_seed(0)
     actor = RecurrentActor(2, actions, [8], 8, "lstm", None, None)
-    critics = twin_critics(lambda: RecurrentCritic(2, actions, [8], 8, "lstm", discrete=True), critic_core == "shared")
-    return RSAC(actor, critics, RSACSettings(**{"initial_state": "zero", "init_alpha": 0.3, "gamma": 0.9, **settings}))
+    critics = twin_critics(
+        lambda: RecurrentCritic(2, actions, [8], 8, "lstm", discrete=True, dueling=dueling), critic_core != "separate"
+    )
+    if critic_core == "acting":
+        actor.read_critic(critics[0])
+    return RSAC(
+        actor,
+        critics,
+        RSACSettings(**{"initial_state": "zero", "init_alpha": 0.3, "gamma": 0.9, "critic_core": critic_core, **settings}),
+    )
 
 
 @pytest.mark.parametrize(
-    "critic_core, n_step, soft_target",
-    [("separate", 1, True), ("shared", 1, True), ("separate", 3, True), ("separate", 1, False), ("shared", 3, False)],
+    "critic_core, n_step, soft_target, dueling",
+    [
+        ("separate", 1, True, False),
+        ("shared", 1, True, False),
+        ("separate", 3, True, False),
+        ("separate", 1, False, False),
+        ("shared", 3, False, False),
+        ("separate", 1, True, True),
+        ("acting", 1, False, True),
+    ],
 )
 def test_sac_discrete_critic_target_and_actor_loss_are_the_exact_expectations_over_actions(
-    critic_core, n_step, soft_target
+    critic_core, n_step, soft_target, dueling
 ):
     """On a tiny batch (one slice padded, one terminated step), by hand: the critics' target is
     r + gamma (1 - terminated) sum_a pi(a|s') (min_i Qtarget_i(s', a) - alpha log pi(a|s')) (with
@@ -112,8 +129,11 @@ def test_sac_discrete_critic_target_and_actor_loss_are_the_exact_expectations_ov
     SAC updates them in turn), and the temperature follows the exact entropy -sum_a pi log pi.
     With a shared core the same sums hold, both heads reading the one core. Without ``soft_target``
     the target's value is sum_a pi(a|s') min_i Qtarget_i(s', a): no entropy in it (the actor's loss
-    and the temperature unchanged)."""
-    algo = discrete_sac(critic_core=critic_core, n_step=n_step, soft_target=soft_target)
+    and the temperature unchanged). With ``dueling`` each critic's head is V + A - mean(A); with
+    ``critic_core=acting`` the actor's policy is its head over the critics' core (zero start here)."""
+    algo = discrete_sac(critic_core=critic_core, n_step=n_step, soft_target=soft_target, dueling=dueling)
+    if dueling:
+        assert isinstance(algo.critics[0].q[-1], DuelingHead)
     batch = slices([5, 3], horizon=5)
     batch["action"] = torch.tensor([[0, 2, 1, 1, 0], [2, 0, 1, 0, 0]])
     batch["step_count"] = torch.arange(5).expand(2, 5).unsqueeze(-1).clone()
@@ -206,6 +226,70 @@ def test_shared_critic_core_is_one_pass_for_both_heads_and_learns_from_both():
     restored.load_state_dict(algo.state_dict())
     assert restored.critics[0].rnn is restored.critics[1].rnn
     torch.testing.assert_close(restored.critics[1].rnn.weight_hh_l0, algo.critics[0].rnn.weight_hh_l0)
+
+
+def test_acting_critic_core_starts_the_critics_from_the_stored_state_and_the_actor_reads_their_features():
+    """critic_core=acting, by hand: one core (the critics', shared by both heads) acts, so the
+    stored state it left at a slice's first step starts the critics and their targets (the target
+    core from the same state); the actor's policy is its head over the critics' features; its
+    optimiser holds the head alone, so the core learns from the critics' loss only."""
+    algo = discrete_sac(critic_core="acting", initial_state="stored")
+    actor, critics = algo.actor, algo.critics
+    assert actor.rnn is critics[0].rnn is critics[1].rnn and actor.encoder is critics[0].encoder
+    assert algo.target_critics[0].rnn is not actor.rnn
+    optimised = {id(p) for group in algo.actor_optimizer.param_groups for p in group["params"]}
+    assert optimised == {id(p) for p in actor.head.parameters()}
+
+    batch = slices([5, 3], horizon=5)
+    batch["action"] = torch.tensor([[0, 2, 1, 1, 0], [2, 0, 1, 0, 0]])
+    batch["step_count"] = torch.arange(5).expand(2, 5).unsqueeze(-1).clone()
+    obs = torch.cat([batch["observation"], batch["next", "observation"][:, -1:]], 1)
+    obs[1, 3] = batch["next", "observation"][1, 2]
+    state = tuple(batch[key][:, 0].transpose(0, 1).contiguous() for key in ("recurrent_state_h", "recurrent_state_c"))
+    online, targets = copy.deepcopy(critics), copy.deepcopy(algo.target_critics)
+    alpha, mask = 0.3, batch[MASK_KEY]
+    with torch.no_grad():
+        features = online[0].rnn(online[0].encoder(obs), state)[0]
+        zero_start = online[0].rnn(online[0].encoder(obs))[0]
+        assert not torch.allclose(features[:, 0], zero_start[:, 0])  # the stored state matters
+        target_features = targets[0].rnn(targets[0].encoder(obs), state)[0][:, 1:]
+        log_pi = torch.log_softmax(actor.head.net(features), -1)
+        q_next = torch.minimum(targets[0].q(target_features), targets[1].q(target_features))
+        soft = (log_pi.exp()[:, 1:] * (q_next - alpha * log_pi[:, 1:])).sum(-1)
+        target = batch["next", "reward"].squeeze(-1) + 0.9 * soft
+        taken = batch["action"].unsqueeze(-1)
+        errors = sum((c.q(features[:, :-1]).gather(-1, taken).squeeze(-1) - target) ** 2 for c in online)
+        critic_loss = errors[mask].sum() / mask.sum()
+    stats = algo.update(batch)
+    assert stats["critic_loss"] == pytest.approx(critic_loss.item(), rel=1e-5)
+    with torch.no_grad():
+        q_now = torch.minimum(*(c.q(features[:, :-1]) for c in algo.critics))
+        pi = log_pi.exp()[:, :-1]
+        actor_loss = (pi * (alpha * log_pi[:, :-1] - q_now)).sum(-1)[mask].sum() / mask.sum()
+    assert stats["actor_loss"] == pytest.approx(actor_loss.item(), rel=1e-5)
+
+    restored = discrete_sac(critic_core="acting", initial_state="stored")
+    restored.load_state_dict(algo.state_dict())
+    assert restored.actor.rnn is restored.critics[0].rnn
+    torch.testing.assert_close(restored.actor.rnn.weight_hh_l0, algo.critics[0].rnn.weight_hh_l0)
+
+
+def test_the_factory_builds_the_critics_and_the_actor_the_settings_name():
+    """``algo.dueling`` and ``algo.critic_core=acting`` reach the networks the run trains: dueling
+    heads on both critics; one core, the critics', in the actor and in the policy that acts."""
+    from trajrl.config import compose, validate
+    from trajrl.factory.agent import build_agent
+    from trajrl.gym_envs import env_spaces
+
+    cfg = validate(compose(["debug=smoke", "algo.dueling=true", "algo.critic_core=acting"]))
+    agent = build_agent(cfg, env_spaces(cfg.env, "rsac"))
+    algo = agent.algo
+    assert all(isinstance(critic.q[-1], DuelingHead) for critic in algo.critics)
+    assert algo.actor.rnn is algo.critics[0].rnn is algo.critics[1].rnn
+    acting = {name for name, _ in agent.explore.named_parameters()}
+    assert sum(p.numel() for p in agent.explore.parameters()) == sum(
+        p.numel() for module in (algo.actor.encoder, algo.actor.rnn, algo.actor.head) for p in module.parameters()
+    ), acting
 
 
 def test_sac_discrete_target_entropy_is_a_fraction_of_the_uniform_policys():

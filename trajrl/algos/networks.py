@@ -148,10 +148,13 @@ class ImageEncoder(nn.Module):
 
 def track_observations(networks: list[nn.Module], obs: torch.Tensor, min_rate: float) -> None:
     """Every ``ObservationInputs`` in ``networks`` tracks ``obs`` (the same statistics in each:
-    the online and target networks, actor and critics see the same inputs)."""
+    the online and target networks, actor and critics see the same inputs); a module that
+    two networks share tracks them once."""
+    seen: set[int] = set()
     for network in networks:
         for module in network.modules():
-            if isinstance(module, ObservationInputs):
+            if isinstance(module, ObservationInputs) and id(module) not in seen:
+                seen.add(id(module))
                 module.track(obs, min_rate)
 
 
@@ -183,6 +186,18 @@ def encoder(
         ),
         *([nn.LayerNorm(sizes[-1])] if layer_norm else []),
     )
+
+
+class DuelingHead(nn.Module):
+    """Q = V + A - mean(A) (Wang et al., 2016): the state's value learnt apart from the actions' advantages."""
+
+    def __init__(self, hidden_size: int, num_actions: int):
+        super().__init__()
+        self.value, self.advantage = nn.Linear(hidden_size, 1), nn.Linear(hidden_size, num_actions)
+
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        advantage = self.advantage(features)
+        return self.value(features) + advantage - advantage.mean(-1, keepdim=True)
 
 
 class KeyedModule(internals.WriteOutputsWithSet, TensorDictModule):

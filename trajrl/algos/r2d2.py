@@ -24,6 +24,7 @@ from torchrl.modules import EGreedyModule, QValueModule
 
 from trajrl.algos.memory import Memory, acting_core, recurrent_core, run_memory, state_keys
 from trajrl.algos.networks import (
+    DuelingHead,
     Inputs,
     KeyedModule,
     Parts,
@@ -39,18 +40,6 @@ from trajrl.settings import R2D2Settings
 
 
 # ---------------------------------------------------------------- network
-class DuelingHead(nn.Module):
-    """Q = V + A - mean(A) (Wang et al., 2016): the state's value learnt apart from the actions' advantages."""
-
-    def __init__(self, hidden_size: int, num_actions: int):
-        super().__init__()
-        self.value, self.advantage = nn.Linear(hidden_size, 1), nn.Linear(hidden_size, num_actions)
-
-    def forward(self, features: torch.Tensor) -> torch.Tensor:
-        advantage = self.advantage(features)
-        return self.value(features) + advantage - advantage.mean(-1, keepdim=True)
-
-
 class RecurrentQNet(nn.Module):
     """observation -> its inputs (``Inputs``: standardised, squashed) -> MLP encoder -> memory core
     -> one Q-value per action (a linear head, or a dueling one); with ``layer_norm``,

@@ -12,8 +12,11 @@ actions weighted by their probabilities) where the continuous case samples one a
 the critics' soft value, the actor's loss and the entropy the temperature follows.
 
 The actor starts each slice from the state it stored while acting; the critics,
-which do not run while acting, start from zero. The first ``burn_in`` steps of a
-slice that starts mid-episode only warm those states: no loss on them, and no
+which do not run while acting, start from zero. With ``critic_core=acting`` there is one
+core: the critics' (trained by their loss alone) is the one that acts, the actor's head
+reading its features without gradient, so the critics too start each slice from the
+state stored while acting, as the recurrent DQN's network does. The first ``burn_in``
+steps of a slice that starts mid-episode only warm those states: no loss on them, and no
 gradient through them.
 """
 
@@ -32,6 +35,7 @@ from torchrl.modules import MLP
 
 from trajrl.algos.memory import Memory, acting_core, recurrent_core, run_memory, state_keys
 from trajrl.algos.networks import (
+    DuelingHead,
     Inputs,
     KeyedModule,
     Parts,
@@ -151,6 +155,7 @@ class RecurrentActor(nn.Module):
         self.actions = action_dim
         self.encoder = encoder(parts, sizes, inputs, layer_norm=layer_norm)
         self.rnn = recurrent_core(rnn, sizes[-1], hidden_size)
+        self.norm: nn.Module = nn.Identity()
         self.head = (
             CategoricalHead(hidden_size, action_dim)
             if self.discrete
@@ -161,11 +166,18 @@ class RecurrentActor(nn.Module):
     def state_keys(self) -> list[str]:
         return state_keys(self.rnn)
 
+    def read_critic(self, critic: RecurrentCritic) -> None:
+        """Act on ``critic``'s encoder, core and normalisation (``critic_core=acting``): the
+        head alone stays the actor's own."""
+        self.encoder, self.rnn, self.norm = critic.encoder, critic.rnn, critic.norm
+
 
 class RecurrentCritic(nn.Module):
     """Q(history up to t, a_t): the recurrent core reads observations; a continuous action
     joins after it (with ``layer_norm``, after the core's features are layer-normalised);
-    with ``discrete``, the head gives the Q-value of each of ``action_dim`` actions at once."""
+    with ``discrete``, the head gives the Q-value of each of ``action_dim`` actions at once
+    (with ``dueling``, as V + A - mean(A): a value common to the actions learnt apart from their
+    differences, which are all the policy reads)."""
 
     def __init__(
         self,
@@ -177,21 +189,35 @@ class RecurrentCritic(nn.Module):
         inputs: Inputs | None = None,
         layer_norm: bool = False,
         discrete: bool = False,
+        dueling: bool = False,
     ):
         super().__init__()
+        if dueling and not discrete:
+            raise ValueError("a dueling head is for discrete actions: Q(h, .) over each of them")
         self.discrete = discrete
         self.encoder = encoder(parts, sizes, inputs, layer_norm=layer_norm)
         self.rnn = recurrent_core(rnn, sizes[-1], hidden_size)
         self.norm = nn.LayerNorm(hidden_size) if layer_norm else nn.Identity()
-        self.q = MLP(
-            in_features=hidden_size + (0 if discrete else action_dim),
-            out_features=action_dim if discrete else 1,
-            num_cells=[hidden_size],
-            activation_class=nn.ReLU,
-        )
+        if dueling:  # the layer before the outputs, then V + A - mean(A)
+            hidden = MLP(in_features=hidden_size, out_features=hidden_size, num_cells=[], activate_last_layer=True)
+            self.q = nn.Sequential(hidden, DuelingHead(hidden_size, action_dim))
+        else:
+            self.q = MLP(
+                in_features=hidden_size + (0 if discrete else action_dim),
+                out_features=action_dim if discrete else 1,
+                num_cells=[hidden_size],
+                activation_class=nn.ReLU,
+            )
 
-    def features(self, obs: torch.Tensor, burn_in: int, starts: torch.Tensor | None = None) -> torch.Tensor:
-        return self.norm(run_core(self.rnn, self.encoder(obs), None, burn_in, starts))
+    def features(
+        self,
+        obs: torch.Tensor,
+        burn_in: int,
+        starts: torch.Tensor | None = None,
+        state: tuple[torch.Tensor, ...] | None = None,
+    ) -> torch.Tensor:
+        """The core's (normalised) features over ``obs``, from ``state`` (None: zero)."""
+        return self.norm(run_core(self.rnn, self.encoder(obs), state, burn_in, starts))
 
     def value(self, features: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         """Q of ``action`` (continuous: ``[..., action_dim]`` floats; discrete: ``[...]`` indices)."""
@@ -214,13 +240,18 @@ def twin_critics(make: Callable[[], RecurrentCritic], shared: bool) -> nn.Module
 
 
 def critic_features(
-    critics: nn.ModuleList, obs: torch.Tensor, burn_in: int, starts: torch.Tensor | None = None
+    critics: nn.ModuleList,
+    obs: torch.Tensor,
+    burn_in: int,
+    starts: torch.Tensor | None = None,
+    state: tuple[torch.Tensor, ...] | None = None,
 ) -> list[torch.Tensor]:
-    """Each critic's features over ``obs``; critics sharing a core share its one pass."""
+    """Each critic's features over ``obs`` from ``state`` (None: zero); critics sharing a core
+    share its one pass."""
     passes: dict[nn.Module, torch.Tensor] = {}
     for critic in critics:
         if critic.rnn not in passes:
-            passes[critic.rnn] = critic.features(obs, burn_in, starts)
+            passes[critic.rnn] = critic.features(obs, burn_in, starts, state)
     return [passes[critic.rnn] for critic in critics]
 
 
@@ -231,7 +262,7 @@ def make_policy(actor: RecurrentActor):
     policy = TensorDictSequential(
         KeyedModule(actor.encoder, ["observation"], ["embed"]),
         core,
-        KeyedModule(actor.head, ["features"], ["action"]),
+        KeyedModule(nn.Sequential(actor.norm, actor.head), ["features"], ["action"]),
     )
     return policy, core
 
@@ -298,10 +329,11 @@ class RSAC:
         episodes (``sampler=tape``, ``trajrl.replay.tapes``) rather than rows of slices."""
         self.actor, self.critics, self.settings, self.burn_in = actor, critics, settings, burn_in
         self.tape = tape
+        self.critics_act = settings.critic_core == "acting"  # the actor reads the critics' core
         self.target_critics = copy.deepcopy(critics).requires_grad_(False)
         self.target_entropy = target_entropy(settings, actor.actions, actor.discrete)
         self.log_alpha = torch.tensor(math.log(settings.init_alpha), device=self.device, requires_grad=True)
-        self.actor_optimizer = adam(actor, lr=settings.lr, rnn_lr=settings.rnn_lr)
+        self.actor_optimizer = adam(actor.head if self.critics_act else actor, lr=settings.lr, rnn_lr=settings.rnn_lr)
         self.critic_optimizer = adam(critics, lr=settings.lr, rnn_lr=settings.rnn_lr)
         self.target_sync = TargetSync(settings.tau, settings.target_sync_every)
         alpha_lr = settings.lr if settings.alpha_lr is None else settings.alpha_lr
@@ -355,22 +387,31 @@ class RSAC:
         n_learn = learn.sum().clamp_min(1)
         alpha = self.log_alpha.exp().detach()
 
-        # The actor over all T + 1 observations: its policy at the next steps for the targets, at these for its loss.
-        actor_features = run_core(
-            self.actor.rnn, self.actor.encoder(sequence), self.actor_state(batch), burn_in, starts
-        )
+        # The critics and the actor over all T + 1 observations (the actor's policy at the next steps
+        # for the targets, at these for its loss); with critic_core=acting the critics start from the
+        # stored state and the actor reads their features, without gradient.
+        critic_state = self.actor_state(batch) if self.critics_act else None
+        online = critic_features(self.critics, sequence, burn_in, starts, critic_state)
+        if self.critics_act:
+            actor_features = online[0].detach()
+        else:
+            actor_features = self.actor.norm(
+                run_core(self.actor.rnn, self.actor.encoder(sequence), self.actor_state(batch), burn_in, starts)
+            )
         policy = self.policy(actor_features)
 
         # ---- critics: twin Q towards the n-step return, bootstrapped with the soft value
         # E_pi[min target Q(next, a') - alpha log pi(a'|next)] (n = 1: r + gamma * that); without
         # soft_target, E_pi[min target Q(next, a')]: no entropy in the critics' values
         with torch.no_grad():
-            target_features = [f[:, 1:] for f in critic_features(self.target_critics, sequence, burn_in, starts)]
+            target_features = [
+                f[:, 1:] for f in critic_features(self.target_critics, sequence, burn_in, starts, critic_state)
+            ]
             next_policy = tuple(None if p is None else p.detach() for p in steps_of(policy, slice(1, None)))
             bonus = alpha if s.soft_target else torch.zeros_like(alpha)
             next_value, _ = soft_value(self.target_critics, target_features, next_policy, bonus)
             target = n_step_return(reward, terminated, next_value, mask, s.gamma, s.n_step)
-        features = [f[:, :-1] for f in critic_features(self.critics, sequence, burn_in, starts)]
+        features = [f[:, :-1] for f in online]
         q_taken = [c.value(f, action) for c, f in zip(self.critics, features)]
         weight = batch.get("priority_weight", None)
         weight = 1.0 if weight is None else weight.reshape(n_seq, horizon)[:, :1]

@@ -185,9 +185,13 @@ def build_rsac(a: RSACSettings, cfg, spaces: EnvSpaces, inputs: Inputs, device: 
     memory = memory_of(a)
     actor = RecurrentActor(parts, action_dim, sizes, a.hidden_size, memory, low, high, inputs, a.layer_norm).to(device)
     critics = twin_critics(
-        lambda: RecurrentCritic(parts, action_dim, sizes, a.hidden_size, memory, inputs, a.layer_norm, discrete),
-        shared=a.critic_core == "shared",
+        lambda: RecurrentCritic(
+            parts, action_dim, sizes, a.hidden_size, memory, inputs, a.layer_norm, discrete, a.dueling
+        ),
+        shared=a.critic_core != "separate",
     ).to(device)
+    if a.critic_core == "acting":
+        actor.read_critic(critics[0])
     acting, evaluated = on_cpu(actor), on_cpu(actor)
     policy, core = make_policy(acting)
     algo = RSAC(actor, critics, a, burn_in=int(cfg.sampler.get("burn_in", 0)), tape=cfg.sampler.kind == "tape")
