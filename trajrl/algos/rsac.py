@@ -17,7 +17,8 @@ core: the critics' (trained by their loss alone) is the one that acts, the actor
 reading its features without gradient, so the critics too start each slice from the
 state stored while acting, as the recurrent DQN's network does. The first ``burn_in``
 steps of a slice that starts mid-episode only warm those states: no loss on them, and no
-gradient through them.
+gradient through them; a slice that starts its episode learns from every step, and its
+gradient reaches back to the episode's first observation.
 """
 
 from __future__ import annotations
@@ -71,13 +72,22 @@ def run_core(
     state: tuple[torch.Tensor, ...] | None,
     burn_in: int,
     starts: torch.Tensor | None = None,
+    episode_starts: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Features ``[B, T, H]``; the first ``burn_in`` steps run without gradient; ``starts``: where
-    an episode starts inside the sequence (a tape; linear cores; no burn-in)."""
+    """Features ``[B, T, H]``; the first ``burn_in`` steps run without gradient, except in the rows
+    ``episode_starts`` (``[B]``: slices that start their episode), whose first steps are learnt from
+    and carry the gradient of the later ones back to the episode's first observation (what a memory
+    of it is learnt from), as R2D2 does; ``starts``: where an episode starts inside the sequence (a
+    tape; linear cores; no burn-in)."""
     if burn_in <= 0:
         return run_memory(rnn, x, state, starts)[0]
-    with torch.no_grad():
+    if episode_starts is None or not bool(episode_starts.any()) or not torch.is_grad_enabled():
+        with torch.no_grad():
+            warm, final = run_memory(rnn, x[:, :burn_in], state)
+    else:
         warm, final = run_memory(rnn, x[:, :burn_in], state)
+        warm = torch.where(episode_starts.view(-1, 1, 1), warm, warm.detach())
+        final = tuple(torch.where(episode_starts.view(1, -1, 1), h, h.detach()) for h in final)
     rest, _ = run_memory(rnn, x[:, burn_in:], final)
     return torch.cat([warm, rest], 1)
 
@@ -215,9 +225,11 @@ class RecurrentCritic(nn.Module):
         burn_in: int,
         starts: torch.Tensor | None = None,
         state: tuple[torch.Tensor, ...] | None = None,
+        episode_starts: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """The core's (normalised) features over ``obs``, from ``state`` (None: zero)."""
-        return self.norm(run_core(self.rnn, self.encoder(obs), state, burn_in, starts))
+        """The core's (normalised) features over ``obs``, from ``state`` (None: zero); ``run_core``
+        says what ``burn_in`` and ``episode_starts`` do."""
+        return self.norm(run_core(self.rnn, self.encoder(obs), state, burn_in, starts, episode_starts))
 
     def value(self, features: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         """Q of ``action`` (continuous: ``[..., action_dim]`` floats; discrete: ``[...]`` indices)."""
@@ -245,13 +257,14 @@ def critic_features(
     burn_in: int,
     starts: torch.Tensor | None = None,
     state: tuple[torch.Tensor, ...] | None = None,
+    episode_starts: torch.Tensor | None = None,
 ) -> list[torch.Tensor]:
     """Each critic's features over ``obs`` from ``state`` (None: zero); critics sharing a core
     share its one pass."""
     passes: dict[nn.Module, torch.Tensor] = {}
     for critic in critics:
         if critic.rnn not in passes:
-            passes[critic.rnn] = critic.features(obs, burn_in, starts, state)
+            passes[critic.rnn] = critic.features(obs, burn_in, starts, state, episode_starts)
     return [passes[critic.rnn] for critic in critics]
 
 
@@ -383,7 +396,7 @@ class RSAC:
             reward = reward / reward_rms
         terminated = batch.get(("next", "terminated")).reshape(n_seq, horizon).float()
         burn_in = min(self.burn_in, horizon - 1)
-        learn, _ = learned_steps(batch, burn_in)
+        learn, episode_starts = learned_steps(batch, burn_in)
         n_learn = learn.sum().clamp_min(1)
         alpha = self.log_alpha.exp().detach()
 
@@ -391,12 +404,19 @@ class RSAC:
         # for the targets, at these for its loss); with critic_core=acting the critics start from the
         # stored state and the actor reads their features, without gradient.
         critic_state = self.actor_state(batch) if self.critics_act else None
-        online = critic_features(self.critics, sequence, burn_in, starts, critic_state)
+        online = critic_features(self.critics, sequence, burn_in, starts, critic_state, episode_starts)
         if self.critics_act:
             actor_features = online[0].detach()
         else:
             actor_features = self.actor.norm(
-                run_core(self.actor.rnn, self.actor.encoder(sequence), self.actor_state(batch), burn_in, starts)
+                run_core(
+                    self.actor.rnn,
+                    self.actor.encoder(sequence),
+                    self.actor_state(batch),
+                    burn_in,
+                    starts,
+                    episode_starts,
+                )
             )
         policy = self.policy(actor_features)
 
