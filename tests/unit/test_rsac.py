@@ -71,15 +71,18 @@ def test_burn_in_steps_carry_no_gradient(rnn):
 
 @pytest.mark.parametrize("rnn", [nn.LSTM(3, 4, batch_first=True), LRU(3, 4, size=2)])
 def test_a_slice_that_starts_its_episode_keeps_the_gradient_of_its_burn_in(rnn):
-    """``episode_starts``: the rows that start their episode learn from their first steps, and a
-    loss on a later step reaches the episode's first input (a memory of it can be learnt); the
-    other rows' burn-in stays without gradient. The values are one pass's either way."""
+    """``episode_starts``: in the rows that start their episode a loss on a later step reaches the
+    episode's first input (a memory of it can be learnt); the other rows' burn-in stays without
+    gradient, and the burn-in steps' own features carry none in any row. The values are one pass's."""
     x = torch.randn(2, 8, 3, requires_grad=True)
     out = run_core(rnn, x, None, burn_in=3, episode_starts=torch.tensor([True, False]))
     torch.testing.assert_close(out, rnn(x)[0])
     out[:, -1].sum().backward()  # a loss on the last step alone
     assert (x.grad[0, 0] != 0).any()  # back to the first step of the row that starts its episode
     assert (x.grad[1, :3] == 0).all() and (x.grad[1, 3:] != 0).any()
+    x.grad = None
+    run_core(rnn, x, None, burn_in=3, episode_starts=torch.tensor([True, False]))[:, :3].sum().backward()
+    assert (x.grad == 0).all()  # the burn-in steps' own losses: none into the core
 
 
 def test_padded_steps_change_no_update():

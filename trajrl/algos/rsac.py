@@ -17,8 +17,9 @@ core: the critics' (trained by their loss alone) is the one that acts, the actor
 reading its features without gradient, so the critics too start each slice from the
 state stored while acting, as the recurrent DQN's network does. The first ``burn_in``
 steps of a slice that starts mid-episode only warm those states: no loss on them, and no
-gradient through them; a slice that starts its episode learns from every step, and its
-gradient reaches back to the episode's first observation.
+gradient through them; a slice that starts its episode learns from every step (its first
+``burn_in`` steps' losses reach the heads only), and the gradient of its later steps reaches back
+through the first ones to the episode's first observation.
 """
 
 from __future__ import annotations
@@ -74,11 +75,11 @@ def run_core(
     starts: torch.Tensor | None = None,
     episode_starts: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Features ``[B, T, H]``; the first ``burn_in`` steps run without gradient, except in the rows
-    ``episode_starts`` (``[B]``: slices that start their episode), whose first steps are learnt from
-    and carry the gradient of the later ones back to the episode's first observation (what a memory
-    of it is learnt from), as R2D2 does; ``starts``: where an episode starts inside the sequence (a
-    tape; linear cores; no burn-in)."""
+    """Features ``[B, T, H]``; the first ``burn_in`` steps' features carry no gradient. In the rows
+    ``episode_starts`` (``[B]``: slices that start their episode) the state they leave does: the
+    later steps' gradient reaches back through them to the episode's first observation, which is
+    how a memory of it is learnt; ``starts``: where an episode starts inside the sequence (a tape;
+    linear cores; no burn-in)."""
     if burn_in <= 0:
         return run_memory(rnn, x, state, starts)[0]
     if episode_starts is None or not bool(episode_starts.any()) or not torch.is_grad_enabled():
@@ -86,7 +87,7 @@ def run_core(
             warm, final = run_memory(rnn, x[:, :burn_in], state)
     else:
         warm, final = run_memory(rnn, x[:, :burn_in], state)
-        warm = torch.where(episode_starts.view(-1, 1, 1), warm, warm.detach())
+        warm = warm.detach()
         final = tuple(torch.where(episode_starts.view(1, -1, 1), h, h.detach()) for h in final)
     rest, _ = run_memory(rnn, x[:, burn_in:], final)
     return torch.cat([warm, rest], 1)
