@@ -118,7 +118,9 @@ def discrete_sac(actions: int = 3, critic_core: str = "separate", dueling: bool 
     return RSAC(
         actor,
         critics,
-        RSACSettings(**{"initial_state": "zero", "init_alpha": 0.3, "gamma": 0.9, "critic_core": critic_core, **settings}),
+        RSACSettings(
+            **{"initial_state": "zero", "init_alpha": 0.3, "gamma": 0.9, "critic_core": critic_core, **settings}
+        ),
     )
 
 
