@@ -557,10 +557,11 @@ class RSACSettings(NetworkSettings):
         range=above(0),
     )
     reward_scaling: str = setting(
-        "none",
-        "none: the learner takes rewards as the task gives them; rms: it divides them by their running root "
-        "mean square, so that a task's rewards times any constant train as the task's own (the logged "
-        "returns stay in the task's units)",
+        "rms",
+        "rms: the learner divides rewards by their running root mean square, so that a task's rewards times "
+        "any constant train as the task's own and the temperature meets rewards of one scale whatever the "
+        "task pays (the logged returns stay in the task's units; rewards all 1, as CartPole's, are unchanged); "
+        "none: the learner takes rewards as the task gives them",
         choices=("none", "rms"),
     )
     target_entropy: float | None = setting(

@@ -119,7 +119,14 @@ def discrete_sac(actions: int = 3, critic_core: str = "separate", dueling: bool 
         actor,
         critics,
         RSACSettings(
-            **{"initial_state": "zero", "init_alpha": 0.3, "gamma": 0.9, "critic_core": critic_core, **settings}
+            **{
+                "initial_state": "zero",
+                "init_alpha": 0.3,
+                "gamma": 0.9,
+                "critic_core": critic_core,
+                "reward_scaling": "none",  # the hand computations below are in the task's own unit
+                **settings,
+            }
         ),
     )
 
@@ -351,6 +358,24 @@ def test_rewards_divided_by_their_rms_train_a_task_times_c_as_the_task_itself():
     restored = discrete_sac(reward_scaling="rms")
     restored.load_state_dict(algo.state_dict())
     assert restored.reward_rms.state_dict() == algo.reward_rms.state_dict() != {"count": 0, "sum_of_squares": 0.0}
+
+
+def test_rewards_all_one_train_with_rms_exactly_as_without():
+    """The default ``algo.reward_scaling=rms`` leaves a task whose every reward is 1 (CartPole's) as it
+    was: its statistic is exactly 1, and the update's losses and weights are the same bits."""
+
+    def update(scaling: str):
+        algo = discrete_sac(reward_scaling=scaling)
+        batch = slices([5, 3], horizon=5)
+        batch["action"] = torch.tensor([[0, 2, 1, 1, 0], [2, 0, 1, 0, 0]])
+        batch["next", "reward"] = torch.ones_like(batch["next", "reward"])
+        stats = [algo.update(batch) for _ in range(3)][-1]
+        return stats, [p.detach().clone() for p in [*algo.actor.parameters(), *algo.critics.parameters()]]
+
+    (rms, weights_rms), (none, weights_none) = update("rms"), update("none")
+    assert RSACSettings().reward_scaling == "rms" and rms["reward_rms"] == 1.0
+    assert all(rms[key] == none[key] for key in ("critic_loss", "actor_loss", "alpha", "q_mean")), (rms, none)
+    assert all(torch.equal(a, b) for a, b in zip(weights_rms, weights_none))
 
 
 def test_sac_discrete_acts_with_the_most_likely_action_when_deterministic():
