@@ -543,6 +543,13 @@ class RSACSettings(NetworkSettings):
         "expected Q of the next step alone, the entropy kept in the actor's objective only (decoupled, as in "
         "'Dissecting Discrete SAC', 2025): values on the rewards' scale, not the temperature's",
     )
+    critic_loss: str = setting(
+        "mse",
+        "the critics' loss per step: mse (the squared TD error) | huber (the same up to an error of 1, "
+        "then linear: an outlying error, a burst of the critics' loss, moves them by a bounded step, as the "
+        "recurrent DQN's loss does)",
+        choices=("mse", "huber"),
+    )
     dueling: bool = setting(
         False,
         "Discrete actions only: each critic's head is Q = V + A - mean(A) (Wang et al., 2016), the value "

@@ -132,19 +132,20 @@ def discrete_sac(actions: int = 3, critic_core: str = "separate", dueling: bool 
 
 
 @pytest.mark.parametrize(
-    "critic_core, n_step, soft_target, dueling",
+    "critic_core, n_step, soft_target, dueling, critic_loss",
     [
-        ("separate", 1, True, False),
-        ("shared", 1, True, False),
-        ("separate", 3, True, False),
-        ("separate", 1, False, False),
-        ("shared", 3, False, False),
-        ("separate", 1, True, True),
-        ("acting", 1, False, True),
+        ("separate", 1, True, False, "mse"),
+        ("shared", 1, True, False, "mse"),
+        ("separate", 3, True, False, "mse"),
+        ("separate", 1, False, False, "mse"),
+        ("shared", 3, False, False, "mse"),
+        ("separate", 1, True, True, "mse"),
+        ("acting", 1, False, True, "mse"),
+        ("separate", 1, True, False, "huber"),
     ],
 )
 def test_sac_discrete_critic_target_and_actor_loss_are_the_exact_expectations_over_actions(
-    critic_core, n_step, soft_target, dueling
+    critic_core, n_step, soft_target, dueling, critic_loss
 ):
     """On a tiny batch (one slice padded, one terminated step), by hand: the critics' target is
     r + gamma (1 - terminated) sum_a pi(a|s') (min_i Qtarget_i(s', a) - alpha log pi(a|s')) (with
@@ -155,14 +156,20 @@ def test_sac_discrete_critic_target_and_actor_loss_are_the_exact_expectations_ov
     With a shared core the same sums hold, both heads reading the one core. Without ``soft_target``
     the target's value is sum_a pi(a|s') min_i Qtarget_i(s', a): no entropy in it (the actor's loss
     and the temperature unchanged). With ``dueling`` each critic's head is V + A - mean(A); with
-    ``critic_core=acting`` the actor's policy is its head over the critics' core (zero start here)."""
-    algo = discrete_sac(critic_core=critic_core, n_step=n_step, soft_target=soft_target, dueling=dueling)
+    ``critic_core=acting`` the actor's policy is its head over the critics' core (zero start here).
+    With ``critic_loss=huber`` (rewards times 3, so that some errors pass 1) each step's squared error
+    becomes d^2 for |d| <= 1 and 2 |d| - 1 past it."""
+    algo = discrete_sac(
+        critic_core=critic_core, n_step=n_step, soft_target=soft_target, dueling=dueling, critic_loss=critic_loss
+    )
     if dueling:
         assert isinstance(algo.critics[0].q[-1], DuelingHead)
     batch = slices([5, 3], horizon=5)
     batch["action"] = torch.tensor([[0, 2, 1, 1, 0], [2, 0, 1, 0, 0]])
     batch["step_count"] = torch.arange(5).expand(2, 5).unsqueeze(-1).clone()
     batch["next", "terminated"][0, 3] = True
+    if critic_loss == "huber":
+        batch["next", "reward"] = batch["next", "reward"] * 3
     actor, critics, targets = (copy.deepcopy(m) for m in (algo.actor, algo.critics, algo.target_critics))
     obs = torch.cat([batch["observation"], batch["next", "observation"][:, -1:]], 1)  # T + 1 observations
     obs[1, 3] = batch["next", "observation"][1, 2]  # the short slice's next observation follows its last step
@@ -185,7 +192,11 @@ def test_sac_discrete_critic_target_and_actor_loss_are_the_exact_expectations_ov
                 target[row, t] = summed + 0.9**m * alive[row, t + m - 1] * soft[row, t + m - 1]
         taken = batch["action"].unsqueeze(-1)
         differences = [q_all(c, obs)[:, :-1].gather(-1, taken).squeeze(-1) - target for c in critics]
-        errors = sum(d**2 for d in differences)
+        if critic_loss == "huber":
+            assert any((d[mask].abs() > 1).any() and (d[mask].abs() < 1).any() for d in differences)
+            errors = sum(torch.where(d.abs() <= 1, d**2, 2 * d.abs() - 1) for d in differences)
+        else:
+            errors = sum(d**2 for d in differences)
         critic_loss = errors[mask].sum() / mask.sum()
         td = (differences[0].abs() + differences[1].abs()) / 2  # the priority a prioritised sampler reads
         features = [c.rnn(c.encoder(obs))[0][:, :-1] for c in critics]  # before the critics' step

@@ -301,6 +301,14 @@ def soft_value(
     return q - alpha * log_prob, -log_prob
 
 
+def critic_error(q: torch.Tensor, target: torch.Tensor, loss: str) -> torch.Tensor:
+    """Each step's loss of a critic: the squared TD error (``mse``), or twice Huber's (``huber``),
+    which equals it up to an error of 1 and grows linearly past it."""
+    if loss == "huber":
+        return 2 * nn.functional.huber_loss(q, target, reduction="none", delta=1.0)
+    return (q - target) ** 2
+
+
 def steps_of(policy: Policy, steps: slice) -> Policy:
     """The policy at ``steps`` of the time axis."""
     action, log_prob = policy
@@ -436,7 +444,7 @@ class RSAC:
         q_taken = [c.value(f, action) for c, f in zip(self.critics, features)]
         weight = batch.get("priority_weight", None)
         weight = 1.0 if weight is None else weight.reshape(n_seq, horizon)[:, :1]
-        critic_loss = sum(((q - target) ** 2 * learn * weight).sum() for q in q_taken) / n_learn
+        critic_loss = sum((critic_error(q, target, s.critic_loss) * learn * weight).sum() for q in q_taken) / n_learn
         self.critic_optimizer.zero_grad(set_to_none=True)
         critic_loss.backward()
         critic_grad = nn.utils.clip_grad_norm_(self.critics.parameters(), s.max_grad_norm)
