@@ -131,6 +131,13 @@ def discrete_sac(actions: int = 3, critic_core: str = "separate", dueling: bool 
     )
 
 
+def discrete_batch():
+    """Two slices of 5 and 3 valid steps (horizon 5) with actions among 3."""
+    batch = slices([5, 3], horizon=5)
+    batch["action"] = torch.tensor([[0, 2, 1, 1, 0], [2, 0, 1, 0, 0]])
+    return batch
+
+
 @pytest.mark.parametrize(
     "critic_core, n_step, soft_target, dueling, critic_loss",
     [
@@ -164,8 +171,7 @@ def test_sac_discrete_critic_target_and_actor_loss_are_the_exact_expectations_ov
     )
     if dueling:
         assert isinstance(algo.critics[0].q[-1], DuelingHead)
-    batch = slices([5, 3], horizon=5)
-    batch["action"] = torch.tensor([[0, 2, 1, 1, 0], [2, 0, 1, 0, 0]])
+    batch = discrete_batch()
     batch["step_count"] = torch.arange(5).expand(2, 5).unsqueeze(-1).clone()
     batch["next", "terminated"][0, 3] = True
     if critic_loss == "huber":
@@ -231,8 +237,7 @@ def test_shared_critic_core_is_one_pass_for_both_heads_and_learns_from_both():
     assert count(separate) - count(shared) == sum(
         p.numel() for m in (separate.critics[1].encoder, separate.critics[1].rnn) for p in m.parameters()
     )
-    batch = slices([5, 3], horizon=5)
-    batch["action"] = torch.tensor([[0, 2, 1, 1, 0], [2, 0, 1, 0, 0]])
+    batch = discrete_batch()
     for algo, passes in ((shared, 1), (separate, 2)):
         calls = {"online": 0, "target": 0}
         hooks = [
@@ -276,8 +281,7 @@ def test_acting_critic_core_starts_the_critics_from_the_stored_state_and_the_act
     optimised = {id(p) for group in algo.actor_optimizer.param_groups for p in group["params"]}
     assert optimised == {id(p) for p in actor.head.parameters()}
 
-    batch = slices([5, 3], horizon=5)
-    batch["action"] = torch.tensor([[0, 2, 1, 1, 0], [2, 0, 1, 0, 0]])
+    batch = discrete_batch()
     batch["step_count"] = torch.arange(5).expand(2, 5).unsqueeze(-1).clone()
     obs = torch.cat([batch["observation"], batch["next", "observation"][:, -1:]], 1)
     obs[1, 3] = batch["next", "observation"][1, 2]
@@ -338,8 +342,7 @@ def test_the_temperature_moves_at_its_own_rate(alpha_lr):
     """One update moves log alpha by about its rate (Adam's first step is the rate times the
     gradient's sign): ``alpha_lr``, or ``lr`` where it is null."""
     algo = discrete_sac(lr=1e-3, alpha_lr=alpha_lr)
-    batch = slices([5, 3], horizon=5)
-    batch["action"] = torch.tensor([[0, 2, 1, 1, 0], [2, 0, 1, 0, 0]])
+    batch = discrete_batch()
     before = algo.log_alpha.item()
     algo.update(batch)
     assert abs(algo.log_alpha.item() - before) == pytest.approx(alpha_lr or 1e-3, rel=1e-3)
@@ -352,8 +355,7 @@ def test_rewards_divided_by_their_rms_train_a_task_times_c_as_the_task_itself():
 
     def update(scale: float, scaling: str):
         algo = discrete_sac(reward_scaling=scaling)
-        batch = slices([5, 3], horizon=5)
-        batch["action"] = torch.tensor([[0, 2, 1, 1, 0], [2, 0, 1, 0, 0]])
+        batch = discrete_batch()
         batch["next", "reward"] = batch["next", "reward"] * scale
         stats = algo.update(batch)
         return algo, stats, [p.detach().clone() for p in [*algo.actor.parameters(), *algo.critics.parameters()]]
@@ -377,8 +379,7 @@ def test_rewards_all_one_train_with_rms_exactly_as_without():
 
     def update(scaling: str):
         algo = discrete_sac(reward_scaling=scaling)
-        batch = slices([5, 3], horizon=5)
-        batch["action"] = torch.tensor([[0, 2, 1, 1, 0], [2, 0, 1, 0, 0]])
+        batch = discrete_batch()
         batch["next", "reward"] = torch.ones_like(batch["next", "reward"])
         stats = [algo.update(batch) for _ in range(3)][-1]
         return stats, [p.detach().clone() for p in [*algo.actor.parameters(), *algo.critics.parameters()]]
