@@ -439,7 +439,19 @@ class NetworkSettings:
 
 
 @dataclass
-class R2D2Settings(NetworkSettings):
+class ReplayLearnerSettings(NetworkSettings):
+    """What the learners that train from the replay buffer (recurrent DQN and SAC) have in common."""
+
+    lr_end: float | None = setting(
+        None,
+        "decay lr linearly to this over the run's planned updates, rnn_lr in the same proportion (the "
+        "temperature's rate stays); null: constant",
+        range=at_least(0),
+    )
+
+
+@dataclass
+class R2D2Settings(ReplayLearnerSettings):
     """Recurrent DQN, R2D2-style."""
 
     n_step: int = setting(3, "rewards summed before bootstrapping", range=at_least(1))
@@ -454,9 +466,6 @@ class R2D2Settings(NetworkSettings):
     )
     double_q: bool = setting(True, "the online network picks the next action, the target network scores it")
     value_rescaling: bool = setting(False, "h(x) = sign(x)(sqrt(|x|+1)-1) + 1e-3 x on targets")
-    lr_end: float | None = setting(
-        None, "decay lr linearly to this over the run's planned updates (null: constant)", range=at_least(0)
-    )
     target_tau: float = setting(
         0.002,
         "share of the way the target network moves toward the online one at each sync (1: a copy)",
@@ -493,7 +502,7 @@ class R2D2Settings(NetworkSettings):
 
 
 @dataclass
-class RSACSettings(NetworkSettings):
+class RSACSettings(ReplayLearnerSettings):
     """Recurrent SAC (continuous actions; SAC-discrete for Discrete ones)."""
 
     name: str = option("rsac", checkpointed=True)

@@ -30,8 +30,8 @@ from trajrl.algos.networks import (
     Parts,
     TargetSync,
     adam,
+    decay_lr,
     encoder,
-    scale_lr,
     track_observations,
 )
 from trajrl.algos.sequences import learned_steps, n_step_return, sequence_of, stored_state, without_padding_columns
@@ -265,9 +265,8 @@ class R2D2:
         """The learning rates of this update: ``lr`` decayed linearly to ``lr_end``, and the
         recurrent core's (``rnn_lr``) in the same proportion."""
         s = self.settings
-        if s.lr_end is not None and self.planned_updates > 0:
-            progress = min(1.0, self.updates / self.planned_updates)
-            scale_lr(self.optimizer, (s.lr + (s.lr_end - s.lr) * progress) / s.lr)
+        if self.planned_updates > 0:
+            decay_lr([self.optimizer], s.lr, s.lr_end, self.updates / self.planned_updates)
 
     def state_dict(self) -> dict:
         return {

@@ -43,6 +43,7 @@ from trajrl.algos.networks import (
     Parts,
     TargetSync,
     adam,
+    decay_lr,
     encoder,
     track_observations,
 )
@@ -346,10 +347,14 @@ class RSAC:
         settings: RSACSettings,
         burn_in: int = 0,
         tape: bool = False,
+        planned_updates: int = 0,
     ):
         """``burn_in``: the sampler's (``sampler.burn_in``); ``tape``: batches are tapes of whole
-        episodes (``sampler=tape``, ``trajrl.replay.tapes``) rather than rows of slices."""
+        episodes (``sampler=tape``, ``trajrl.replay.tapes``) rather than rows of slices;
+        ``planned_updates``: the run's, over which the actor's and critics' rates decay to
+        ``settings.lr_end``."""
         self.actor, self.critics, self.settings, self.burn_in = actor, critics, settings, burn_in
+        self.planned_updates = planned_updates
         self.tape = tape
         self.critics_act = settings.critic_core == "acting"  # the actor reads the critics' core
         self.target_critics = copy.deepcopy(critics).requires_grad_(False)
@@ -408,6 +413,9 @@ class RSAC:
         learn, episode_starts = learned_steps(batch, burn_in)
         n_learn = learn.sum().clamp_min(1)
         alpha = self.log_alpha.exp().detach()
+        if self.planned_updates > 0:  # algo.lr_end: this update's rates
+            progress = self.updates / self.planned_updates
+            decay_lr([self.actor_optimizer, self.critic_optimizer], s.lr, s.lr_end, progress)
 
         # The critics and the actor over all T + 1 observations (the actor's policy at the next steps
         # for the targets, at these for its loss); with critic_core=acting the critics start from the
@@ -481,6 +489,7 @@ class RSAC:
             "q_mean": (q_taken[0].detach() * learn).sum().item() / n_learn.item(),
             "critic_grad_norm": float(critic_grad),
             "learn_frac": learn.float().mean().item(),
+            "lr": self.critic_optimizer.param_groups[0]["lr"],
             **({} if reward_rms is None else {"reward_rms": reward_rms}),
         }
 

@@ -95,6 +95,12 @@ def action_spec(env_cfg):
     return spec
 
 
+def planned_updates(cfg) -> int:
+    """The updates a replay learner plans over the run: one per ``1 / loop.updates_per_frame`` frames
+    after the warm-up (``algo.lr_end`` is reached at the last)."""
+    return int(max(0, cfg.total_frames - cfg.loop.warmup_frames) * cfg.loop.updates_per_frame)
+
+
 def build_r2d2(a: R2D2Settings, cfg, spaces: EnvSpaces, inputs: Inputs, device: torch.device) -> Agent:
     """Recurrent Q-network, its policies and the R2D2 learner."""
     qnet = RecurrentQNet(
@@ -117,9 +123,12 @@ def build_r2d2(a: R2D2Settings, cfg, spaces: EnvSpaces, inputs: Inputs, device: 
         spread = dict(spread=a.eps_spread, actors=actors, per_slot=per_slot)
     _, explore, egreedy, core = make_policies(acting, spec, a.eps_start, a.eps_end, a.eps_decay_frames, spread)
     greedy = make_policies(evaluated, spec, a.eps_start, a.eps_end, a.eps_decay_frames)[0]
-    planned = int(max(0, cfg.total_frames - cfg.loop.warmup_frames) * cfg.loop.updates_per_frame)
     algo = R2D2(
-        qnet, a, burn_in=int(cfg.sampler.get("burn_in", 0)), planned_updates=planned, tape=cfg.sampler.kind == "tape"
+        qnet,
+        a,
+        burn_in=int(cfg.sampler.get("burn_in", 0)),
+        planned_updates=planned_updates(cfg),
+        tape=cfg.sampler.kind == "tape",
     )
     shown = algo.target if a.eval_network == "target" else qnet  # target: the slowly averaged network is evaluated
     return Agent(
@@ -194,7 +203,14 @@ def build_rsac(a: RSACSettings, cfg, spaces: EnvSpaces, inputs: Inputs, device: 
         actor.read_critic(critics[0])
     acting, evaluated = on_cpu(actor), on_cpu(actor)
     policy, core = make_policy(acting)
-    algo = RSAC(actor, critics, a, burn_in=int(cfg.sampler.get("burn_in", 0)), tape=cfg.sampler.kind == "tape")
+    algo = RSAC(
+        actor,
+        critics,
+        a,
+        burn_in=int(cfg.sampler.get("burn_in", 0)),
+        tape=cfg.sampler.kind == "tape",
+        planned_updates=planned_updates(cfg),
+    )
     return Agent(
         algo,
         make_policy(evaluated)[0],
