@@ -9,6 +9,7 @@ from helpers import slices
 from torch import nn
 from torch.distributions import AffineTransform, Normal, TanhTransform, TransformedDistribution
 
+import trajrl
 from trajrl.algos.memory import FFM, LRU
 from trajrl.algos.networks import DuelingHead
 from trajrl.algos.rsac import (
@@ -107,7 +108,9 @@ def test_padded_steps_change_no_update():
         torch.testing.assert_close(a, b)
 
 
-def discrete_sac(actions: int = 3, critic_core: str = "separate", dueling: bool = False, **settings):
+def discrete_sac(
+    actions: int = 3, critic_core: str = "separate", dueling: bool = False, planned_updates: int = 0, **settings
+):
     torch.manual_seed(0)
     actor = RecurrentActor(2, actions, [8], 8, "lstm", None, None)
     critics = twin_critics(
@@ -128,6 +131,7 @@ def discrete_sac(actions: int = 3, critic_core: str = "separate", dueling: bool 
                 **settings,
             }
         ),
+        planned_updates=planned_updates,
     )
 
 
@@ -346,6 +350,31 @@ def test_the_temperature_moves_at_its_own_rate(alpha_lr):
     before = algo.log_alpha.item()
     algo.update(batch)
     assert abs(algo.log_alpha.item() - before) == pytest.approx(alpha_lr or 1e-3, rel=1e-3)
+
+
+def test_actor_and_critic_rates_decay_linearly_to_lr_end_and_the_temperatures_stays():
+    """``algo.lr_end``: over the planned updates the actor's and the critics' rates fall linearly from
+    ``lr`` to ``lr_end`` (the memory cores' ``rnn_lr`` in the same proportion), then stay; the
+    temperature's rate does not move. The factory plans (total_frames - warmup) x updates_per_frame."""
+    from trajrl.config import validate
+    from trajrl.factory.agent import build_agent
+    from trajrl.gym_envs import env_spaces
+
+    cfg = trajrl.compose(["debug=smoke", "total_frames=2400", "loop.warmup_frames=400", "loop.updates_per_frame=0.5"])
+    assert build_agent(validate(cfg), env_spaces(cfg.env, "rsac")).algo.planned_updates == 1000
+    algo = discrete_sac(lr=1e-3, rnn_lr=2e-3, lr_end=1e-4, planned_updates=4)
+    batch = discrete_batch()
+    seen = []
+    for _ in range(6):
+        stats = algo.update(batch)
+        rates = [[g["lr"] for g in o.param_groups] for o in (algo.actor_optimizer, algo.critic_optimizer)]
+        assert rates[0] == rates[1] and stats["lr"] == rates[0][0]
+        seen.append(rates[0])
+        assert algo.alpha_optimizer.param_groups[0]["lr"] == 1e-3
+    expected = [1e-3, 7.75e-4, 5.5e-4, 3.25e-4, 1e-4, 1e-4]
+    assert seen == [pytest.approx([lr, 2 * lr]) for lr in expected]
+    constant = discrete_sac(lr=1e-3, planned_updates=4)
+    assert [constant.update(batch)["lr"] for _ in range(6)] == [1e-3] * 6
 
 
 def test_rewards_divided_by_their_rms_train_a_task_times_c_as_the_task_itself():
