@@ -1,16 +1,18 @@
-"""Why a trained recurrent DQN's greedy episodes on CartPole without velocities end.
+"""Why a trained agent's greedy episodes on CartPole without velocities end.
 
-    python scripts/cartpole_episodes.py <run dir> [--episodes 20] [--checkpoint FILE] [--cart-at X]
+    python scripts/cartpole_episodes.py <run dir> [--which latest|best] [--episodes 20]
+        [--checkpoint FILE] [--cart-at X]
 
-Loads the run's agent (``trajrl.load_agent``; ``--checkpoint`` another checkpoint file
-of the same run, e.g. one copied while it trained), plays ``--episodes`` episodes of
-``trajrl/CartPoleNoVel-v1`` seeded 1000, 1001, ... with its greedy Q-network, and
-prints for each how long it lasted, why it ended (the pole fell, the cart left the
-track, or the 500-step limit), where the cart and the pole were then, the largest
-pole angle, how many times in a row the policy pushed the same way on average, and
-the largest |cell state| its LSTM reached. ``--cart-at X`` starts every episode at
-rest with the cart at X (the pole as the seed sets it): where a policy that
-balances at the centre can no longer.
+Loads the run's agent (``trajrl.load_agent``, any algorithm; ``--checkpoint`` another
+checkpoint file of the same run, e.g. one copied while it trained), plays ``--episodes``
+episodes of the run's environment seeded 1000, 1001, ... with its greedy policy (what
+``trajrl evaluate`` plays: the same environment, inputs and policy), and prints for each
+how long it lasted, why it ended (the pole fell, the cart left the track, or the 500-step
+limit), where the cart and the pole were then, the largest pole angle, the share of pushes
+to the right, how many times in a row the policy pushed the same way on average, and the
+largest |cell state| of an LSTM core. ``--cart-at X`` starts every episode at rest with
+the cart at X (the pole as the seed sets it): where a policy that balances at the centre
+can no longer.
 """
 
 from __future__ import annotations
@@ -21,69 +23,107 @@ import statistics
 import gymnasium as gym
 import numpy as np
 import torch
+from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 import trajrl
-import trajrl.gym_envs
 from trajrl.checkpoint import load_checkpoint, restore
+from trajrl.collect.collector_env import make_env
+from trajrl.gym_envs import env_spaces, gym_options
+from trajrl.report.evaluate_run import load_run
 
-trajrl.gym_envs.register()  # trajrl's environment ids (idempotent)
+
+class CartAt(gym.Wrapper):
+    """Every episode starts at rest with the cart at ``x`` (the pole's angle as the seed sets it)."""
+
+    def __init__(self, env: gym.Env, x: float):
+        super().__init__(env)
+        self.x = x
+
+    def reset(self, **kwargs):
+        obs, info = self.env.reset(**kwargs)
+        cartpole = self.env.unwrapped
+        cartpole.state = np.array([self.x, 0.0, cartpole.state[2], 0.0])
+        obs = np.array(obs, dtype=np.float32)
+        obs[0] = self.x  # the cart's position leads every observation of the CartPole ids
+        return obs, info
+
+
+class Track(gym.Wrapper):
+    """Records the true state after every step (the observation hides the velocities)."""
+
+    def __init__(self, env: gym.Env):
+        super().__init__(env)
+        self.states: list[np.ndarray] = []
+
+    def reset(self, **kwargs):
+        self.states = []
+        return self.env.reset(**kwargs)
+
+    def step(self, action):
+        out = self.env.step(action)
+        self.states.append(np.array(self.env.unwrapped.state, dtype=np.float64))
+        return out
 
 
 @torch.no_grad()
-def play(qnet, seed: int, cart_at: float | None = None) -> dict:
-    env = gym.make("trajrl/CartPoleNoVel-v1")
-    obs, _ = env.reset(seed=seed)
-    if cart_at is not None:
-        cartpole = env.unwrapped
-        cartpole.state = np.array([cart_at, 0.0, cartpole.state[2], 0.0])
-        obs = np.array([cart_at, cartpole.state[2]], dtype=np.float32)
-    state = tuple(torch.zeros(qnet.rnn.num_layers, 1, qnet.rnn.hidden_size) for _ in qnet.state_keys)
-    actions, angles, steps, ended, largest_cell = [], [], 0, False, 0.0
-    while not ended:
-        q, state = qnet.run(torch.as_tensor(obs, dtype=torch.float).view(1, 1, -1), state)
-        largest_cell = max(largest_cell, float(state[-1].abs().max()))
-        actions.append(int(q[0, -1].argmax()))
-        obs, _, terminated, truncated, _ = env.step(actions[-1])
-        x, _, angle, _ = env.unwrapped.state
-        angles.append(abs(float(angle)))
-        steps, ended = steps + 1, terminated or truncated
-    cartpole = env.unwrapped  # its termination thresholds
+def play(env, tracked: list[Track], policy, seed: int, step_limit: int) -> dict:
+    env.set_seed(seed)
+    with set_exploration_type(ExplorationType.DETERMINISTIC):
+        td = env.rollout(step_limit, policy, break_when_any_done=True)
+    states = np.stack(tracked[0].states)
+    cartpole = tracked[0].env.unwrapped  # its termination thresholds
+    x, angle = states[-1, 0], states[-1, 2]
     reason = (
         "pole"
-        if angles[-1] > cartpole.theta_threshold_radians
+        if abs(angle) > cartpole.theta_threshold_radians
         else "cart"
-        if abs(float(x)) > cartpole.x_threshold
+        if abs(x) > cartpole.x_threshold
         else "limit"
     )
+    action = td["action"]
+    actions = (action.argmax(-1) if action.dim() > 1 else action).reshape(-1).tolist()
     runs = 1 + sum(a != b for a, b in zip(actions, actions[1:]))
-    env.close()
+    cell = td.get(("next", "recurrent_state_c"), None)
     return {
-        "steps": steps,
+        "steps": len(actions),
         "reason": reason,
         "cart": float(x),
-        "max_angle": max(angles),
-        "push_run": steps / runs,
-        "cell": largest_cell,
+        "max_angle": float(np.abs(states[:, 2]).max()),
+        "right": sum(actions) / len(actions),
+        "push_run": len(actions) / runs,
+        "cell": float(cell.abs().max()) if cell is not None else float("nan"),
     }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run_dir")
+    parser.add_argument("--which", default="latest", choices=("latest", "best"), help="the run's agent to load")
     parser.add_argument("--episodes", type=int, default=20)
-    parser.add_argument("--checkpoint", default=None, help="a checkpoint file of this run (default: its latest)")
+    parser.add_argument("--checkpoint", default=None, help="a checkpoint file of this run (default: --which's)")
     parser.add_argument("--cart-at", type=float, default=None, help="start at rest with the cart here")
     args = parser.parse_args()
-    agent = trajrl.load_agent(args.run_dir)
+    cfg, agent = load_run(args.run_dir, args.which)
     if args.checkpoint is not None:
-        restore(load_checkpoint(args.checkpoint, algo_name="r2d2"), agent.algo, agent.policy_state(), rng=False)
-    qnet = agent.algo.qnet
-    episodes = [play(qnet, 1000 + i, args.cart_at) for i in range(args.episodes)]
+        restore(load_checkpoint(args.checkpoint, algo_name=cfg.algo.name), agent.algo, agent.policy_state(), rng=False)
+        agent.evaluated.pull()
+    tracked: list[Track] = []
+
+    def wrap(env: gym.Env) -> gym.Env:
+        env = CartAt(env, args.cart_at) if args.cart_at is not None else env
+        tracked.append(Track(env))
+        return tracked[-1]
+
+    kwargs = dict(cfg.env.kwargs or {})
+    env = make_env(cfg.env.id, kwargs, cfg.env.import_module, primer=agent.primer, wrap=wrap, **gym_options(cfg.env))
+    step_limit = env_spaces(cfg.env, cfg.algo.name).step_limit
+    episodes = [play(env, tracked, agent.greedy, 1000 + i, step_limit) for i in range(args.episodes)]
+    env.close()
     for i, e in enumerate(episodes):
         print(
             f"seed {1000 + i}: {e['steps']:3d} steps, ended by {e['reason']:5s} cart {e['cart']:+.2f}, "
-            f"largest pole angle {e['max_angle']:.3f} rad, same push {e['push_run']:.1f} steps in a row, "
-            f"largest |cell state| {e['cell']:.0f}"
+            f"largest pole angle {e['max_angle']:.3f} rad, {e['right']:.0%} of pushes to the right, "
+            f"same push {e['push_run']:.1f} steps in a row, largest |cell state| {e['cell']:.0f}"
         )
     counts = {reason: sum(e["reason"] == reason for e in episodes) for reason in ("limit", "pole", "cart")}
     fell = sorted(abs(e["cart"]) for e in episodes if e["reason"] == "pole")
@@ -96,4 +136,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    trajrl.gym_envs.register()  # trajrl's environment ids (idempotent)
     main()
