@@ -319,11 +319,14 @@ def scale_lr(optimizer: torch.optim.Optimizer, factor: float) -> None:
         group["lr"] = group.setdefault("base_lr", group["lr"]) * factor
 
 
-def decay_lr(optimizers: list[torch.optim.Optimizer], lr: float, lr_end: float | None, progress: float) -> None:
-    """Every group of ``optimizers`` at ``lr`` decayed linearly to ``lr_end`` at ``progress`` 1 (and held
-    there after), each group in proportion to its own rate (``rnn_lr``'s too); ``lr_end`` None: unchanged."""
-    if lr_end is not None:
-        factor = (lr + (lr_end - lr) * min(1.0, max(0.0, progress))) / lr
+def decay_lr(
+    optimizers: list[torch.optim.Optimizer], lr: float, lr_end: float | None, updates: int, planned: int
+) -> None:
+    """Every group of ``optimizers`` at ``lr`` decayed linearly to ``lr_end`` over ``planned`` updates (and
+    held there after), each group in proportion to its own rate (``rnn_lr``'s too), at ``updates`` done;
+    ``lr_end`` None or nothing planned: unchanged."""
+    if lr_end is not None and planned > 0:
+        factor = (lr + (lr_end - lr) * min(1.0, updates / planned)) / lr
         for optimizer in optimizers:
             scale_lr(optimizer, factor)
 

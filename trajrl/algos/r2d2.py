@@ -265,8 +265,7 @@ class R2D2:
         """The learning rates of this update: ``lr`` decayed linearly to ``lr_end``, and the
         recurrent core's (``rnn_lr``) in the same proportion."""
         s = self.settings
-        if self.planned_updates > 0:
-            decay_lr([self.optimizer], s.lr, s.lr_end, self.updates / self.planned_updates)
+        decay_lr([self.optimizer], s.lr, s.lr_end, self.updates, self.planned_updates)
 
     def state_dict(self) -> dict:
         return {

@@ -413,9 +413,8 @@ class RSAC:
         learn, episode_starts = learned_steps(batch, burn_in)
         n_learn = learn.sum().clamp_min(1)
         alpha = self.log_alpha.exp().detach()
-        if self.planned_updates > 0:  # algo.lr_end: this update's rates
-            progress = self.updates / self.planned_updates
-            decay_lr([self.actor_optimizer, self.critic_optimizer], s.lr, s.lr_end, progress)
+        # algo.lr_end: this update's rates
+        decay_lr([self.actor_optimizer, self.critic_optimizer], s.lr, s.lr_end, self.updates, self.planned_updates)
 
         # The critics and the actor over all T + 1 observations (the actor's policy at the next steps
         # for the targets, at these for its loss); with critic_core=acting the critics start from the
