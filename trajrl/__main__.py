@@ -103,10 +103,8 @@ def one_line(err: BaseException, command: str, run_dir: Path | None = None) -> t
             f"logged up to {last_logged_frames(run_dir)} frames",
             128 + err.signum,
         )
-    if command != "trajrl":  # plot, summary, evaluate: the error names what of the run it read is missing or wrong
-        if isinstance(err, (ConfigError, CheckpointError, EnvironmentFailed)):
-            return str(err), 2
-        return (str(err), 1) if isinstance(err, FileNotFoundError) else None
+    if command != "trajrl":
+        return subcommand_line(err)
     in_run = f" (run directory {run_dir}; HYDRA_FULL_ERROR=1 shows the traceback)" if run_dir is not None else ""
     match err:
         case ConfigError():
@@ -125,6 +123,16 @@ def one_line(err: BaseException, command: str, run_dir: Path | None = None) -> t
                 1,
             )
     return None
+
+
+def subcommand_line(err: BaseException) -> tuple[str, int] | None:
+    """``one_line`` for plot, summary, evaluate and check-env: the error names what of the run
+    (or of the environment) it read is missing or wrong."""
+    if isinstance(err, (ConfigError, CheckpointError, EnvironmentFailed)):
+        return str(err), 2
+    if isinstance(err, (HydraException, yaml.YAMLError)):  # check-env's overrides
+        return f"configuration error: {composition_error(err)}", 2
+    return (str(err), 1) if isinstance(err, FileNotFoundError) else None
 
 
 def composition_error(err: Exception) -> str:
@@ -174,7 +182,7 @@ def train_one_run(cfg: DictConfig, typed: list[str]) -> float:
                 cfg.collector.get("env_backend", "threading"),
             )
             check_overrides(list(hydra_cfg.overrides.task), cfg.algo.name)
-        except ConfigError:
+        except (ConfigError, EnvironmentFailed):  # EnvironmentFailed: its first steps (trajrl.env_check)
             resumed = cfg.get("resume")
             if resumed is None or Path(str(resumed)).resolve() != run_dir.resolve():  # never a resumed run's own
                 discard_run_dir(run_dir)
@@ -287,11 +295,11 @@ def write_plots(run_dir: Path) -> None:
 
 
 # ---------------------------------------------------------------- subcommands: finished runs
-SUBCOMMANDS = ("plot", "summary", "evaluate")
+SUBCOMMANDS = ("plot", "summary", "evaluate", "check-env")
 
 
 def commands() -> argparse.ArgumentParser:
-    """``trajrl plot|summary|evaluate``, each with its options (``trajrl <command> --help``)."""
+    """``trajrl plot|summary|evaluate|check-env``, each with its options (``trajrl <command> --help``)."""
     parser = argparse.ArgumentParser(
         prog="trajrl",
         epilog="Without a command, python -m trajrl [overrides] trains (python -m trajrl --help: every setting).",
@@ -341,6 +349,18 @@ def commands() -> argparse.ArgumentParser:
         help="also record one episode as an mp4 in DIR (default: <run dir>/videos)",
     )
     evaluate.set_defaults(run=evaluate_agent)
+
+    check_env = subcommands.add_parser(
+        "check-env",
+        help="what trajrl sees of an environment, and what it would refuse, without training",
+        description="The environment's spaces, a few hundred random steps against what it declares (finite "
+        "rewards, observations of the declared shape and dtype), and the config checks a run makes, "
+        "without training: e.g. trajrl check-env env=gym env.id=<id> env.import_module=<module>.",
+    )
+    check_env.add_argument("overrides", nargs="*", help="the overrides a run would get (env=..., algo=...)")
+    check_env.add_argument("--steps", type=at_least_one, default=500, help="random steps played (default 500)")
+    check_env.add_argument("--seed", type=int, default=0, help="seed of the reset and the actions (default 0)")
+    check_env.set_defaults(run=check_environment)
     return parser
 
 
@@ -381,6 +401,34 @@ def evaluate_agent(args: argparse.Namespace) -> None:
     if args.video is not None:
         folder = Path(args.video) if args.video else args.run_dir / "videos"
         print(f"video: {record_video(cfg, agent, folder, args.which, args.seed)}", flush=True)
+
+
+def check_environment(args: argparse.Namespace) -> None:
+    """``trajrl check-env``: print what trajrl sees of the environment the overrides name, then
+    run the checks a run makes (a refusal: its one line, exit 2)."""
+    import gymnasium as gym
+
+    from trajrl.env_check import check_first_steps
+    from trajrl.gym_envs import check_env_id
+
+    cfg = compose(args.overrides)
+    env_id, module = str(cfg.env.id), cfg.env.get("import_module")
+    check_env_id(env_id, module)
+    env = gym.make(env_id, **dict(cfg.env.kwargs or {}))
+    limit = env.spec.max_episode_steps if env.spec and env.spec.max_episode_steps else None
+    print(f"environment     {env_id}" + (f" (env.import_module={module})" if module else ""))
+    print(f"observations    {env.observation_space}")
+    print(f"actions         {env.action_space}")
+    print("episodes        " + (f"up to {limit} steps (its TimeLimit)" if limit else "no TimeLimit"))
+    env.close()
+    seen = check_first_steps(cfg.env, args.steps, args.seed, cfg.loop.stall_timeout_s)
+    low, high = seen.rewards
+    print(f"random steps    {seen.steps:,} (seed {args.seed}): {seen.episodes()}; rewards {low:.4g} .. {high:.4g}")
+    for note in seen.notes:
+        print(f"                {note}")
+    cfg = validate(cfg)
+    command = shlex.join(["python", "-m", "trajrl", *args.overrides])
+    print(f"algo={cfg.algo.name:<10} nothing refused: {command} trains on it")
 
 
 if __name__ == "__main__":

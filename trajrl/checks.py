@@ -65,9 +65,11 @@ def check(cfg: DictConfig) -> None:
     check_clip_schedule(cfg)
     check_stop(cfg)
     # against the environment
+    from trajrl.env_check import check_first_steps
     from trajrl.gym_envs import env_spaces  # gymnasium: only once the settings alone pass (a refusal is quicker)
 
     spaces = env_spaces(cfg.env, cfg.algo.name)
+    check_first_steps(cfg.env, timeout_s=cfg.loop.stall_timeout_s)
     check_episode_fits_storage(cfg, spaces)
     check_slice_len(cfg, spaces)
     check_actions(cfg, spaces)

@@ -426,6 +426,18 @@ def _env_spaces(
                 f"has {act_space} actions; algo={algo} takes "
                 f"{' or '.join(ACTION_SPACES[k] for k in takes)} actions{why} (use {fix})",
             )
+        if (
+            algo == "rsac"
+            and kind == CONTINUOUS
+            and not (np.isfinite(act_space.low).all() and np.isfinite(act_space.high).all())
+        ):
+            raise ConfigError(
+                "env.id",
+                env_id,
+                f"declares {act_space} actions, without finite bounds: recurrent SAC squashes its actions into "
+                "their bounds; declare the range the environment acts on (e.g. Box(-1, 1)) or use algo=ppo "
+                "(a Gaussian policy: an unbounded dimension gets its sample as it is)",
+            )
         try:
             parts = parts_of(obs_space)
         except ValueError as err:

@@ -25,6 +25,12 @@ USER_CONFIGS = {
 #: A test environment with MultiBinary actions (tests/action_envs.py).
 MATCH_BITS = ["env=gym", "env.id=MatchMultiBinary-v0", "env.import_module=action_envs"]
 
+
+#: An environment of tests/misbehaving_envs.py: what it returns misbehaves from step 3 of each episode on.
+def misbehaving(env_id: str) -> list[str]:
+    return ["env=gym", f"env.id={env_id}", "env.import_module=misbehaving_envs"]
+
+
 CASES = [
     # unknown group options and keys, with the valid ones
     (["collector=nope"], ["collector='nope'", "use one of async, async_batched, multi_async"]),
@@ -252,6 +258,24 @@ CASES = [
     (["experiment=broken_yaml"], ["broken_yaml.yaml", "line 2", "expected ',' or ']'"]),
     (["experiment=unknown_option"], ["collector='threads'", "use one of", "multi_sync"]),
     (["experiment=contradiction"], ["collector='multi_async'", "algo=ppo", "collector=sync or collector=multi_sync"]),
+    # an environment that returns what it does not declare, refused before any run directory (each algorithm)
+    (
+        misbehaving("NanReward-v0"),
+        ["env.id='NanReward-v0'", "its step 3 of episode 1 returned a reward of nan", "fix the environment"],
+    ),
+    (
+        [*misbehaving("InfObservation-v0"), "algo=r2d2"],
+        ["env.id='InfObservation-v0'", "its step 3 of episode 1 returned an observation holding inf (entry 1)"],
+    ),
+    (
+        [*misbehaving("WiderObservation-v0"), "algo=ppo"],
+        ["its step 3 of episode 1 returned an observation of shape (5,); the space declares (4,) float32"],
+    ),
+    (misbehaving("TextObservation-v0"), ["returned an observation of dtype <U", "not numbers"]),
+    (
+        misbehaving("UnboundedLine-v0"),
+        ["declares Box(-inf, inf, (1,), float32) actions, without finite bounds", "use algo=ppo"],
+    ),
 ]
 
 

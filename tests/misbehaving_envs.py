@@ -1,0 +1,70 @@
+"""Environments that misbehave as users' own do (``env.import_module=misbehaving_envs``): a reward
+or an observation that is not finite, an observation of another shape or dtype than declared, and
+actions whose bounds are infinite. Each is CartPole (or, for the actions, a point on a line) with
+one thing wrong from step ``at`` of each episode on (``at=0``: from the reset)."""
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.envs.classic_control import CartPoleEnv
+
+
+class Misbehaving(CartPoleEnv):
+    """CartPole with one misbehaviour from step ``at`` of each episode on: ``nan_reward``, ``inf_observation``,
+    ``wider_observation`` (one more number), ``float64_observation`` (declared float32: cast, not refused),
+    ``text_observation`` (an array of strings, which nothing can cast)."""
+
+    def __init__(self, wrong="nan_reward", at=3, **kwargs):
+        super().__init__(**kwargs)
+        self.wrong, self.at, self.t = wrong, at, 0
+
+    def _observed(self, obs):
+        if self.t < self.at:
+            return obs
+        match self.wrong:
+            case "inf_observation":
+                return np.array([obs[0], np.inf, *obs[2:]], np.float32)
+            case "wider_observation":
+                return np.concatenate([obs, np.zeros(1, np.float32)])
+            case "float64_observation":
+                return obs.astype(np.float64)
+            case "text_observation":
+                return np.array([str(x) for x in obs])
+        return obs
+
+    def reset(self, **kwargs):
+        obs, info = super().reset(**kwargs)
+        self.t = 0
+        return self._observed(obs), info
+
+    def step(self, action):
+        self.t += 1
+        obs, reward, terminated, truncated, info = super().step(action)
+        if self.wrong == "nan_reward" and self.t >= self.at:
+            reward = float("nan")
+        return self._observed(obs), reward, terminated, truncated, info
+
+
+class UnboundedLine(gym.Env):
+    """A point on a line pushed by a force the space declares ``Box(-inf, inf)``; each step pays
+    minus its squared distance from the origin, 50 steps an episode."""
+
+    def __init__(self):
+        self.observation_space = gym.spaces.Box(-10.0, 10.0, (1,), np.float32)
+        self.action_space = gym.spaces.Box(-np.inf, np.inf, (1,), np.float32)
+        self.x, self.t = 0.0, 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.x, self.t = float(self.np_random.uniform(-1, 1)), 0
+        return np.array([self.x], np.float32), {}
+
+    def step(self, action):
+        self.x = float(np.clip(self.x + 0.1 * np.clip(float(np.asarray(action).reshape(-1)[0]), -1, 1), -10, 10))
+        self.t += 1
+        return np.array([self.x], np.float32), -(self.x**2), False, self.t >= 50, {}
+
+
+for wrong in ("nan_reward", "inf_observation", "wider_observation", "float64_observation", "text_observation"):
+    name = "".join(part.title() for part in wrong.split("_"))
+    gym.register(f"{name}-v0", entry_point=Misbehaving, max_episode_steps=200, kwargs={"wrong": wrong})
+gym.register("UnboundedLine-v0", entry_point=UnboundedLine, max_episode_steps=50)

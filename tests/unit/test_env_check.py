@@ -1,0 +1,75 @@
+"""What an environment returns against what it declares (trajrl.env_check): each way an observation
+or a reward misbehaves, named; what trajrl casts, passed."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from trajrl.env_check import first_steps, observation_problem, reward_problem
+from trajrl.errors import EnvironmentFailed
+
+BOX = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
+
+
+@pytest.mark.parametrize(
+    "space, obs, problem",
+    [
+        (BOX, np.zeros(3, np.float32), ""),
+        (BOX, np.zeros(3, np.float64), ""),  # numpy's default: cast
+        (BOX, [0, 1, 0], ""),  # a list of ints: cast
+        (BOX, np.full(3, 5.0, np.float32), ""),  # outside the bounds: gymnasium only warns, and so does trajrl
+        (BOX, np.zeros(4, np.float32), "of shape (4,); the space declares (3,) float32"),
+        (BOX, np.array([0.0, np.nan, 0.0]), "holding nan (entry 1)"),
+        (BOX, None, "of dtype object, not numbers (None); the space declares (3,) float32"),
+        (
+            gym.spaces.Box(0, 255, (2, 2, 3), np.uint8),
+            np.zeros((2, 2, 3), np.float32),
+            "of dtype float32, which trajrl cannot cast to the declared (2, 2, 3) uint8",
+        ),
+        (gym.spaces.Discrete(3), 2, ""),
+        (gym.spaces.Discrete(3), 3, "3, outside its space Discrete(3)"),
+        (gym.spaces.MultiBinary(2), np.array([0, 2]), "[0, 2], outside its space MultiBinary(2)"),
+        (
+            gym.spaces.Dict({"a": BOX, "b": gym.spaces.Discrete(2)}),
+            {"a": np.zeros(3)},
+            "without the keys ['b'] its Dict space declares",
+        ),
+        (
+            gym.spaces.Dict({"a": BOX}),
+            {"a": np.array([0.0, 0.0, np.inf])},
+            "holding inf (entry 2) at ['a']",
+        ),
+        (
+            gym.spaces.Tuple((BOX, BOX)),
+            (np.zeros(3), np.zeros(2)),
+            "of shape (2,) at [1]; the space declares (3,) float32",
+        ),
+        (gym.spaces.Tuple((BOX, BOX)), (np.zeros(3),), "of type tuple where the space declares a Tuple of 2"),
+    ],
+)
+def test_an_observation_is_checked_against_its_declared_space(space, obs, problem):
+    assert observation_problem(space, obs) == problem
+
+
+def test_a_reward_must_be_a_finite_number():
+    assert reward_problem(1) == reward_problem(np.float32(-0.5)) == reward_problem(np.array(2.0)) == ""
+    assert reward_problem(float("inf")) == "a reward of inf"
+    assert reward_problem(None) == "a reward of None, not a number"
+
+
+def test_the_first_steps_stop_at_the_first_misbehaviour_and_count_the_episodes_before():
+    import misbehaving_envs  # noqa: F401 (registers them)
+
+    seen = first_steps("CartPole-v1", {}, steps=200, seed=0)
+    assert seen.problem == "" and seen.steps == 200 and sum(seen.lengths) <= 200 and seen.rewards == (1.0, 1.0)
+    seen = first_steps("NanReward-v0", {}, steps=200, seed=0)
+    assert seen.problem == "its step 3 of episode 1 returned a reward of nan" and seen.steps == 3
+    seen = first_steps("WiderObservation-v0", {"at": 0}, steps=200, seed=0)
+    assert seen.problem.startswith("its reset of episode 1 returned an observation of shape (5,)")
+
+
+def test_a_step_that_does_not_return_is_named_after_the_timeout():
+    import bad_envs  # noqa: F401 (Hanging-v0)
+
+    with pytest.raises(EnvironmentFailed, match=r"env.id=Hanging-v0 did not answer for 1 s while trajrl played"):
+        first_steps("Hanging-v0", {"after": 2}, steps=10, timeout_s=1)
