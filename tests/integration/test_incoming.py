@@ -156,6 +156,57 @@ def test_an_unfinished_last_episode_is_refused_and_nothing_is_written(read_back)
         assert no_violations(audit_storage(pipe.buffer[:], full=False))
 
 
+def test_a_value_that_is_not_finite_or_an_action_outside_the_task_is_refused_and_nothing_is_written(read_back):
+    """Flat or padded: the refusal names the key, the batch's episode and the step, the earliest first."""
+    flat = first_episodes(read_back, 3)
+    with built() as pipe:
+        pipe.buffer.extend(first_episodes(read_back, 1))
+        before = snapshot(pipe.buffer)
+        second = int(flat["is_init"].reshape(-1).nonzero()[1])  # where the batch's episode 1 begins
+        nan_reward = flat.clone()
+        nan_reward["next", "reward"][second + 4] = float("nan")
+        nan_reward["episode_reward"][second + 4 :] = float("nan")  # as a collector's sum would follow
+        inf_observation = flat.clone()
+        inf_observation["observation"][2, 1] = float("inf")
+        wrong_action = flat.clone()
+        wrong_action["action"][second + 1] = 7
+        for batch, said in [
+            (nan_reward, "('next', 'reward') holds nan at step 4 of the batch's episode 1"),
+            (zero_padded(nan_reward), "('next', 'reward') holds nan at step 4 of the batch's episode 1"),
+            (inf_observation, "'observation' holds inf at step 2 of the batch's episode 0"),
+            (wrong_action, "'action' is 7 at step 1 of the batch's episode 1, outside the task's actions (0 .. 1)"),
+        ]:
+            with pytest.raises(RefusedBatch) as refused:
+                pipe.buffer.extend(batch)
+            assert str(refused.value).startswith(said) and "nothing was written" in str(refused.value)
+            assert_unchanged(pipe.buffer, before)
+        padding = zero_padded(flat)
+        padding["next", "reward"][~padding[MASK_KEY]] = float("nan")  # padding is never stored: not checked
+        pipe.buffer.extend(padding)
+        assert len(pipe.buffer) == before[0] + flat.shape[0]
+
+
+def test_float64_values_are_stored_as_float32(read_back):
+    """numpy's default dtype, as a user's own data often comes: cast, as the collectors write."""
+    flat = first_episodes(read_back, 2)
+    doubled = flat.apply(lambda value: value.double() if value.is_floating_point() else value)
+    with built() as pipe:
+        pipe.buffer.extend(doubled)
+        stored = pipe.buffer[:]
+        assert stored["observation"].dtype == stored["next", "reward"].dtype == torch.float32
+        assert torch.equal(stored["observation"], flat["observation"])
+        assert no_violations(audit_batch(pipe.sequences.sample()))
+
+
+def test_a_continuous_action_is_checked_against_its_bounds_with_the_rounding_of_a_scaled_policy():
+    from trajrl.replay.incoming import ActionRange
+
+    actions = ActionRange((0.1, -2.0), (0.7, 2.0), discrete=False)
+    inside = torch.tensor([[0.1, -2.0], [0.7 + 1e-7, 2.0], [0.4, 0.0]])  # a float32 loc + scale may round past high
+    assert not actions.outside(inside).any()
+    assert actions.outside(torch.tensor([[0.4, 2.01], [0.09, 0.0], [0.4, 0.0]])).tolist() == [True, True, False]
+
+
 def test_a_batch_with_one_of_the_two_state_keys_is_refused_in_one_line(read_back):
     flat = first_episodes(read_back, 2)
     with built() as pipe:

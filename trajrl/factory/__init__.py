@@ -27,7 +27,7 @@ from trajrl.collect.faults import RestartLimit
 from trajrl.collect.watch import close_collector
 from trajrl.config import validate
 from trajrl.errors import CheckpointError
-from trajrl.factory.agent import Agent, build_agent
+from trajrl.factory.agent import Agent, action_spec, build_agent
 from trajrl.factory.collector import build_collector, collector_slots
 from trajrl.factory.logger import build_loggers
 from trajrl.factory.replay import build_buffer
@@ -35,6 +35,7 @@ from trajrl.gym_envs import env_spaces, make_gym
 from trajrl.keys import WORKER_KEY
 from trajrl.replay.batches import SequenceSampler
 from trajrl.replay.hindsight import HindsightGoals
+from trajrl.replay.incoming import ActionRange
 from trajrl.replay.states import StateRefresh
 from trajrl.settings import PROCESS_COLLECTORS, settings_of
 from trajrl.topology import fixed_frame_lanes
@@ -161,6 +162,7 @@ def build(cfg: DictConfig, run_dir: str | Path | None = None) -> Pipeline:
             lanes=lanes if fixed_frames else None,
             hindsight=hindsight_goals(cfg, spaces, agent),
             state_shapes=agent.state_shapes(),
+            actions=ActionRange.of(action_spec(cfg.env)),
         )
     resumed = None
     if cfg.resume is not None:  # before the collector copies the policy into its workers

@@ -15,7 +15,7 @@ from trajrl.keys import TRAJ_KEY
 from trajrl.replay.batches import SequenceSampler
 from trajrl.replay.episodes import EpisodeSampler
 from trajrl.replay.hindsight import HindsightGoals
-from trajrl.replay.incoming import WholeEpisodes
+from trajrl.replay.incoming import ActionRange, WholeEpisodes
 from trajrl.replay.lanes import LaneSliceSampler, LaneWriter, PrioritizedLaneSliceSampler
 from trajrl.replay.slices import StepSliceSampler
 from trajrl.replay.states import SparseStates
@@ -91,6 +91,7 @@ def build_buffer(
     lanes: tuple[int, int] | None = None,
     hindsight: HindsightGoals | None = None,
     state_shapes: dict[str, tuple[int, ...]] | None = None,
+    actions: ActionRange | None = None,
 ) -> SequenceSampler:
     """A TensorDictReplayBuffer (shared with worker processes when they write into it).
 
@@ -106,6 +107,7 @@ def build_buffer(
     them (``trajrl.replay.hindsight``; slice and episode samplers of complete episodes).
     ``state_shapes``: the recurrent state's keys and shapes, kept apart every
     ``sampler.state_every`` steps when that is set (``trajrl.replay.states.SparseStates``).
+    ``actions``: the task's, refused outside (with any value that is not finite) on write.
     """
     storage = build_storage(storage_cfg, run_dir, reuse_files)
     if lanes is not None:
@@ -136,7 +138,9 @@ def build_buffer(
         sampler.hindsight = hindsight  # config.py allows it only with samplers that keep an episode index
     # Transforms run on writes in the reverse order of these lines: what is never stored is dropped,
     # then every episode a fault ended, then the rest is checked and stored as complete episodes.
-    buffer.append_transform(WholeEpisodes())  # rb.extend(flat, or padded [N, T] + mask): complete episodes or refused
+    buffer.append_transform(
+        WholeEpisodes(actions)
+    )  # rb.extend(flat, or padded [N, T] + mask): complete episodes or refused
     buffer.append_transform(DropFaultedEpisodes())  # no episode a fault ended is stored
     buffer.append_transform(ExcludeTransform(*DERIVED, *not_stored), invert=True)  # run by rb.extend
     kind = sampler_cfg.kind

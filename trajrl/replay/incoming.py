@@ -16,13 +16,17 @@ transform whose inverse (run on every write, in whichever process writes):
 - fills in what the buffer keeps with every step and the batch can do without:
   ``step_count``, ``is_init`` and ``("next", "done")`` (from ``terminated`` and ``truncated``);
 - refuses, before anything is written, a batch with an episode that did not end (no
-  ``("next", "done")`` at its last step): stored, it would pass for a complete one.
+  ``("next", "done")`` at its last step): stored, it would pass for a complete one;
+- keeps finite values only: a value that is NaN or infinite, or an action outside the task's
+  action space (``ActionRange``), refuses the batch naming the key, the episode and the step;
+  float64 values (numpy's default) are cast to float32, what the collectors write.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import torch
 from tensordict import TensorDictBase
@@ -117,11 +121,85 @@ def as_complete_episodes(steps: TensorDictBase, row_starts: torch.Tensor | None 
     return steps
 
 
+@dataclass(frozen=True)
+class ActionRange:
+    """The actions the task takes: ``low <= action <= high`` for each of their numbers (a
+    ``Discrete`` action's index: 0 .. n - 1); ``of(spec)`` reads it from TorchRL's action spec."""
+
+    low: tuple[float, ...]
+    high: tuple[float, ...]
+    discrete: bool
+
+    @classmethod
+    def of(cls, spec) -> ActionRange | None:
+        """From a ``Categorical`` or a ``Bounded`` spec (None for any other: nothing checked)."""
+        space = spec.space
+        if hasattr(space, "n"):
+            return cls((0.0,), (float(space.n - 1),), True)
+        if hasattr(space, "low"):
+            return cls(tuple(space.low.reshape(-1).tolist()), tuple(space.high.reshape(-1).tolist()), False)
+        return None
+
+    def outside(self, action: torch.Tensor) -> torch.Tensor:
+        """``[T]``: True at each step whose action is outside (continuous: by more than a
+        millionth of the range, the rounding of a policy scaled to its bounds)."""
+        low, high = torch.tensor(self.low), torch.tensor(self.high)
+        slack = 0.0 if self.discrete else 1e-6 * (high - low).nan_to_num(posinf=0.0)
+        values = action.reshape(action.shape[0], -1).to(torch.float64)
+        return ((values < low - slack) | (values > high + slack)).any(-1)
+
+
+def check_values(steps: TensorDictBase, actions: ActionRange | None) -> TensorDictBase:
+    """``steps`` (flat, numbered by ``as_complete_episodes``) with float64 values cast to float32;
+    ``RefusedBatch`` naming the first value that is NaN or infinite, or the first action outside
+    ``actions``, by its key, episode of the batch and step."""
+    steps = steps.apply(lambda value: value.float() if value.dtype == torch.float64 else value)
+    found = []  # (step, derived, key) of each key's earliest value that is not finite
+    for key, value in steps.items(include_nested=True, leaves_only=True):
+        if value.is_floating_point():
+            bad = ~torch.isfinite(value.reshape(value.shape[0], -1)).all(-1)
+            if bad.any():
+                found.append(
+                    (int(bad.nonzero()[0]), key == "episode_reward", str(key), key)
+                )  # the sum: its cause first
+    if found:
+        at, *_, key = min(found)
+        shown = steps.get(key).reshape(steps.shape[0], -1)[at]
+        raise RefusedBatch(
+            f"{key!r} holds {shown[~torch.isfinite(shown)][0].item()} at {where(steps, at)}: the buffer keeps "
+            "finite values only; nothing was written"
+        )
+    action = steps.get("action", None)
+    if actions is not None and action is not None:
+        bad = actions.outside(action)
+        if bad.any():
+            at = int(bad.nonzero()[0])
+            allowed = (
+                f"0 .. {int(actions.high[0])}" if actions.discrete else f"{list(actions.low)} .. {list(actions.high)}"
+            )
+            raise RefusedBatch(
+                f"'action' is {action[at].tolist()} at {where(steps, at)}, outside the task's actions ({allowed}); "
+                "nothing was written"
+            )
+    return steps
+
+
+def where(steps: TensorDictBase, at: int) -> str:
+    """Step ``at`` of numbered flat ``steps`` in words: its episode of the batch and its step there."""
+    episode = int(steps.get(TRAJ_KEY)[at])
+    return f"step {int(steps.get('step_count').reshape(-1)[at])} of the batch's episode {episode}"
+
+
 class WholeEpisodes(Transform):
     """On write: a flat ``[T]`` or padded ``[N, T]`` (+ mask) batch as complete episodes,
-    flat, each contiguous (``as_complete_episodes``); refused whole otherwise."""
+    flat, each contiguous (``as_complete_episodes``), with finite values and actions within
+    ``actions`` (``check_values``); refused whole otherwise."""
 
     laying_out = False  # ``storage_layout_write``: the write passes as it is
+
+    def __init__(self, actions: ActionRange | None = None):
+        super().__init__()
+        self.actions = actions
 
     def _inv_call(self, tensordict: TensorDictBase | None) -> TensorDictBase | None:
         if tensordict is None or self.laying_out:  # None: every episode was dropped (``DropFaultedEpisodes``)
@@ -137,7 +215,7 @@ class WholeEpisodes(Transform):
             first[:, 0] = True
             row_starts = first[mask]
             tensordict = tensordict[mask]
-        return as_complete_episodes(tensordict.exclude(MASK_KEY), row_starts)
+        return check_values(as_complete_episodes(tensordict.exclude(MASK_KEY), row_starts), self.actions)
 
 
 @contextlib.contextmanager
