@@ -1,7 +1,10 @@
 """Environments that misbehave as users' own do (``env.import_module=misbehaving_envs``): a reward
 or an observation that is not finite, an observation of another shape or dtype than declared, and
 actions whose bounds are infinite. Each is CartPole (or, for the actions, a point on a line) with
-one thing wrong from step ``at`` of each episode on (``at=0``: from the reset)."""
+one thing wrong from step ``at`` of each episode on (``at=0``: from the reset); with
+``in_workers_only``, only in collector worker processes (the config check's steps pass)."""
+
+import multiprocessing
 
 import gymnasium as gym
 import numpy as np
@@ -13,9 +16,11 @@ class Misbehaving(CartPoleEnv):
     ``wider_observation`` (one more number), ``float64_observation`` (declared float32: cast, not refused),
     ``text_observation`` (an array of strings, which nothing can cast)."""
 
-    def __init__(self, wrong="nan_reward", at=3, **kwargs):
+    def __init__(self, wrong="nan_reward", at=3, in_workers_only=False, **kwargs):
         super().__init__(**kwargs)
         self.wrong, self.at, self.t = wrong, at, 0
+        if in_workers_only and not multiprocessing.parent_process():  # behaves in the learner's process
+            self.wrong = ""
 
     def _observed(self, obs):
         if self.t < self.at:

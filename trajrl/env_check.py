@@ -20,7 +20,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from trajrl.errors import ConfigError
+from trajrl.errors import ConfigError, EnvironmentFailed
 from trajrl.gym_envs import stepping
 
 #: Random steps the config check plays (``trajrl check-env --steps`` plays more).
@@ -56,13 +56,15 @@ def first_steps(
     """Reset ``env_id`` (seeded) and play ``steps`` uniformly random actions, resetting at each
     episode's end; stop at the first observation or reward that misbehaves (``problem``). The
     environment is made as ``gymnasium.make`` makes it, without trajrl's wrappers (its
-    ``import_module`` already imported); one of its calls that raises, or does not return within
-    ``timeout_s``, raises ``EnvironmentFailed`` naming it."""
+    ``import_module`` already imported). A call that raises ends the steps there, with a note
+    (collectors rebuild an environment that raises: ``collector.max_restarts``); one that does not
+    return within ``timeout_s`` raises ``EnvironmentFailed`` naming it."""
     seen = FirstSteps()
     doing = f"trajrl played its first {steps:,} random steps"
     with warnings.catch_warnings():  # gymnasium's passive checker warns; what it warns of is said here, as errors
         warnings.simplefilter("ignore")
         env = gym.make(env_id, **kwargs)
+        problem, where = "", "reset of episode 1"
         try:
             env.action_space.seed(seed)
             with stepping(env_id, doing, timeout_s):
@@ -86,6 +88,14 @@ def first_steps(
                     break
                 total, ended = total + float(reward), terminated or truncated
                 seen.rewards = (min(seen.rewards[0], float(reward)), max(seen.rewards[1], float(reward)))
+        except EnvironmentFailed as failed:
+            if failed.__cause__ is None:  # it did not answer within timeout_s
+                raise
+            cause = failed.__cause__
+            seen.notes.append(
+                f"it raised after {seen.steps:,} random steps ({type(cause).__name__}: {cause}): the check stops "
+                "there; a run's collectors rebuild an environment that raises (collector.max_restarts)"
+            )
         finally:
             env.close()
     if problem:

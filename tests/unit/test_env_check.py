@@ -73,3 +73,14 @@ def test_a_step_that_does_not_return_is_named_after_the_timeout():
 
     with pytest.raises(EnvironmentFailed, match=r"env.id=Hanging-v0 did not answer for 1 s while trajrl played"):
         first_steps("Hanging-v0", {"after": 2}, steps=10, timeout_s=1)
+
+
+def test_a_step_that_raises_ends_the_steps_with_a_note_for_the_collectors_rebuild_it():
+    import bad_envs  # noqa: F401 (Exploding-v0)
+
+    seen = first_steps("Exploding-v0", {"after": 5}, steps=20)
+    assert seen.problem == "" and seen.steps == 5
+    assert seen.notes == [
+        "it raised after 5 random steps (RuntimeError: boom: the environment failed after 5 steps): the check stops "
+        "there; a run's collectors rebuild an environment that raises (collector.max_restarts)"
+    ]

@@ -127,7 +127,9 @@ def discrete_sac(
                 "init_alpha": 0.3,
                 "gamma": 0.9,
                 "critic_core": critic_core,
-                "reward_scaling": "none",  # the hand computations below are in the task's own unit
+                "reward_scaling": "none",  # the hand computations below are in the task's own unit,
+                "soft_target": True,  # with SAC's soft value and squared error (the variants are passed)
+                "critic_loss": "mse",
                 **settings,
             }
         ),

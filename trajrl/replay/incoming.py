@@ -25,6 +25,7 @@ transform whose inverse (run on every write, in whichever process writes):
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -195,14 +196,14 @@ class WholeEpisodes(Transform):
     flat, each contiguous (``as_complete_episodes``), with finite values and actions within
     ``actions`` (``check_values``); refused whole otherwise."""
 
-    laying_out = False  # ``storage_layout_write``: the write passes as it is
+    laying_out_in: int | None = None  # ``storage_layout_write``: the process whose writes pass as they are
 
     def __init__(self, actions: ActionRange | None = None):
         super().__init__()
         self.actions = actions
 
     def _inv_call(self, tensordict: TensorDictBase | None) -> TensorDictBase | None:
-        if tensordict is None or self.laying_out:  # None: every episode was dropped (``DropFaultedEpisodes``)
+        if tensordict is None or self.laying_out_in == os.getpid():  # None: every episode was dropped
             return tensordict
         if tensordict.batch_dims > 2 or tensordict.batch_dims == 0:
             raise MalformedMask(f"expected flat [T] or padded [N, T] episodes, got shape {tuple(tensordict.shape)}")
@@ -220,15 +221,16 @@ class WholeEpisodes(Transform):
 
 @contextlib.contextmanager
 def storage_layout_write(buffer) -> Iterator[None]:
-    """While it lasts, ``buffer``'s ``WholeEpisodes`` lets writes through as they are.
+    """While it lasts, ``buffer``'s ``WholeEpisodes`` lets this process's writes through as they are.
     TorchRL's multi-process collectors lay a shared storage out, as they are built, by
     writing one made-up step into it (not an episode) and emptying it again
-    (``_check_replay_buffer_init``)."""
+    (``_check_replay_buffer_init``); the workers they start meanwhile take a copy of the buffer,
+    whose writes are checked (the process is named, not a flag that would travel with the copy)."""
     transforms = [t for t in (buffer.transform if buffer is not None else []) if isinstance(t, WholeEpisodes)]
     for t in transforms:
-        t.laying_out = True
+        t.laying_out_in = os.getpid()
     try:
         yield
     finally:
         for t in transforms:
-            t.laying_out = False
+            t.laying_out_in = None
