@@ -1,5 +1,6 @@
 """Environments that fail as simulators do (``env.import_module=bad_envs``): Exploding-v0,
-Hanging-v0 and FailsInTheLearner-v0 (``Faulty``), Flaky-v0 and Wide-v0."""
+Hanging-v0 and FailsInTheLearner-v0 (``Faulty``), Flaky-v0 and Wide-v0. (Environments that
+return what they should not: ``misbehaving_envs``.)"""
 
 import multiprocessing
 import os
@@ -9,19 +10,28 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.envs.classic_control import CartPoleEnv
 
+from trajrl.env_check import CHECKED_STEPS
+
+_learner_steps = 0  # FailsInTheLearner-v0's: over every instance of the learner's process
+
 
 class Faulty(CartPoleEnv):
     """CartPole that, after ``after`` steps, raises (Exploding-v0) or stops answering,
-    as a simulator can (Hanging-v0); ``learner_only``: only in the learner's process
-    (its evaluation), never in a collector worker's (FailsInTheLearner-v0)."""
+    as a simulator can (Hanging-v0); ``learner_only``: only in the learner's process, after
+    ``after`` steps of all its instances (the config check's first steps, then its evaluation),
+    never in a collector worker's (FailsInTheLearner-v0)."""
 
     def __init__(self, after=1000, hang=False, learner_only=False, **kwargs):
         super().__init__(**kwargs)
         self.after, self.hang, self.learner_only, self.steps_taken = after, hang, learner_only, 0
 
     def step(self, action):
+        global _learner_steps
         self.steps_taken += 1
-        if self.steps_taken > self.after and not (self.learner_only and multiprocessing.parent_process()):
+        if self.learner_only and not multiprocessing.parent_process():
+            _learner_steps += 1
+        taken = _learner_steps if self.learner_only else self.steps_taken
+        if taken > self.after and not (self.learner_only and multiprocessing.parent_process()):
             if self.hang:
                 time.sleep(3600)
             raise RuntimeError(f"boom: the environment failed after {self.after} steps")
@@ -76,6 +86,9 @@ gym.register("Exploding-v0", entry_point=Faulty, max_episode_steps=500)
 gym.register("Flaky-v0", entry_point=Flaky, max_episode_steps=500)
 gym.register("Wide-v0", entry_point=Wide, max_episode_steps=500)
 gym.register("Hanging-v0", entry_point=Faulty, max_episode_steps=500, kwargs={"after": 3000, "hang": True})
-gym.register(
-    "FailsInTheLearner-v0", entry_point=Faulty, max_episode_steps=500, kwargs={"after": 0, "learner_only": True}
+gym.register(  # after the steps the config check plays (in the learner's process, in an instance of its own)
+    "FailsInTheLearner-v0",
+    entry_point=Faulty,
+    max_episode_steps=500,
+    kwargs={"after": CHECKED_STEPS, "learner_only": True},
 )

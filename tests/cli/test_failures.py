@@ -77,9 +77,18 @@ def test_a_workers_episode_holding_a_nan_is_refused_at_the_buffers_door_and_ends
     run.assert_nothing_left()
 
 
+def learner_steps_from_0() -> None:
+    """FailsInTheLearner-v0 counts the steps of every instance in the learner's process: in the test's
+    process, start each run's count from 0."""
+    import bad_envs
+
+    bad_envs._learner_steps = 0
+
+
 def test_an_environment_that_raises_during_evaluation_ends_the_run_with_one_line(train_in, capfd):
     """Trained in the test's process (the CLI's line for an environment that fails in the learner's
     process: test_an_environment_that_raises_before_collection_ends_the_run_with_one_line)."""
+    learner_steps_from_0()
     run = train_in(
         "env=gym",
         "env.id=FailsInTheLearner-v0",
@@ -91,7 +100,7 @@ def test_an_environment_that_raises_during_evaluation_ends_the_run_with_one_line
     run.failed_with(
         1,
         "trajrl: run failed: the environment env.id=FailsInTheLearner-v0 raised while trajrl evaluated the policy: "
-        "RuntimeError: boom: the environment failed after 0 steps",
+        "RuntimeError: boom: the environment failed after 100 steps",
         capfd=capfd,
     )
     run.assert_nothing_left()
@@ -116,6 +125,7 @@ def test_an_environment_that_hangs_in_the_learners_process_ends_the_run(case, tr
             "loop.eval_every_frames=1000",
         ]
         doing = "trajrl evaluated the policy"
+    learner_steps_from_0()
     run = train_in("env=gym", "env.import_module=bad_envs", *overrides, "loop.stall_timeout_s=5")
     last = run.failed_with(1, "trajrl: run failed: the environment env.id=", within=60, capfd=capfd)
     assert "did not answer for 5 s while " + doing in last and "(loop.stall_timeout_s=5)" in last, last
