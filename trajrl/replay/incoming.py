@@ -155,14 +155,12 @@ def check_values(steps: TensorDictBase, actions: ActionRange | None) -> TensorDi
     ``RefusedBatch`` naming the first value that is NaN or infinite, or the first action outside
     ``actions``, by its key, episode of the batch and step."""
     steps = steps.apply(lambda value: value.float() if value.dtype == torch.float64 else value)
-    found = []  # (step, derived, key) of each key's earliest value that is not finite
+    found = []  # each key's earliest step that is not finite: the earliest first, the episode's sum after its cause
     for key, value in steps.items(include_nested=True, leaves_only=True):
         if value.is_floating_point():
             bad = ~torch.isfinite(value.reshape(value.shape[0], -1)).all(-1)
             if bad.any():
-                found.append(
-                    (int(bad.nonzero()[0]), key == "episode_reward", str(key), key)
-                )  # the sum: its cause first
+                found.append((int(bad.nonzero()[0]), key == "episode_reward", str(key), key))
     if found:
         at, *_, key = min(found)
         shown = steps.get(key).reshape(steps.shape[0], -1)[at]
