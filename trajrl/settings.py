@@ -508,14 +508,6 @@ class RSACSettings(ReplayLearnerSettings):
     name: str = option("rsac", checkpointed=True)
     hidden_size: int = setting(128, "recurrent cells (the memory core's outputs)", range=at_least(1), checkpointed=True)
     lr: float = setting(3e-4, "learning rate (Adam; Ni et al., 2022's for recurrent SAC)", range=above(0))
-    rnn_lr: float | None = setting(
-        1e-3,
-        "learning rate of the memory cores (algo.rnn; the actor's and the critics'), the rest at lr: a core "
-        "at 1e-3 learns to hold what a memory task asks within the budget, the heads at 3e-4 keep CartPole "
-        "(docs/benchmarks/learning/tuning.md); null: lr",
-        range=above(0),
-        checkpointed=True,  # null or not: one group of parameters in the optimiser, or two
-    )
     initial_state: str = setting(
         "stored",
         "actor's state at a slice's first step: stored | zero (critics start at zero)",
@@ -557,13 +549,13 @@ class RSACSettings(ReplayLearnerSettings):
         range=at_least(1),
     )
     soft_target: bool = setting(
-        False,
+        True,
         "the critics' target adds the next step's entropy bonus (SAC's soft value); false: the policy's "
         "expected Q of the next step alone, the entropy kept in the actor's objective only (decoupled, as in "
         "'Dissecting Discrete SAC', 2025): values on the rewards' scale, not the temperature's",
     )
     critic_loss: str = setting(
-        "huber",
+        "mse",
         "the critics' loss per step: mse (the squared TD error) | huber (the same up to an error of 1, "
         "then linear: an outlying error, a burst of the critics' loss, moves them by a bounded step, as the "
         "recurrent DQN's loss does)",
