@@ -593,7 +593,7 @@ class Trained:
         run ended within ``within`` s (if given) of its start, or of the action's end. With
         pytest's ``capfd`` (this process's stderr while it trained: the learner's; its workers
         write to the session's fork server's), and unless ``traceback``, no traceback printed
-        there. Returns that line (``"trajrl: ..."``)."""
+        there (kept in ``stderr``). Returns that line (``"trajrl: ..."``)."""
         from trajrl.__main__ import one_line
 
         assert traceback or capfd is not None, "no traceback: checked on capfd"
@@ -621,7 +621,7 @@ class Trained:
         for text in texts:
             assert text in said, (text, said)
         if capfd is not None:
-            err = capfd.readouterr().err
+            err = self.stderr = capfd.readouterr().err
             assert traceback or "Traceback" not in err, err[-3000:]
         return said
 

@@ -1,8 +1,9 @@
 """Environments that misbehave as users' own do (``env.import_module=misbehaving_envs``): a reward
 or an observation that is not finite, an observation of another shape or dtype than declared, and
 actions whose bounds are infinite. Each is CartPole (or, for the actions, a point on a line) with
-one thing wrong from step ``at`` of each episode on (``at=0``: from the reset); with
-``in_workers_only``, only in collector worker processes (the config check's steps pass)."""
+one thing wrong from step ``at`` of each episode on (``at=0``: from the reset), of every
+``every``-th episode; with ``in_workers_only``, only in collector worker processes (the config
+check's steps pass)."""
 
 import multiprocessing
 
@@ -12,15 +13,18 @@ from gymnasium.envs.classic_control import CartPoleEnv
 
 
 class Misbehaving(CartPoleEnv):
-    """CartPole with one misbehaviour from step ``at`` of each episode on: ``nan_reward``, ``inf_observation``,
+    """CartPole with one misbehaviour from step ``at`` of each episode on: ``nan_reward``, ``huge_reward``
+    (``huge``, 1e36: finite, its episodes' sums too, and the losses overflow; 3e38: the sums do not),
+    ``inf_observation``,
     ``wider_observation`` (one more number), ``float64_observation`` (declared float32: cast, not refused),
     ``text_observation`` (an array of strings, which nothing can cast)."""
 
-    def __init__(self, wrong="nan_reward", at=3, in_workers_only=False, **kwargs):
+    def __init__(self, wrong="nan_reward", at=3, in_workers_only=False, every=1, huge=1e36, **kwargs):
         super().__init__(**kwargs)
-        self.wrong, self.at, self.t = wrong, at, 0
+        self.wrong, self.at, self.t, self.every, self.episodes, self.huge = wrong, at, 0, every, 0, huge
+        self.misbehaving = wrong
         if in_workers_only and not multiprocessing.parent_process():  # behaves in the learner's process
-            self.wrong = ""
+            self.misbehaving = self.wrong = ""
 
     def _observed(self, obs):
         if self.t < self.at:
@@ -38,7 +42,8 @@ class Misbehaving(CartPoleEnv):
 
     def reset(self, **kwargs):
         obs, info = super().reset(**kwargs)
-        self.t = 0
+        self.t, self.episodes = 0, self.episodes + 1
+        self.wrong = self.misbehaving if self.episodes % self.every == 0 else ""
         return self._observed(obs), info
 
     def step(self, action):
@@ -46,6 +51,8 @@ class Misbehaving(CartPoleEnv):
         obs, reward, terminated, truncated, info = super().step(action)
         if self.wrong == "nan_reward" and self.t >= self.at:
             reward = float("nan")
+        if self.wrong == "huge_reward" and self.t >= self.at:  # finite, but the losses' squares are not
+            reward = self.huge
         return self._observed(obs), reward, terminated, truncated, info
 
 
@@ -69,7 +76,8 @@ class UnboundedLine(gym.Env):
         return np.array([self.x], np.float32), -(self.x**2), False, self.t >= 50, {}
 
 
-for wrong in ("nan_reward", "inf_observation", "wider_observation", "float64_observation", "text_observation"):
+WRONG = ("nan_reward", "huge_reward", "inf_observation", "wider_observation", "float64_observation", "text_observation")
+for wrong in WRONG:
     name = "".join(part.title() for part in wrong.split("_"))
     gym.register(f"{name}-v0", entry_point=Misbehaving, max_episode_steps=200, kwargs={"wrong": wrong})
 gym.register("UnboundedLine-v0", entry_point=UnboundedLine, max_episode_steps=50)

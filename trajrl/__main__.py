@@ -28,7 +28,14 @@ from omegaconf import DictConfig
 
 from trajrl.checks import check_launcher, check_overrides, key_of
 from trajrl.config import CONFIG_DIR, compose, explain, validate
-from trajrl.errors import CheckpointError, CollectorFailed, ConfigError, EnvironmentFailed, RunInterrupted
+from trajrl.errors import (
+    CheckpointError,
+    CollectorFailed,
+    ConfigError,
+    EnvironmentFailed,
+    LearnerFailed,
+    RunInterrupted,
+)
 from trajrl.processes import end_child_processes, exit_now, start_fork_server, workers_from_a_fork_server
 from trajrl.signals import interrupts_raise, stacks_on_sigusr1
 from trajrl.topology import starts_processes
@@ -111,7 +118,7 @@ def one_line(err: BaseException, command: str, run_dir: Path | None = None) -> t
             return f"configuration error: {err}{in_run}", 2
         case CheckpointError():
             return f"cannot resume: {err}{in_run}", 2
-        case CollectorFailed() | EnvironmentFailed():
+        case CollectorFailed() | EnvironmentFailed() | LearnerFailed():
             return f"run failed: {err}{in_run}", 1
         case HydraException() | yaml.YAMLError():
             return f"configuration error: {composition_error(err)}", 2

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from trajrl import internals
-from trajrl.errors import CheckpointError
+from trajrl.errors import CheckpointError, LearnerFailed
 from trajrl.replay.episodes import buffer_locked
 from trajrl.signals import critical
 
@@ -95,14 +95,35 @@ class Checkpointer:
             return save_checkpoint(self.path.with_name("best.pt"), self.state(loop))
 
     def state(self, loop: LoopState) -> dict[str, Any]:
+        """What a checkpoint holds; ``LearnerFailed`` where a weight (or an optimiser's statistic) is not
+        finite: no checkpoint ever holds one (the one before stays)."""
+        learner = {"algo": self.algo.state_dict(), "policy": {n: m.state_dict() for n, m in self.policy_state.items()}}
+        bad = non_finite_entry(learner)
+        if bad is not None:
+            raise LearnerFailed(
+                f"the learner's {bad} holds a value that is not finite: no checkpoint written; the checkpoints "
+                f"in {self.path.parent} hold the last finite weights"
+            )
         return {
             "algo_name": self.algo_name,
             "frames": int(loop.frames),
-            "algo": self.algo.state_dict(),
-            "policy": {name: module.state_dict() for name, module in self.policy_state.items()},
+            **learner,
             "loop": asdict(loop),
             "rng": torch.get_rng_state(),
         }
+
+
+def non_finite_entry(state: Any, key: str = "") -> str | None:
+    """The key (``algo/critics/0.weight``) of the first floating-point tensor in ``state`` (nested
+    dicts, lists and tuples) holding a NaN or an infinity; None where none does."""
+    if isinstance(state, torch.Tensor):
+        return key if state.is_floating_point() and not bool(torch.isfinite(state).all()) else None
+    items = state.items() if isinstance(state, dict) else enumerate(state) if isinstance(state, (list, tuple)) else ()
+    for name, value in items:
+        found = non_finite_entry(value, f"{key}/{name}" if key else str(name))
+        if found is not None:
+            return found
+    return None
 
 
 def restore(payload: dict, algo, policy_state: dict, buffer=None, rng: bool = True) -> LoopState:

@@ -6,6 +6,7 @@ only warns, once; here the first misbehaviour is named with its step and what wo
 
 ``first_steps`` plays them and reports what it saw (``trajrl check-env`` prints it);
 ``check_first_steps`` is the config check (``trajrl.checks``): a ``ConfigError`` on ``env.id``.
+``CheckedSteps`` checks every step of a collector's environment the same way while a run trains.
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from trajrl.errors import ConfigError, EnvironmentFailed
+from trajrl.errors import BadStep, ConfigError, EnvironmentFailed
 from trajrl.gym_envs import stepping
+
+FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 #: Random steps the config check plays (``trajrl check-env --steps`` plays more).
 CHECKED_STEPS = 100
@@ -104,12 +107,17 @@ def first_steps(
 
 
 def reward_problem(reward: Any) -> str:
-    """What is wrong with ``reward`` ("" when nothing): not a number, or not finite."""
+    """What is wrong with ``reward`` ("" when nothing): not a number, not finite, or beyond float32's
+    range (what a reward is stored in: it would become an infinity)."""
     try:
         value = float(reward)
     except (TypeError, ValueError):
         return f"a reward of {reward!r:.50}, not a number"
-    return "" if np.isfinite(value) else f"a reward of {value}"
+    if not np.isfinite(value):
+        return f"a reward of {value}"
+    if abs(value) > FLOAT32_MAX:
+        return f"a reward of {value:g}, beyond float32's range ({FLOAT32_MAX:.3g}), which trajrl stores rewards in"
+    return ""
 
 
 def note_cast(seen: FirstSteps, space: gym.Space, obs: Any) -> None:
@@ -170,20 +178,22 @@ def array_problem(space: gym.Space, obs: Any, at: str) -> str:
 
 
 def check_first_steps(
-    env_cfg: Any, steps: int = CHECKED_STEPS, seed: int = 0, timeout_s: float | None = None
+    env_cfg: Any, steps: int = CHECKED_STEPS, seed: int = 0, timeout_s: float | None = None, refuse: bool = True
 ) -> FirstSteps:
     """What ``steps`` random steps of ``env_cfg``'s environment showed (``first_steps``; played once per
     environment setting and process); ``ConfigError`` on ``env.id`` naming the first step whose
-    observation or reward misbehaves, ``EnvironmentFailed`` where a call raises or outlasts ``timeout_s``."""
+    observation or reward misbehaves (unless not ``refuse``: ``collector.bad_steps=drop`` drops such
+    episodes), ``EnvironmentFailed`` where a call raises or outlasts ``timeout_s``."""
     kwargs = json.dumps(dict(env_cfg.kwargs or {}), sort_keys=True, default=str)
     seen = _first_steps(str(env_cfg.id), kwargs, steps, seed, timeout_s)
-    if seen.problem:
+    if seen.problem and refuse:
         raise ConfigError(
             "env.id",
             str(env_cfg.id),
             f"{seen.problem} (random actions, reset seed {seed}); trajrl takes finite rewards and finite "
             "observations of the declared shape and dtype: fix the environment or its declared space "
-            "(trajrl check-env <overrides> plays more steps and says what it sees)",
+            "(trajrl check-env <overrides> plays more steps and says what it sees; collector.bad_steps=drop "
+            "drops such episodes instead)",
         )
     return seen
 
@@ -191,3 +201,36 @@ def check_first_steps(
 @functools.lru_cache(maxsize=32)
 def _first_steps(env_id: str, kwargs_json: str, steps: int, seed: int, timeout_s: float | None) -> FirstSteps:
     return first_steps(env_id, json.loads(kwargs_json), steps, seed, timeout_s)
+
+
+class CheckedSteps(gym.Wrapper):
+    """A collector's environment whose every observation (reset's too) and reward is checked as
+    ``first_steps`` checks them: the first that misbehaves raises ``BadStep`` naming the environment,
+    the step of its episode, how many steps it had taken, and what it returned."""
+
+    def __init__(self, env: gym.Env, env_id: str):
+        super().__init__(env)
+        self.env_id, self.t, self.steps = env_id, 0, 0
+
+    def bad(self, where: str, problem: str) -> BadStep:
+        what = f"env.id={self.env_id}: its {where} (step {self.steps:,} of the environment in all) returned {problem}"
+        error = BadStep(
+            f"{what}; trajrl stores finite rewards and finite observations of the declared shape and dtype: fix "
+            "the environment, or collector.bad_steps=drop drops such episodes and counts them"
+        )
+        error.what = what
+        return error
+
+    def reset(self, **kwargs):
+        obs, info = self.env.reset(**kwargs)
+        self.t = 0
+        if problem := an_observation_problem(self.observation_space, obs):
+            raise self.bad("reset", problem)
+        return obs, info
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.t, self.steps = self.t + 1, self.steps + 1
+        if problem := reward_problem(reward) or an_observation_problem(self.observation_space, obs):
+            raise self.bad(f"step {self.t} of an episode", problem)
+        return obs, reward, terminated, truncated, info

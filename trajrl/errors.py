@@ -1,8 +1,9 @@
 """Every error trajrl raises on purpose, in one module that imports nothing of trajrl.
 
 The CLI turns each into one line and an exit code: ``ConfigError`` and
-``CheckpointError`` (exit 2: fix the command), ``CollectorFailed`` and
-``EnvironmentFailed`` (exit 1: the run failed), ``RunInterrupted`` (128 + the signal).
+``CheckpointError`` (exit 2: fix the command), ``CollectorFailed``,
+``EnvironmentFailed`` (``BadStep`` is one) and ``LearnerFailed`` (exit 1: the run failed),
+``RunInterrupted`` (128 + the signal).
 """
 
 from __future__ import annotations
@@ -35,6 +36,30 @@ class CollectorStalled(CollectorFailed):
 
 class EnvironmentFailed(RuntimeError):
     """The environment raised (or hung) while trajrl stepped it in the learner's process."""
+
+
+class BadStep(EnvironmentFailed):
+    """A collector's environment returned a reward or an observation trajrl cannot store (not
+    finite, or not what its space declares): ends the run, or drops the episode where
+    ``collector.bad_steps=drop``."""
+
+
+class LearnerFailed(RuntimeError):
+    """The learner cannot go on: a loss, a gradient or a weight that is not finite."""
+
+
+class NonFiniteUpdate(LearnerFailed):
+    """A learner's loss or gradient that is not finite: the step it would have taken is not taken
+    (no weight becomes non-finite); the loop names the update and the batch's episodes."""
+
+    def __init__(self, loss: str, value: float, grad_norm: float):
+        self.loss, self.value, self.grad_norm = loss, value, grad_norm
+        super().__init__(f"the {loss} is {value:.6g} and its gradient's norm {grad_norm:.6g}")
+
+
+class NoReplayBuffer(AttributeError):
+    """``pipe.buffer`` of an on-policy pipeline, which keeps no replay buffer: says how its batches
+    reach the learner."""
 
 
 class RefusedBatch(ValueError):

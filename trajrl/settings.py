@@ -172,6 +172,13 @@ class CollectorSettings:
         range=at_least(0),
     )
     restart_window_s: float = setting(3600.0, "the window max_restarts counts restarts in, in seconds", range=above(0))
+    bad_steps: str = setting(
+        "stop",
+        "a collector environment's step whose reward or observation is not finite, or not of its declared "
+        "shape and dtype: stop (the run ends, naming it) or drop (its episode is dropped and counted in "
+        "collect/episodes_dropped_bad_steps; the config check's first steps do not refuse it either)",
+        choices=("stop", "drop"),
+    )
     worker_niceness: int = setting(
         10,
         "added to the niceness (os.nice) of the worker processes a collector starts on this machine "

@@ -56,27 +56,6 @@ def test_an_environment_that_raises_before_collection_ends_the_run_with_one_line
     run.assert_nothing_left()
 
 
-def test_a_workers_episode_holding_a_nan_is_refused_at_the_buffers_door_and_ends_the_run(run_in):
-    """A value that first goes wrong while the run trains, in a worker process (the config check's
-    steps in the learner's process pass): the worker's write is refused, nothing of it stored, and the
-    run ends with the refusal's line in the worker's report."""
-    run = run_in(
-        "env=gym",
-        "env.id=NanReward-v0",
-        "env.import_module=misbehaving_envs",
-        "+env.kwargs.in_workers_only=true",
-        "collector=multi_async",
-        "total_frames=8000",
-    )
-    run.failed_with(
-        1,
-        "trajrl: run failed: collection failed",
-        "RefusedBatch: ('next', 'reward') holds nan at step 2 of the batch's episode 0: the buffer keeps finite values",
-        traceback=True,
-    )
-    run.assert_nothing_left()
-
-
 def learner_steps_from_0() -> None:
     """FailsInTheLearner-v0 counts the steps of every instance in the learner's process: in the test's
     process, start each run's count from 0."""

@@ -318,3 +318,13 @@ def test_long_episodes_written_without_states_are_sampled_from_their_first_steps
         for _ in range(50):
             batch = pipe.sequences.sample()
             assert no_violations(audit_batch(batch)) and (batch["step_count"][:, 0] == 0).all()
+
+
+def test_an_on_policy_pipeline_says_it_keeps_no_buffer_and_how_its_batches_are_learnt():
+    """``pipe.buffer`` of ``algo=ppo``: one line instead of ``None.extend``'s AttributeError."""
+    from trajrl.errors import NoReplayBuffer
+
+    with trajrl.build(trajrl.compose(["algo=ppo", "collector=sync", "debug=smoke"])) as pipe:
+        with pytest.raises(NoReplayBuffer, match=r"algo=ppo\) keeps no replay buffer: .*pipe\.algo\.update\(batch\)"):
+            pipe.buffer.extend(TensorDict({}, [0]))
+        assert getattr(pipe, "buffer", None) is None and pipe.replay is None

@@ -61,7 +61,7 @@ def a_batch(algo_name: str):
     )
     pipe = trajrl.build(cfg)
     for batch in pipe.collector:
-        if pipe.buffer is None:
+        if pipe.replay is None:
             return pipe, batch
         if pipe.buffer.write_count >= 600:
             return pipe, pipe.sequences.sample()

@@ -12,6 +12,7 @@ from torchrl.modules import MLP
 
 from trajrl import internals
 from trajrl.algos.memory import CORES, run_memory, state_shape
+from trajrl.errors import NonFiniteUpdate
 from trajrl.spaces import IMAGE, NUMBERS, Part
 
 
@@ -285,6 +286,19 @@ class TargetSync:
             return False
         soft_update(target, source, self.tau)
         return True
+
+
+def clipped_step(
+    optimizer: torch.optim.Optimizer, module: nn.Module, max_norm: float, loss: torch.Tensor, name: str
+) -> torch.Tensor:
+    """The step of ``optimizer`` on ``module``'s gradient (``loss``'s, already back-propagated),
+    clipped to ``max_norm``; its norm before clipping. ``NonFiniteUpdate`` naming ``name`` instead
+    where the loss or the gradient is not finite: no step taken, the weights stay finite."""
+    norm = nn.utils.clip_grad_norm_(module.parameters(), max_norm)
+    if not bool(torch.isfinite(norm) & torch.isfinite(loss.detach())):
+        raise NonFiniteUpdate(name, float(loss.detach()), float(norm))
+    optimizer.step()
+    return norm
 
 
 def recurrent_parameters(module: nn.Module) -> set[int]:

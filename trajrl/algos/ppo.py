@@ -36,6 +36,7 @@ from trajrl.algos.networks import (
     KeyedModule,
     Parts,
     adam,
+    clipped_step,
     encoder,
     scale_lr,
     track_observations,
@@ -411,8 +412,7 @@ class PPO:
                 break  # this batch has moved the policy far enough
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
-            grad_norm += float(nn.utils.clip_grad_norm_(self.net.parameters(), s.max_grad_norm))
-            self.optimizer.step()
+            grad_norm += float(clipped_step(self.optimizer, self.net, s.max_grad_norm, loss, "PPO loss"))
             steps += 1
         self.updates += steps
         with torch.no_grad():

@@ -30,6 +30,7 @@ from trajrl.algos.networks import (
     Parts,
     TargetSync,
     adam,
+    clipped_step,
     decay_lr,
     encoder,
     track_observations,
@@ -244,8 +245,7 @@ class R2D2:
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.set_lr()
-        grad_norm = nn.utils.clip_grad_norm_(self.qnet.parameters(), s.max_grad_norm)
-        self.optimizer.step()
+        grad_norm = clipped_step(self.optimizer, self.qnet, s.max_grad_norm, loss, "Q loss")
         self.updates += 1
         self.target_sync.after(self.updates, self.target, self.qnet)
 

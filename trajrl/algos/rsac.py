@@ -43,6 +43,7 @@ from trajrl.algos.networks import (
     Parts,
     TargetSync,
     adam,
+    clipped_step,
     decay_lr,
     encoder,
     track_observations,
@@ -454,8 +455,7 @@ class RSAC:
         critic_loss = sum((critic_error(q, target, s.critic_loss) * learn * weight).sum() for q in q_taken) / n_learn
         self.critic_optimizer.zero_grad(set_to_none=True)
         critic_loss.backward()
-        critic_grad = nn.utils.clip_grad_norm_(self.critics.parameters(), s.max_grad_norm)
-        self.critic_optimizer.step()
+        critic_grad = clipped_step(self.critic_optimizer, self.critics, s.max_grad_norm, critic_loss, "critic loss")
 
         # ---- actor: maximise E_pi[min Q(h, a) - alpha log pi(a|h)] (critic features fixed)
         value, entropy = soft_value(
@@ -464,8 +464,7 @@ class RSAC:
         actor_loss = -(value * learn).sum() / n_learn
         self.actor_optimizer.zero_grad(set_to_none=True)
         actor_loss.backward()
-        nn.utils.clip_grad_norm_(self.actor.parameters(), s.max_grad_norm)
-        self.actor_optimizer.step()
+        clipped_step(self.actor_optimizer, self.actor, s.max_grad_norm, actor_loss, "actor loss")
 
         # ---- temperature: keep the policy's entropy near the target
         entropy = (entropy.detach() * learn).sum() / n_learn

@@ -24,6 +24,7 @@ from torchrl.envs.transforms import Transform
 from trajrl.collect.counters import CountSteps, WorkerCounters, parent_alive
 from trajrl.collect.faults import FaultLog, RestartOnError, read_faults
 from trajrl.collect.lean import LeanEnv
+from trajrl.env_check import CheckedSteps
 from trajrl.gym_envs import gym_options, make_gym, make_vector, stepping
 from trajrl.keys import WORKER_KEY
 from trajrl.signals import stacks_on_sigusr1
@@ -101,8 +102,8 @@ def make_env(
     make = functools.partial(
         make_gym, env_id, dict(kwargs), import_module, previous_action, previous_reward, reward_scale
     )
-    if restarts is not None:
-        make = functools.partial(restarts.wrap, make, slot)
+    if restarts is not None:  # a collector's: every step checked (CheckedSteps), rebuilt when it raises
+        make = functools.partial(restarts.wrap, functools.partial(checked, make, env_id), slot)
     if num_envs > 1:
         env = GymWrapper(make_vector(make, num_envs, vectorization), categorical_action_encoding=True)
     else:
@@ -142,10 +143,16 @@ class Restarts:
     max_restarts: int
     window_s: float
     fault_log: str | None = None  # where each restart is reported (``FaultLog``)
+    drop_bad_steps: bool = False  # ``collector.bad_steps=drop``: an episode with a bad step is dropped, not the run
 
     def wrap(self, make: Callable[[], gym.Env], slot: int) -> gym.Env:
         report = FaultLog(self.fault_log).reporter(slot) if self.fault_log else None
-        return RestartOnError(make, self.max_restarts, self.window_s, report)
+        return RestartOnError(make, self.max_restarts, self.window_s, report, self.drop_bad_steps)
+
+
+def checked(make: Callable[[], gym.Env], env_id: str) -> gym.Env:
+    """``make()``'s environment with its every step checked (``CheckedSteps``)."""
+    return CheckedSteps(make(), env_id)
 
 
 class ReadSuccess(default_info_dict_reader):

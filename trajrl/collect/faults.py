@@ -12,6 +12,11 @@ episode's frames as lost, and the episode is dropped before it is stored
 go straight to the learner). More than ``max_restarts`` restarts of one environment
 within ``window_s`` seconds: the error is raised, and the run ends as it would have
 without restarts. An environment whose ``reset`` raises is not restarted.
+
+A step that returns what trajrl cannot store (``BadStep``, from ``trajrl.env_check.CheckedSteps``
+inside) is no fault to rebuild for: it ends the run, reported as the cause
+(``collector.bad_steps=stop``), or its episode ends there and is dropped and counted as above,
+without a rebuild (``drop``).
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from torchrl.data import Categorical, Composite
 from torchrl.envs.libs.gym import default_info_dict_reader
 from torchrl.envs.transforms import Transform
 
-from trajrl.errors import CollectorFailed
+from trajrl.errors import BadStep, CollectorFailed
 from trajrl.keys import FAULT_KEY, TRAJ_KEY
 
 #: Where a step says that its environment raised and was rebuilt (the episode it ends is dropped).
@@ -62,17 +67,25 @@ class RestartOnError(gym.Wrapper):
     """A gymnasium environment rebuilt by ``make`` when its step raises (see the module)."""
 
     def __init__(
-        self, make: Callable[[], gym.Env], max_restarts: int, window_s: float, report: Callable[..., None] | None = None
+        self,
+        make: Callable[[], gym.Env],
+        max_restarts: int,
+        window_s: float,
+        report: Callable[..., None] | None = None,
+        drop_bad_steps: bool = False,
     ):
         super().__init__(make())
-        self.make, self.report = make, report
+        self.make, self.report, self.drop_bad_steps = make, report, drop_bad_steps
         self.limit = RestartLimit(max_restarts, window_s)
         self.seed: int | None = None
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         if seed is not None:
             self.seed = seed
-        observation, info = self.env.reset(seed=seed, options=options)
+        try:
+            observation, info = self.env.reset(seed=seed, options=options)
+        except BadStep as bad:  # a reset's observation: no episode to drop
+            self.stop(bad)
         return observation, {**info, FAULT_KEY: np.array(False)}
 
     def step(self, action):
@@ -80,9 +93,31 @@ class RestartOnError(gym.Wrapper):
             observation, reward, terminated, truncated, info = self.env.step(action)
         except CollectorFailed:  # the learner's own stall limit, raised while this step waited
             raise
+        except BadStep as bad:
+            return self.drop(bad)
         except Exception as error:
             return self.restart(error)
         return observation, reward, terminated, truncated, {**info, FAULT_KEY: np.array(False)}
+
+    def stop(self, bad: BadStep):
+        """Report ``bad`` as what ends the run, and raise it."""
+        if self.report is not None:
+            self.report(bad, 0, self.limit.window_s, gave_up=True, what="bad_step")
+        raise bad
+
+    def drop(self, bad: BadStep):
+        """A step that returned what trajrl cannot store: with ``drop_bad_steps`` it becomes one
+        that truncates the episode, marked as a fault (dropped and counted), and the environment is
+        reset; otherwise the run ends with it."""
+        if not self.drop_bad_steps:
+            self.stop(bad)
+        if self.report is not None:
+            self.report(bad, 0, self.limit.window_s, what="bad_step")
+        try:
+            observation, info = self.env.reset()
+        except BadStep as at_reset:
+            self.stop(at_reset)
+        return observation, 0.0, False, True, {**info, FAULT_KEY: np.array(True)}
 
     def restart(self, error: Exception):
         """Build the environment again and reset it; the step that raised becomes one
@@ -112,15 +147,27 @@ class FaultLog:
 
     def __init__(self, path: str | Path):
         self.path = str(path)
+        self.entries: list[dict] = []  # read so far
+        self.offset = 0  # of the first byte not read yet
 
     def reporter(self, slot: int) -> Callable[..., None]:
         return _Report(self.path, slot)
 
     def read(self) -> list[dict]:
+        """Every entry so far (the lines added since the last call are the only ones read)."""
         if not os.path.exists(self.path):
             return []
-        with open(self.path) as f:
-            return [json.loads(line) for line in f if line.strip()]
+        with open(self.path, "rb") as f:
+            f.seek(self.offset)
+            added = f.read()
+        whole = added.rfind(b"\n") + 1  # a line still being written is read next time
+        self.entries += [json.loads(line) for line in added[:whole].splitlines() if line.strip()]
+        self.offset += whole
+        return list(self.entries)
+
+    def dropped_bad_steps(self) -> list[dict]:
+        """The episodes dropped for a bad step (``collector.bad_steps=drop``), oldest first."""
+        return [entry for entry in self.read() if entry["what"] == "bad_step" and not entry.get("gave_up")]
 
     def add(self, **entry) -> None:
         append(self.path, entry)
@@ -135,14 +182,18 @@ class _Report:
     """Picklable: crosses into worker processes with the environment factory."""
 
     def __init__(self, path: str, slot: int):
-        self.path, self.slot = path, slot
+        self.path, self.slot, self.drops = path, slot, 0
 
-    def __call__(self, error: BaseException, restarts: int, window_s: float, gave_up: bool = False) -> None:
+    def __call__(
+        self, error: BaseException, restarts: int, window_s: float, gave_up: bool = False, what: str = "env"
+    ) -> None:
         cause = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+        if what == "bad_step" and not gave_up:  # what it returned (the episode is dropped: no advice)
+            cause = str(getattr(error, "what", cause))
         append(
             self.path,
             {
-                "what": "env",
+                "what": what,
                 "slot": self.slot,
                 "pid": os.getpid(),
                 "time": time.time(),
@@ -152,7 +203,16 @@ class _Report:
                 "gave_up": gave_up,
             },
         )
-        if not gave_up:
+        if what == "bad_step":
+            self.drops += 1
+            if self.drops == 1 and not gave_up:
+                logging.getLogger("trajrl").warning(
+                    "collector environment %d: %s; its episode dropped (collector.bad_steps=drop: this and every "
+                    "other such episode counted in collect/episodes_dropped_bad_steps)",
+                    self.slot,
+                    cause,
+                )
+        elif not gave_up:
             logging.getLogger("trajrl").warning(
                 "collector environment %d raised %s; rebuilt it (restart %d within %g s), its episode dropped",
                 self.slot,

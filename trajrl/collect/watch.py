@@ -11,7 +11,7 @@ from torchrl.collectors import BaseCollector, MultiCollector
 
 from trajrl import internals
 from trajrl.collect.faults import FaultLog
-from trajrl.errors import CollectorFailed, CollectorStalled
+from trajrl.errors import BadStep, CollectorFailed, CollectorStalled
 
 STUCK_SHUTDOWN_S = 2.0  # a stalled collector's workers: TorchRL's shutdown timeout (its default otherwise)
 
@@ -81,14 +81,22 @@ class CollectorWatch:
         """Why the collector failed (None: it has not), naming the environment that
         raised past ``collector.max_restarts`` if that is what ended it."""
         error = self._error()
-        return (self.past_restart_limit() or error) if error is not None else None
+        return (self.fatal_fault() or error) if error is not None else None
 
-    def past_restart_limit(self) -> CollectorFailed | None:
-        """The error of an environment that raised past ``collector.max_restarts`` (None: none did)."""
+    def fatal_fault(self) -> CollectorFailed | None:
+        """The fault log's first fault that ends the run (None: none did): an environment that raised
+        past ``collector.max_restarts``, a bad step (``collector.bad_steps=stop``), or a worker's write
+        the replay buffer refused."""
         gave_up = [entry for entry in self.faults.read() if entry.get("gave_up")] if self.faults else []
         if not gave_up:
             return None
         entry = gave_up[0]
+        if entry["what"] == "bad_step":  # BadStep's own line says what would work
+            cause = entry["cause"].removeprefix(f"{BadStep.__name__}: ")
+            return CollectorFailed(f"collector environment {entry['slot']}{self.worker_of(entry['pid'])}: {cause}")
+        if entry["what"] == "refused":  # a worker's write into the buffer (trajrl.replay.incoming.WholeEpisodes)
+            worker = self.worker_of(entry["pid"]).strip(" ()") or "a collector worker"
+            return CollectorFailed(f"{worker}'s write into the replay buffer was refused: {entry['cause']}")
         errors, window = entry["restarts"], entry["window_s"]
         limit = (
             f"its error {errors} within {window:g} s, past collector.max_restarts={errors - 1} "
@@ -97,6 +105,13 @@ class CollectorWatch:
             else "collector.max_restarts=0: the first error ends the run"
         )
         return CollectorFailed(f"collector environment {entry['slot']} raised {entry['cause']} ({limit})")
+
+    def worker_of(self, pid: int) -> str:
+        """`` (worker i)`` for the worker process ``pid`` ("" where no worker of this collector has it)."""
+        for index, proc in enumerate(getattr(self.collector, "procs", None) or []):
+            if proc.pid == pid:
+                return f" (worker {index})"
+        return ""
 
     def dead_worker(self) -> int | None:
         """The index of a worker process that has died (None: none has, or it has no workers)."""
@@ -147,9 +162,16 @@ def stalled(watch: CollectorWatch, timeout: float, what: str) -> CollectorFailed
     """The error of a collector that gave nothing for ``timeout`` seconds, or, if a
     worker has died (e.g. holding the buffer's write lock), of that death. Made when
     the time is up, before anything is shut down (shutting down ends workers too)."""
+    dropped = watch.faults.dropped_bad_steps() if watch.faults is not None else []
     stall = CollectorStalled(
         f"{what} for {timeout:g} s (loop.stall_timeout_s={timeout:g}): an environment is stuck, "
         "or slower than that; raise loop.stall_timeout_s if it is only slow"
+        + (
+            f" ({len(dropped):,} episodes were dropped for a bad step, collector.bad_steps=drop; the last: "
+            f"{dropped[-1]['cause']})"
+            if dropped
+            else ""
+        )
     )
     died = watch.error()
     return collection_failed(died, stall) if died is not None else stall

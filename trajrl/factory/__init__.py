@@ -26,7 +26,7 @@ from trajrl.collect.counters import WorkerCounters
 from trajrl.collect.faults import RestartLimit
 from trajrl.collect.watch import close_collector
 from trajrl.config import validate
-from trajrl.errors import CheckpointError
+from trajrl.errors import CheckpointError, NoReplayBuffer
 from trajrl.factory.agent import Agent, action_spec, build_agent
 from trajrl.factory.collector import build_collector, collector_slots
 from trajrl.factory.logger import build_loggers
@@ -51,7 +51,7 @@ class Pipeline:
     eval_env_fn: Callable[..., EnvBase]  # the same environment, uncounted, for evaluation (num_envs=n: a vector)
     counters: WorkerCounters | None  # what the collector's environments did (None: on a Ray cluster)
     collector: BaseCollector
-    buffer: TensorDictReplayBuffer | None  # None: on-policy, batches go straight to the learner
+    replay: TensorDictReplayBuffer | None  # None: on-policy, batches go straight to the learner (see ``buffer``)
     sequences: SequenceSampler | None
     policy: torch.nn.Module  # the behaviour policy the collector runs (on CPU copies of the learner's networks)
     greedy_policy: torch.nn.Module  # the same network, acting deterministically (evaluation; its own copies)
@@ -69,6 +69,18 @@ class Pipeline:
     )
     make_collector: Callable[[int], BaseCollector] | None = None  # another collector like it (a seed offset)
     restart_limit: RestartLimit | None = None  # collector.max_restarts per worker, within collector.restart_window_s
+
+    @property
+    def buffer(self) -> TensorDictReplayBuffer:
+        """The replay buffer the collector writes complete episodes into (``extend`` adds a user's own);
+        ``NoReplayBuffer`` (an ``AttributeError``) for an on-policy algorithm, which keeps none."""
+        if self.replay is None:
+            raise NoReplayBuffer(
+                "an on-policy pipeline (algo=ppo) keeps no replay buffer: each batch of complete episodes the "
+                "collector hands over is learnt from once, `for batch in pipe.collector: pipe.algo.update(batch)`; "
+                "an off-policy algorithm (algo=rsac, algo=r2d2) stores episodes in pipe.buffer"
+            )
+        return self.replay
 
     def new_collector(self, restart: int) -> BaseCollector:
         """A collector to replace ``collector`` (shut down: a worker died), seeded anew;
@@ -133,6 +145,7 @@ def build(cfg: DictConfig, run_dir: str | Path | None = None) -> Pipeline:
         collector_settings.max_restarts,
         collector_settings.restart_window_s,
         counters.fault_log.path if counters is not None else None,
+        drop_bad_steps=collector_settings.bad_steps == "drop",
     )
     fixed_frames = cfg.trajs_per_batch is None and cfg.storage.kind != "none"  # lanes: trajrl.replay.lanes
     per_environment = isinstance(agent.egreedy, SpreadEpsilonGreedy)  # reads each step's collector slot
@@ -163,6 +176,7 @@ def build(cfg: DictConfig, run_dir: str | Path | None = None) -> Pipeline:
             hindsight=hindsight_goals(cfg, spaces, agent),
             state_shapes=agent.state_shapes(),
             actions=ActionRange.of(action_spec(cfg.env)),
+            refusals_to=counters.fault_log.path if shared and counters is not None else None,
         )
     resumed = None
     if cfg.resume is not None:  # before the collector copies the policy into its workers

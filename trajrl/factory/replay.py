@@ -92,6 +92,7 @@ def build_buffer(
     hindsight: HindsightGoals | None = None,
     state_shapes: dict[str, tuple[int, ...]] | None = None,
     actions: ActionRange | None = None,
+    refusals_to: str | None = None,
 ) -> SequenceSampler:
     """A TensorDictReplayBuffer (shared with worker processes when they write into it).
 
@@ -107,7 +108,8 @@ def build_buffer(
     them (``trajrl.replay.hindsight``; slice and episode samplers of complete episodes).
     ``state_shapes``: the recurrent state's keys and shapes, kept apart every
     ``sampler.state_every`` steps when that is set (``trajrl.replay.states.SparseStates``).
-    ``actions``: the task's, refused outside (with any value that is not finite) on write.
+    ``actions``: the task's, refused outside (with any value that is not finite) on write;
+    ``refusals_to``: the fault log a worker's refused write is reported in (``WholeEpisodes``).
     """
     storage = build_storage(storage_cfg, run_dir, reuse_files)
     if lanes is not None:
@@ -139,7 +141,7 @@ def build_buffer(
     # Transforms run on writes in the reverse order of these lines: what is never stored is dropped,
     # then every episode a fault ended, then the rest is checked and stored as complete episodes.
     buffer.append_transform(
-        WholeEpisodes(actions)
+        WholeEpisodes(actions, refusals_to)
     )  # rb.extend(flat, or padded [N, T] + mask): complete episodes or refused
     buffer.append_transform(DropFaultedEpisodes())  # no episode a fault ended is stored
     buffer.append_transform(ExcludeTransform(*DERIVED, *not_stored), invert=True)  # run by rb.extend

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -33,6 +34,7 @@ import torch
 from tensordict import TensorDictBase
 from torchrl.envs.transforms import Transform
 
+from trajrl.collect.faults import FaultLog
 from trajrl.errors import MalformedMask, RefusedBatch
 from trajrl.keys import MASK_KEY, TRAJ_KEY
 
@@ -192,17 +194,31 @@ def where(steps: TensorDictBase, at: int) -> str:
 class WholeEpisodes(Transform):
     """On write: a flat ``[T]`` or padded ``[N, T]`` (+ mask) batch as complete episodes,
     flat, each contiguous (``as_complete_episodes``), with finite values and actions within
-    ``actions`` (``check_values``); refused whole otherwise."""
+    ``actions`` (``check_values``); refused whole otherwise. A refusal of a collector worker's write
+    is also added to the fault log ``refusals_to``: the learner ends the run with it as the cause
+    (a worker's death says nothing of why), without restarting the worker for nothing."""
 
     laying_out_in: int | None = None  # ``storage_layout_write``: the process whose writes pass as they are
 
-    def __init__(self, actions: ActionRange | None = None):
+    def __init__(self, actions: ActionRange | None = None, refusals_to: str | None = None):
         super().__init__()
         self.actions = actions
+        self.refusals_to, self.made_in = refusals_to, os.getpid()  # a fault log (``FaultLog``), for workers' writes
 
     def _inv_call(self, tensordict: TensorDictBase | None) -> TensorDictBase | None:
         if tensordict is None or self.laying_out_in == os.getpid():  # None: every episode was dropped
             return tensordict
+        try:
+            return self.checked(tensordict)
+        except RefusedBatch as refused:
+            if self.refusals_to is not None and os.getpid() != self.made_in:  # a worker's: the learner says why
+                FaultLog(self.refusals_to).add(
+                    what="refused", slot=None, pid=os.getpid(), time=time.time(), cause=str(refused), gave_up=True
+                )
+            raise
+
+    def checked(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """``tensordict`` as the buffer stores it, or ``RefusedBatch`` (see the class)."""
         if tensordict.batch_dims > 2 or tensordict.batch_dims == 0:
             raise MalformedMask(f"expected flat [T] or padded [N, T] episodes, got shape {tuple(tensordict.shape)}")
         if tensordict.numel() == 0:

@@ -4,6 +4,7 @@ and a loop's record of its evaluations (``Evaluations``)."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import time
 from collections.abc import Callable
@@ -14,6 +15,8 @@ from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 from trajrl.algos.networks import CpuCopies
 from trajrl.gym_envs import stepping
+
+log = logging.getLogger("trajrl")
 
 
 class Evaluator:
@@ -126,6 +129,14 @@ class Evaluations:
         with pause if pause is not None else contextlib.nullcontext():
             stats = {f"eval/{k}": v for k, v in self.evaluate().items()}
         self.seconds += time.monotonic() - t0
+        if not math.isfinite(stats["eval/return"]):  # a reward that is not finite: reported, never the best
+            log.warning(
+                "the evaluation at %d frames returned %s: an episode's reward was not finite; it is not kept "
+                "as the best agent (metrics.csv: eval/return_not_finite=1)",
+                frames,
+                stats["eval/return"],
+            )
+            stats["eval/return_not_finite"] = 1.0
         self.improved = stats["eval/return"] > self.best
         self.best = max(self.best, stats["eval/return"])
         stop_at = self.stop_at_return

@@ -33,7 +33,7 @@ from trajrl.algos.networks import CpuCopies, PolicyVersion
 from trajrl.checkpoint import LoopState
 from trajrl.collect.counters import WorkerCounters
 from trajrl.collect.faults import RestartLimit, without_faulted
-from trajrl.errors import CollectorFailed, RunInterrupted
+from trajrl.errors import CollectorFailed, LearnerFailed, NonFiniteUpdate, RunInterrupted
 from trajrl.keys import MASK_KEY, TRAJ_KEY
 from trajrl.replay.audit import LiveAudit
 from trajrl.replay.episodes import as_sequences, buffer_locked, without_stale
@@ -46,6 +46,31 @@ from trajrl.training.metrics import MaskTally, MetricsLog, StoredEpisodeStats, b
 from trajrl.training.progress import Progress
 from trajrl.training.reporter import Reporter
 from trajrl.training.supervisor import CollectorSupervisor
+
+
+def learnt_from(algo, batch: TensorDictBase) -> dict[str, float]:
+    """``algo.update(batch)``; where a loss or a gradient is not finite (``NonFiniteUpdate``: no step
+    taken) the run ends naming the update and the episodes the batch holds steps of."""
+    try:
+        return algo.update(batch)
+    except NonFiniteUpdate as error:
+        raise LearnerFailed(
+            f"update {algo.updates + 1:,}: {error}; the batch holds steps of episodes "
+            f"{episodes_in(batch)}. No step was taken: the weights and checkpoints stay finite. A smaller "
+            "algo.lr or algo.max_grad_norm, or rewards on a smaller scale (env.reward_scale), keep the losses finite"
+        ) from error
+
+
+def episodes_in(batch: TensorDictBase, most: int = 8) -> str:
+    """The episode ids of ``batch``'s valid steps, the first ``most`` of them, in words."""
+    ids = batch.get(TRAJ_KEY, None)
+    if ids is None:
+        return "(not numbered)"
+    ids = ids.reshape(batch.shape)
+    mask = batch.get(MASK_KEY, None)
+    ids = torch.unique(ids[mask.reshape(batch.shape)] if mask is not None else ids).tolist()
+    shown = ", ".join(str(i) for i in ids[:most])
+    return f"{shown}, ... ({len(ids)} in all)" if len(ids) > most else shown
 
 
 def no_checkpoint(state: LoopState) -> None:
@@ -228,7 +253,7 @@ class OffPolicyLoop(Loop):
         t1 = time.monotonic()
         with self.collection.waiting_on_buffer("an update waited on the replay buffer or a weight push", learning=True):
             with critical():  # a signal waits for the update and its weight push
-                self.train_stats = self.algo.update(batch)
+                self.train_stats = learnt_from(self.algo, batch)
                 self.sequences.update_priority(batch)
                 if self.state_refresh is not None:  # stored states from the current network
                     self.state_refresh(self.algo.updates)
@@ -370,7 +395,7 @@ class EpisodicLoop(Loop):
         self.episodes += batch.shape[0]
         t1 = time.monotonic()
         with critical():  # learn, then push: a signal waits for both
-            self.train_stats = self.algo.update(batch)
+            self.train_stats = learnt_from(self.algo, batch)
             self.collection.push_weights()
         self.episode_stats = episode_stats(batch)
         self.timings["update"] += time.monotonic() - t1

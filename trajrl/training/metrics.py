@@ -207,10 +207,13 @@ class WorkerStats:
 
     def faults(self, now: torch.Tensor) -> dict[str, float]:
         """Environments rebuilt after they raised, collectors started again after a worker
-        died, and the frames both lost (dropped episodes, episodes in flight)."""
+        died, episodes dropped for a bad step (``collector.bad_steps=drop``: marked as faults, not
+        rebuilt), and the frames all of them lost (dropped episodes, episodes in flight)."""
         c, counters = type(self.counters), self.counters
+        dropped = len(counters.fault_log.dropped_bad_steps())
         return {
-            "collect/env_restarts": float(now[:, c.ENV_RESTARTS].sum()),
+            "collect/env_restarts": float(now[:, c.ENV_RESTARTS].sum()) - dropped,
+            "collect/episodes_dropped_bad_steps": float(dropped),
             "collect/worker_restarts": float(counters.worker_restarts),
             "collect/frames_lost_to_faults": float(now[:, c.FRAMES_LOST].sum() + counters.frames_lost_to_restarts),
             "collect/episodes_lost_to_faults": float(now[:, c.ENV_RESTARTS].sum() + counters.episodes_lost_to_restarts),

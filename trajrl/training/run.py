@@ -72,7 +72,7 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None, progress: Progress
                 env_id=cfg.env.id,
                 step_timeout_s=loop_settings.stall_timeout_s,
             )
-        checkpointer = Checkpointer(run_dir, cfg.algo.name, pipe.algo, pipe.policy_state, pipe.buffer)
+        checkpointer = Checkpointer(run_dir, cfg.algo.name, pipe.algo, pipe.policy_state, pipe.replay)
         parts = RunParts(
             pipe.collector,
             pipe.algo,
@@ -177,7 +177,9 @@ def summary(final: dict) -> str:
             *restart_lines(final),
             f"wall-clock      {fmt('time/elapsed_s')} s ({fmt('time/frames_per_s', '.0f')} frames/s)",
             f"updates         {int(final['train/updates']):,}",
-            f"eval return     {fmt('eval/return')} (best {fmt('eval/best_return')})",
+            "eval return     "
+            + ("not finite (a reward was not)" if final.get("eval/return_not_finite") else fmt("eval/return"))
+            + f" (best {fmt('eval/best_return')})",
             *(
                 [
                     f"solved          at {int(final['run/solved_at_frames']):,} frames: the evaluation reached "
@@ -215,11 +217,20 @@ def summary(final: dict) -> str:
 
 
 def restart_lines(final: dict, most: int = 20) -> list[str]:
-    """One line per restart the run survived (the first ``most``), oldest first."""
-    restarts = [entry for entry in final.get("restarts") or [] if not entry.get("gave_up")]
+    """One line per restart the run survived (the first ``most``), oldest first; one for the
+    episodes dropped for a bad step."""
+    entries = [entry for entry in final.get("restarts") or [] if not entry.get("gave_up")]
+    restarts = [entry for entry in entries if entry["what"] != "bad_step"]
+    dropped = [entry for entry in entries if entry["what"] == "bad_step"]
+    lines = []
+    if dropped:
+        lines.append(
+            f"dropped         {len(dropped):,} episodes with a bad step (collector.bad_steps=drop); the first: "
+            + dropped[0]["cause"]
+        )
     if not restarts:
-        return []
-    lines = [f"restarts        {len(restarts)} (collection went on; their episodes dropped)"]
+        return lines
+    lines.append(f"restarts        {len(restarts)} (collection went on; their episodes dropped)")
     for entry in restarts[:most]:
         what = {"env": f"environment {entry['slot']}", "worker": f"worker {entry['slot']}"}.get(
             entry["what"], "collector"

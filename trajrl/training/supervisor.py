@@ -146,7 +146,7 @@ class CollectorSupervisor:
             except CollectorFailed:  # the stall limit
                 raise
             except Exception as error:  # a worker, or the single-process collector's environment
-                raise collection_failed(self.watch.past_restart_limit() or error) from error
+                raise collection_failed(self.watch.fatal_fault() or error) from error
 
     def waiting_on_buffer(self, what: str, learning: bool = False):
         """A block that waits for the buffer's write lock, which a worker killed while
@@ -222,7 +222,7 @@ class CollectorSupervisor:
     def count_restart(self, key: int | str, failure: CollectorFailed) -> int:
         """The restarts of ``key`` (a worker, or the collector) within the window, this one
         included; raises instead where this one is not allowed."""
-        past = self.watch.past_restart_limit()
+        past = self.watch.fatal_fault()
         if past is not None:  # an environment raised past its own limit
             raise collection_failed(past)
         if self.new_collector is None or self.restart_limit is None:
