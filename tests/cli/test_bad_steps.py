@@ -24,9 +24,7 @@ MISBEHAVING = ("env=gym", "env.import_module=misbehaving_envs", "+env.kwargs.in_
         ("ppo", "InfObservation-v0", "returned an observation holding inf (entry 1)"),
     ],
 )
-def test_a_bad_step_in_a_worker_ends_the_run_in_one_line_naming_it(
-    algo, env_id, returned, run_in, train_in, capfd
-):
+def test_a_bad_step_in_a_worker_ends_the_run_in_one_line_naming_it(algo, env_id, returned, run_in, train_in, capfd):
     """Not restarted (the same environment would do it again): ended at its first bad step, in the
     line the worker's fault log entry gives, with what would work."""
     cli = algo == "rsac"
