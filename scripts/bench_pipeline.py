@@ -18,7 +18,9 @@ for one env, vector widths 16, 64 and 256, and 2 workers:
   lean path (``env.stepping=lean``, the default); the trajectory audit then checks
   the whole storage. One environment: the median of 5 alternated runs of each way.
 
-Then where one vector step of 256 environments goes in trajrl's sync collector
+Then what checking every step costs (``checks``: ``collector.bad_steps=stop``, the default,
+against ``unchecked``, for one environment, 256 of them and 2 workers x 128, and the replay
+buffer's door on one write); where one vector step of 256 environments goes in trajrl's sync collector
 (``breakdown``: gymnasium alone, under trajrl's restart wrapper, the policy, the lean
 step, the collector's rollout and its iteration); complete-episode assembly against
 TorchRL's as episodes lengthen (``assembly``); complete episodes against
@@ -89,9 +91,10 @@ class Setting:
     def trajs_per_batch(self) -> int:  # write 4 episodes at a time, or a quarter of the vector's
         return max(4, self.width // 4)
 
-    def overrides(self, stepping: str = "lean") -> list[str]:
+    def overrides(self, stepping: str = "lean", bad_steps: str = "stop") -> list[str]:
         return [
             *COMMON,
+            f"collector.bad_steps={bad_steps}",
             f"collector={self.collector}",
             f"collector.num_workers={self.workers}",
             f"env.num_envs={self.width}",
@@ -196,11 +199,13 @@ def hand_wired(setting: Setting, seconds: float) -> float:
         collector.shutdown()
 
 
-def trajrl_pipeline(setting: Setting, seconds: float, stepping: str = "lean") -> tuple[float, int, dict]:
-    """trajrl's pipeline from the config (its environments stepped as ``stepping`` says),
-    started into its buffer: frames/s, the audit's violations over the whole storage
-    afterwards, and the bytes per frame."""
-    with trajrl.build(trajrl.compose(setting.overrides(stepping))) as pipe:
+def trajrl_pipeline(
+    setting: Setting, seconds: float, stepping: str = "lean", bad_steps: str = "stop"
+) -> tuple[float, int, dict]:
+    """trajrl's pipeline from the config (its environments stepped as ``stepping`` says, their
+    steps checked as ``collector.bad_steps`` says), started into its buffer: frames/s, the audit's
+    violations over the whole storage afterwards, and the bytes per frame."""
+    with trajrl.build(trajrl.compose(setting.overrides(stepping, bad_steps))) as pipe:
         pipe.collector.start()
         try:
             fps = stored_per_second(pipe.buffer, seconds)
@@ -806,9 +811,75 @@ def startup_cost(start_method: str, overrides: list[str]) -> tuple[float, float]
     return wall, cpu
 
 
+def door_cost(width: int = 256, steps: int = 8, repeats: int = 50) -> tuple[float, float]:
+    """Milliseconds the replay buffer's door (``WholeEpisodes``: episodes numbered, values checked
+    finite, actions in range) takes on one write of ``width`` CartPole episodes of ``steps`` steps
+    each, against ``rb.extend`` of the same batch into a buffer without it (median of ``repeats``)."""
+    from tensordict import TensorDict
+    from torchrl.data import LazyTensorStorage, TensorDictReplayBuffer
+
+    from trajrl.replay.incoming import ActionRange, WholeEpisodes
+
+    n = width * steps
+    done = torch.zeros(n, 1, dtype=torch.bool)
+    done[steps - 1 :: steps] = True
+    batch = TensorDict(
+        {
+            "observation": torch.randn(n, 4),
+            "action": torch.randint(0, 2, (n,)),
+            "is_init": (torch.arange(n) % steps == 0).unsqueeze(-1),
+            "step_count": (torch.arange(n) % steps).unsqueeze(-1),
+            "episode_reward": torch.ones(n, 1),
+            TRAJ_KEY: torch.arange(n) // steps,
+            "next": {"observation": torch.randn(n, 4), "reward": torch.ones(n, 1), "done": done, "terminated": done},
+        },
+        [n],
+    )
+    door = WholeEpisodes(ActionRange((0.0,), (1.0,), True))
+    plain = TensorDictReplayBuffer(storage=LazyTensorStorage(1_000_000))
+    door_ms, write_ms = [], []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        door.inv(batch)
+        t1 = time.perf_counter()
+        plain.extend(batch)
+        t2 = time.perf_counter()
+        door_ms.append(1000 * (t1 - t0))
+        write_ms.append(1000 * (t2 - t1))
+    return float(np.median(door_ms)), float(np.median(write_ms))
+
+
+def checks_cost(seconds: float, runs: int) -> None:
+    """What checking every step costs collection: frames stored per second with
+    ``collector.bad_steps=stop`` (the default: ``CheckedSteps`` on each environment) against
+    ``unchecked``, alternated runs in this one process; and the buffer's door on one write."""
+    print(
+        f"# checked steps (collector.bad_steps=stop, the default) against unchecked, {ENV}, frames stored per second "
+        f"({seconds:.0f} s each, median of {runs} alternated runs)"
+    )
+    print()
+    print("| setting | unchecked | checked | checked / unchecked |")
+    print("|---|---|---|---|")
+    for setting in (SETTINGS[0], SETTINGS[3], SETTINGS[5]):
+        rates: dict[str, list[float]] = {"unchecked": [], "stop": []}
+        for _ in range(runs):
+            for bad_steps in rates:
+                rates[bad_steps].append(trajrl_pipeline(setting, seconds, bad_steps=bad_steps)[0])
+        unchecked, checked = (float(np.median(rates[k])) for k in ("unchecked", "stop"))
+        print(f"| {setting.label} | {unchecked:,.0f} | {checked:,.0f} | {checked / unchecked:.3f} |", flush=True)
+    door, write = door_cost()
+    print()
+    print(
+        f"the replay buffer's door on one write of 256 episodes x 8 steps: {door:.2f} ms, against "
+        f"{write:.2f} ms for rb.extend of the same batch without it ({door / write:.2f}x)"
+    )
+    print()
+
+
 #: The parts (--skip, --only).
 PARTS = [
     "collection",
+    "checks",
     "breakdown",
     "assembly",
     "memory",
@@ -909,6 +980,8 @@ def main(argv: list[str] | None = None) -> None:
         )
         print(f"the rest, bytes per frame: {storage['extra']}")
         print()
+    if "checks" not in args.skip:
+        checks_cost(args.seconds, 3)
     if "breakdown" not in args.skip:
         print("# one vector step of 256 environments in trajrl's sync collector, ms (median of 5 alternated timings)")
         print()

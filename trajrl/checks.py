@@ -69,7 +69,7 @@ def check(cfg: DictConfig) -> None:
     from trajrl.gym_envs import env_spaces  # gymnasium: only once the settings alone pass (a refusal is quicker)
 
     spaces = env_spaces(cfg.env, cfg.algo.name)
-    check_first_steps(cfg.env, timeout_s=cfg.loop.stall_timeout_s, refuse=cfg.collector.bad_steps == "stop")
+    check_first_steps(cfg.env, timeout_s=cfg.loop.stall_timeout_s, refuse=cfg.collector.bad_steps != "drop")
     check_episode_fits_storage(cfg, spaces)
     check_slice_len(cfg, spaces)
     check_actions(cfg, spaces)

@@ -175,9 +175,11 @@ class CollectorSettings:
     bad_steps: str = setting(
         "stop",
         "a collector environment's step whose reward or observation is not finite, or not of its declared "
-        "shape and dtype: stop (the run ends, naming it) or drop (its episode is dropped and counted in "
-        "collect/episodes_dropped_bad_steps; the config check's first steps do not refuse it either)",
-        choices=("stop", "drop"),
+        "shape and dtype: stop (the run ends, naming it), drop (its episode is dropped and counted in "
+        "collect/episodes_dropped_bad_steps; the config check's first steps do not refuse it either) or "
+        "unchecked (steps are not checked: a trusted environment's last percent of speed; the replay buffer "
+        "still refuses a non-finite value, the learner a non-finite loss)",
+        choices=("stop", "drop", "unchecked"),
     )
     worker_niceness: int = setting(
         10,

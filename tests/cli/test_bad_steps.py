@@ -78,20 +78,23 @@ def test_with_bad_steps_dropped_the_run_trains_on_finite_episodes_and_counts_the
     run.assert_nothing_left()
 
 
-def test_a_workers_write_the_buffer_refuses_ends_the_run_without_restarts(train_in, capfd):
-    """Rewards that are finite but whose episode's sum is not (float32): the worker's write is refused
-    at the buffer's door, and the run ends with the refusal as its cause, not a restart."""
-    run = train_in(
-        *MISBEHAVING,
-        "env.id=HugeReward-v0",
-        "+env.kwargs.huge=3e38",
-        "collector=multi_async",
-        "collector.max_restarts=5",
-    )
+@pytest.mark.parametrize(
+    ("overrides", "refused"),
+    [
+        (("env.id=HugeReward-v0", "+env.kwargs.huge=3e38"), "'episode_reward' holds inf at step "),
+        (("env.id=NanReward-v0", "collector.bad_steps=unchecked"), "('next', 'reward') holds nan at step 2 "),
+    ],
+    ids=["sum_overflows", "unchecked"],
+)
+def test_a_workers_write_the_buffer_refuses_ends_the_run_without_restarts(overrides, refused, train_in, capfd):
+    """Rewards that are finite but whose episode's sum is not (float32), or a NaN reward where steps
+    are not checked (``collector.bad_steps=unchecked``): the worker's write is refused at the buffer's
+    door, and the run ends with the refusal as its cause, not a restart."""
+    run = train_in(*MISBEHAVING, *overrides, "collector=multi_async", "collector.max_restarts=5")
     run.failed_with(
         1,
         "trajrl: run failed: collection failed: CollectorFailed: worker ",
-        "'s write into the replay buffer was refused: 'episode_reward' holds inf at step ",
+        "'s write into the replay buffer was refused: " + refused,
         "nothing was written",
         traceback=True,
         capfd=capfd,

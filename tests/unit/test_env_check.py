@@ -5,8 +5,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from trajrl.env_check import first_steps, observation_problem, reward_problem
-from trajrl.errors import EnvironmentFailed
+from trajrl.env_check import CheckedSteps, first_steps, observation_problem, reward_problem
+from trajrl.errors import BadStep, EnvironmentFailed
 
 BOX = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
 
@@ -84,3 +84,51 @@ def test_a_step_that_raises_ends_the_steps_with_a_note_for_the_collectors_rebuil
         "it raised after 5 random steps (RuntimeError: boom: the environment failed after 5 steps): the check stops "
         "there; a run's collectors rebuild an environment that raises (collector.max_restarts)"
     ]
+
+
+class Replays(gym.Env):
+    """Returns the given observations and rewards, one a step (a Box of 3 float32)."""
+
+    observation_space = BOX
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, steps):
+        self.steps, self.t = steps, 0
+
+    def reset(self, *, seed=None, options=None):
+        self.t = 0
+        return np.zeros(3, np.float32), {}
+
+    def step(self, action):
+        obs, reward = self.steps[self.t]
+        self.t += 1
+        return obs, reward, False, self.t == len(self.steps), {}
+
+
+@pytest.mark.parametrize(
+    "obs, reward, problem",
+    [
+        (np.zeros(3, np.float32), 1.0, ""),
+        (np.full(3, 3e38, np.float32), np.float32(3e38), ""),  # its sum overflows: the exact check passes it
+        (np.zeros(3, np.float64), 1, ""),  # cast, not refused
+        (np.zeros(3, np.float32), float("nan"), "a reward of nan"),
+        (np.zeros(3, np.float32), 1e300, "a reward of 1e+300, beyond float32's range"),
+        (np.array([0, -np.inf, 0], np.float32), 0.0, "an observation holding -inf (entry 1)"),
+        (np.zeros(4, np.float32), 0.0, "an observation of shape (4,); the space declares (3,) float32"),
+    ],
+)
+def test_checked_steps_name_the_step_that_misbehaves_and_pass_the_others(obs, reward, problem):
+    """Its fast path (float Box observations of the declared shape and dtype, finite) and the exact
+    check behind it agree on what passes."""
+    env = CheckedSteps(Replays([(np.zeros(3, np.float32), 0.0), (obs, reward)]), "Replays")
+    env.reset()
+    env.step(0)
+    if not problem:
+        assert env.step(0)[1] == reward
+        return
+    with pytest.raises(
+        BadStep,
+        match=r"env\.id=Replays: its step 2 of an episode \(step 2 of the environment in all\) "
+        "returned " + problem.replace("(", r"\(").replace(")", r"\)").replace("+", r"\+"),
+    ):
+        env.step(0)

@@ -103,7 +103,7 @@ def make_env(
         make_gym, env_id, dict(kwargs), import_module, previous_action, previous_reward, reward_scale
     )
     if restarts is not None:  # a collector's: every step checked (CheckedSteps), rebuilt when it raises
-        make = functools.partial(restarts.wrap, functools.partial(checked, make, env_id), slot)
+        make = functools.partial(restarts.wrap, make, slot, env_id)
     if num_envs > 1:
         env = GymWrapper(make_vector(make, num_envs, vectorization), categorical_action_encoding=True)
     else:
@@ -143,11 +143,15 @@ class Restarts:
     max_restarts: int
     window_s: float
     fault_log: str | None = None  # where each restart is reported (``FaultLog``)
-    drop_bad_steps: bool = False  # ``collector.bad_steps=drop``: an episode with a bad step is dropped, not the run
+    bad_steps: str = "stop"  # ``collector.bad_steps``: what a step that misbehaves does (``CheckedSteps``)
 
-    def wrap(self, make: Callable[[], gym.Env], slot: int) -> gym.Env:
+    def wrap(self, make: Callable[[], gym.Env], slot: int, env_id: str) -> gym.Env:
+        """``make()``'s environment (``env_id``) in collector ``slot``: its steps checked unless
+        ``unchecked``, rebuilt when it raises."""
         report = FaultLog(self.fault_log).reporter(slot) if self.fault_log else None
-        return RestartOnError(make, self.max_restarts, self.window_s, report, self.drop_bad_steps)
+        if self.bad_steps != "unchecked":
+            make = functools.partial(checked, make, env_id)
+        return RestartOnError(make, self.max_restarts, self.window_s, report, self.bad_steps == "drop")
 
 
 def checked(make: Callable[[], gym.Env], env_id: str) -> gym.Env:

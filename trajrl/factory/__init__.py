@@ -145,7 +145,7 @@ def build(cfg: DictConfig, run_dir: str | Path | None = None) -> Pipeline:
         collector_settings.max_restarts,
         collector_settings.restart_window_s,
         counters.fault_log.path if counters is not None else None,
-        drop_bad_steps=collector_settings.bad_steps == "drop",
+        bad_steps=collector_settings.bad_steps,
     )
     fixed_frames = cfg.trajs_per_batch is None and cfg.storage.kind != "none"  # lanes: trajrl.replay.lanes
     per_environment = isinstance(agent.egreedy, SpreadEpsilonGreedy)  # reads each step's collector slot
