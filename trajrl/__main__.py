@@ -428,7 +428,7 @@ def check_environment(args: argparse.Namespace) -> None:
     print(f"actions         {env.action_space}")
     print("episodes        " + (f"up to {limit} steps (its TimeLimit)" if limit else "no TimeLimit"))
     env.close()
-    seen = check_first_steps(cfg.env, args.steps, args.seed, cfg.loop.stall_timeout_s)
+    seen = check_first_steps(cfg.env, args.steps, args.seed, cfg.loop.stall_timeout_s, in_check_env=True)
     low, high = seen.rewards
     print(f"random steps    {seen.steps:,} (seed {args.seed}): {seen.episodes()}; rewards {low:.4g} .. {high:.4g}")
     for note in seen.notes:

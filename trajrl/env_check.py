@@ -179,12 +179,18 @@ def array_problem(space: gym.Space, obs: Any, at: str) -> str:
 
 
 def check_first_steps(
-    env_cfg: Any, steps: int = CHECKED_STEPS, seed: int = 0, timeout_s: float | None = None, refuse: bool = True
+    env_cfg: Any,
+    steps: int = CHECKED_STEPS,
+    seed: int = 0,
+    timeout_s: float | None = None,
+    refuse: bool = True,
+    in_check_env: bool = False,
 ) -> FirstSteps:
     """What ``steps`` random steps of ``env_cfg``'s environment showed (``first_steps``; played once per
     environment setting and process); ``ConfigError`` on ``env.id`` naming the first step whose
     observation or reward misbehaves (unless not ``refuse``: ``collector.bad_steps=drop`` drops such
-    episodes), ``EnvironmentFailed`` where a call raises or outlasts ``timeout_s``."""
+    episodes; ``in_check_env``: without the advice to run ``trajrl check-env``), ``EnvironmentFailed``
+    where a call raises or outlasts ``timeout_s``."""
     kwargs = json.dumps(dict(env_cfg.kwargs or {}), sort_keys=True, default=str)
     seen = _first_steps(str(env_cfg.id), kwargs, steps, seed, timeout_s)
     if seen.problem and refuse:
@@ -192,9 +198,9 @@ def check_first_steps(
             "env.id",
             str(env_cfg.id),
             f"{seen.problem} (random actions, reset seed {seed}); trajrl takes finite rewards and finite "
-            "observations of the declared shape and dtype: fix the environment or its declared space "
-            "(trajrl check-env <overrides> plays more steps and says what it sees; collector.bad_steps=drop "
-            "drops such episodes instead)",
+            "observations of the declared shape and dtype: fix the environment or its declared space"
+            + ("" if in_check_env else " (trajrl check-env <overrides> plays more steps and says what it sees)")
+            + "; collector.bad_steps=drop drops such episodes instead",
         )
     return seen
 

@@ -73,6 +73,7 @@ def test_what_a_run_would_refuse_is_named_in_one_line(cli_forks, tmp_path, env_i
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.count("\n") == 1 and proc.stderr.startswith(f"trajrl check-env: env.id='{env_id}': ")
     assert words in proc.stderr
+    assert "plays more steps" not in proc.stderr  # the advice to run check-env, not given inside it
     assert proc.stdout.startswith(f"environment     {env_id}")  # what it saw comes first
 
 
