@@ -95,7 +95,11 @@ def test_a_space_with_no_flat_form_and_actions_an_algorithm_cannot_take_are_refu
 
 def learn_once(pipe) -> dict:
     """One update of the pipeline's learner on data its own collector gathered, and the
-    new weights pulled into the collector's policy (as the loop's weight push does)."""
+    new weights pulled into the collector's policy (as the loop's weight push does); the learner
+    is what ``trajrl.algos.learner.Learner`` says a learner is."""
+    from trajrl.algos.learner import Learner
+
+    assert isinstance(pipe.algo, Learner) and isinstance(pipe.algo.device, torch.device)
     if pipe.replay is None:  # PPO: a batch of complete episodes
         stats = pipe.algo.update(next(iter(pipe.collector)))
     else:

@@ -16,10 +16,9 @@ from torchrl.collectors import BaseCollector
 from torchrl.data import TensorDictReplayBuffer
 from torchrl.envs import EnvBase
 
+from trajrl.algos.learner import Learner
 from trajrl.algos.networks import CpuCopies, PolicyVersion, PrefixStates, states_along
-from trajrl.algos.ppo import PPO
-from trajrl.algos.r2d2 import R2D2, SpreadEpsilonGreedy
-from trajrl.algos.rsac import RSAC
+from trajrl.algos.r2d2 import SpreadEpsilonGreedy
 from trajrl.checkpoint import WHICH, LoopState, load_checkpoint, restore
 from trajrl.collect.collector_env import Restarts, env_factory, eval_env_factory
 from trajrl.collect.counters import WorkerCounters
@@ -56,7 +55,7 @@ class Pipeline:
     policy: torch.nn.Module  # the behaviour policy the collector runs (on CPU copies of the learner's networks)
     greedy_policy: torch.nn.Module  # the same network, acting deterministically (evaluation; its own copies)
     exploration: torch.nn.Module | None  # R2D2's EGreedyModule, whose epsilon anneals with frames
-    algo: R2D2 | RSAC | PPO
+    algo: Learner  # R2D2, RSAC or PPO
     version: PolicyVersion  # the behaviour policy's weight version (staleness of samples)
     acting: CpuCopies | None = None  # ``policy``'s networks, pulled from the learner's on each weight push
     evaluated: CpuCopies | None = None  # ``greedy_policy``'s, pulled before each evaluation

@@ -16,6 +16,7 @@ from tensordict.nn import TensorDictSequential
 from torch import nn
 from torchrl.envs.transforms import TensorDictPrimer
 
+from trajrl.algos.learner import Learner
 from trajrl.algos.memory import Memory
 from trajrl.algos.networks import CpuCopies, Inputs, KeyedModule, PolicyVersion
 from trajrl.algos.ppo import PPO, ActorCritic, make_actor
@@ -31,7 +32,7 @@ from trajrl.spaces import CONTINUOUS, DISCRETE, MULTI_BINARY
 
 @dataclass
 class Agent:
-    algo: R2D2 | RSAC | PPO
+    algo: Learner  # R2D2, RSAC or PPO
     greedy: nn.Module  # acts deterministically (evaluation)
     explore: nn.Module  # acts during collection (stamps ``policy_version``)
     egreedy: nn.Module | None  # R2D2's EGreedyModule, annealed with frames (None: no epsilon)

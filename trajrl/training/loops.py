@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import torch
 from tensordict import TensorDictBase
 
+from trajrl.algos.learner import Learner
 from trajrl.algos.networks import CpuCopies, PolicyVersion
 from trajrl.checkpoint import LoopState
 from trajrl.collect.counters import WorkerCounters
@@ -48,7 +49,7 @@ from trajrl.training.reporter import Reporter
 from trajrl.training.supervisor import CollectorSupervisor
 
 
-def learnt_from(algo, batch: TensorDictBase) -> dict[str, float]:
+def learnt_from(algo: Learner, batch: TensorDictBase) -> dict[str, float]:
     """``algo.update(batch)``; where a loss or a gradient is not finite (``NonFiniteUpdate``: no step
     taken) the run ends naming the update and the episodes the batch holds steps of."""
     try:
@@ -82,7 +83,7 @@ class RunParts:
     """What a loop runs, built by the factory (``trajrl.training.run`` gathers them)."""
 
     collector: object  # a TorchRL collector (or trajrl's Ray one)
-    algo: object  # R2D2 | RSAC | PPO: ``update(batch)``, ``updates``
+    algo: Learner
     policy: torch.nn.Module  # the behaviour policy whose weights are pushed
     log: MetricsLog
     progress: Progress
