@@ -39,6 +39,7 @@ import csv
 import json
 import math
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -130,6 +131,17 @@ def random_policy(target: Target, episodes: int = 20, seed: int = 0) -> float:
     return float(np.mean(values))
 
 
+#: The training runs under way: each is stopped (SIGTERM: it saves a checkpoint) when this script is.
+RUNNING: set[subprocess.Popen] = set()
+
+
+def stop_runs(signum: int, _frame) -> None:
+    """SIGTERM (or SIGINT) to this script: the same to each run under way, then exit; none is left running."""
+    for proc in list(RUNNING):
+        proc.send_signal(signal.SIGTERM)
+    raise SystemExit(128 + signum)
+
+
 def run_seed(preset: str, extra: list[str], reuse: bool, seed: int, run_dir: Path) -> list[dict]:
     """``run`` with the arguments in the order ``pool.map`` gives them."""
     return run(preset, seed, run_dir, extra, reuse)
@@ -148,9 +160,16 @@ def run(preset: str, seed: int, run_dir: Path, extra: list[str], reuse: bool = F
     (run_dir / "kept_agents.json").unlink(missing_ok=True)  # measured on an earlier run in this directory
     command = [sys.executable, "-m", "trajrl", *overrides, f"hydra.run.dir={run_dir}"]
     start = time.monotonic()
-    proc = subprocess.run(command, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL
+    )
+    RUNNING.add(proc)
+    try:
+        _, stderr = proc.communicate()
+    finally:
+        RUNNING.discard(proc)
     if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(command)} failed:\n{proc.stderr[-3000:]}")
+        raise SystemExit(f"{' '.join(command)} failed:\n{stderr[-3000:]}")
     print(f"  seed {seed}: {time.monotonic() - start:.0f} s ({run_dir})", flush=True)
     return read_rows(run_dir)
 
@@ -271,6 +290,8 @@ def plot(curves: dict[str, list[list[tuple[float, float, float]]]], path: Path) 
 
 
 def main() -> None:
+    signal.signal(signal.SIGTERM, stop_runs)
+    signal.signal(signal.SIGINT, stop_runs)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--presets", nargs="+", default=list(TARGETS), choices=list(TARGETS))
     parser.add_argument("--seeds", nargs="+", type=int, default=None, help="default: 0 1 2 3 4")
