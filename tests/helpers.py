@@ -632,6 +632,7 @@ def help_settings(text: str) -> dict:
 
     values = {}
     for line in text.split("== Settings of this run", 1)[1].splitlines():
+        line = re.sub(r" \([^()]*; declared [^()]*\)", "", line)  # where a composed value comes from
         found = re.match(r"  (\S+) = (.*)", line)
         if found:  # the value: the shortest text before " | " or ": " that YAML reads ({"n": 8} has one)
             for end in (m.start() for m in re.finditer(r" \| |: ", found[2])):

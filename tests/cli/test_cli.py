@@ -179,6 +179,13 @@ def test_help_lists_every_group_and_option_and_the_values_the_run_gets(tmp_path)
     shown = help_settings(proc.stdout)
     assert shown == job_settings(yaml.safe_load(job.stdout))
     assert shown["collector.num_workers"] == 1 and shown["total_frames"] == 16_000  # sync's, rsac's
+    # where a value that is not its declaration's comes from: an option's file, or the command line
+    assert "  total_frames = 16000 (algo=rsac; declared 60000) | >= 1: " in proc.stdout
+    assert "  loop.warmup_frames = 1000 (algo=rsac; declared 2000) | " in proc.stdout
+    assert "  seed = " in proc.stdout and "seed = 0 (" not in proc.stdout  # the declaration's: nothing added
+    other = trajrl("algo=rsac", "collector=sync", "total_frames=5000", "debug=smoke", "--help", cwd=tmp_path)
+    assert "  total_frames = 5000 (the command line; declared 60000) | " in other.stdout
+    assert "  loop.stall_timeout_s = 60.0 (debug=smoke; declared 120.0) | " in other.stdout
 
 
 def test_any_gymnasium_id_with_kwargs_and_a_module_that_registers_it(train_in, tmp_path, monkeypatch):
