@@ -644,7 +644,7 @@ def learner_speed(preset: str | None, updates: int, repeats: int, device: str = 
         plain = plain_optimizers(algo)
         batches = []
         for batch in pipe.collector:
-            if pipe.buffer is None:
+            if pipe.replay is None:
                 batches.append(batch)
                 if len(batches) == 4:
                     break
@@ -652,7 +652,7 @@ def learner_speed(preset: str | None, updates: int, repeats: int, device: str = 
                 break
 
         def step():
-            if pipe.buffer is None:
+            if pipe.replay is None:
                 return batches[algo.updates % len(batches)], 0.0
             t0 = time.perf_counter()
             batch = pipe.sequences.sample()

@@ -20,7 +20,12 @@ MISBEHAVING = ("env=gym", "env.import_module=misbehaving_envs", "+env.kwargs.in_
     ("algo", "env_id", "returned"),
     [
         ("rsac", "NanReward-v0", "returned a reward of nan"),
-        ("r2d2", "WiderObservation-v0", "returned an observation of shape (5,); the space declares (4,) float32"),
+        pytest.param(  # rsac's path (a background collector's worker), another misbehaviour
+            "r2d2",
+            "WiderObservation-v0",
+            "returned an observation of shape (5,); the space declares (4,) float32",
+            marks=pytest.mark.slow,
+        ),
         ("ppo", "InfObservation-v0", "returned an observation holding inf (entry 1)"),
     ],
 )
@@ -81,7 +86,11 @@ def test_with_bad_steps_dropped_the_run_trains_on_finite_episodes_and_counts_the
 @pytest.mark.parametrize(
     ("overrides", "refused"),
     [
-        (("env.id=HugeReward-v0", "+env.kwargs.huge=3e38"), "'episode_reward' holds inf at step "),
+        pytest.param(  # the unchecked case's path, another key refused
+            ("env.id=HugeReward-v0", "+env.kwargs.huge=3e38"),
+            "'episode_reward' holds inf at step ",
+            marks=pytest.mark.slow,
+        ),
         (("env.id=NanReward-v0", "collector.bad_steps=unchecked"), "('next', 'reward') holds nan at step 2 "),
     ],
     ids=["sum_overflows", "unchecked"],

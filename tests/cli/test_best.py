@@ -47,7 +47,7 @@ def test_best_pt_is_the_agent_of_the_best_evaluation(algo, tmp_path):
             return {"return": seen[-1][1]}
 
         net = "qnet" if algo == "r2d2" else "net"
-        checkpointer = Checkpointer(tmp_path, cfg.algo.name, pipe.algo, pipe.policy_state, pipe.buffer)
+        checkpointer = Checkpointer(tmp_path, cfg.algo.name, pipe.algo, pipe.policy_state, pipe.replay)
         parts = RunParts(
             pipe.collector,
             pipe.algo,

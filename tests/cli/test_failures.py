@@ -249,7 +249,7 @@ def test_a_worker_killed_while_writing_does_not_hang_the_learner(wait, tmp_path)
         )
     )
     with trajrl.build(cfg) as pipe:
-        checkpointer = Checkpointer(tmp_path, cfg.algo.name, pipe.algo, pipe.policy_state, pipe.buffer)
+        checkpointer = Checkpointer(tmp_path, cfg.algo.name, pipe.algo, pipe.policy_state, pipe.replay)
         parts = RunParts(
             pipe.collector,
             pipe.algo,
