@@ -218,7 +218,7 @@ class CheckedSteps(gym.Wrapper):
     def __init__(self, env: gym.Env, env_id: str):
         super().__init__(env)
         self.env_id, self.t, self.steps = env_id, 0, 0
-        space = self.observation_space  # a float Box: what passes is told on the fast path (a step costs ~2 us)
+        space = self.observation_space  # a float Box: what passes is told on the fast path (``problem``)
         floats = isinstance(space, gym.spaces.Box) and np.dtype(space.dtype).kind == "f"
         self.box = (space.shape, np.dtype(space.dtype)) if floats else None
 
