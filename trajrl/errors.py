@@ -8,8 +8,18 @@ The CLI turns each into one line and an exit code: ``ConfigError`` and
 
 from __future__ import annotations
 
+import json
 import signal
 from typing import Any
+
+
+def log_fault(path: str, **entry: Any) -> None:
+    """Append ``entry`` to a run's fault log (read by ``trajrl.collect.faults.FaultLog``): one JSON
+    line, written whole (a line this short is), from whichever process saw the fault. Its keys:
+    ``what`` (env, bad_step, refused, ...), ``slot`` (the collector environment, or None),
+    ``cause`` (one line), ``gave_up`` (true: the run ends with it), and what the writer adds."""
+    with open(path, "a") as f:
+        f.write(json.dumps(entry) + "\n")
 
 
 class ConfigError(ValueError):

@@ -284,6 +284,13 @@ def set_config_flag(cfg: Any, name: str, value: bool) -> None:
 
 
 # ---------------------------------------------------------------- multiprocessing, atexit
+def in_a_collector_worker() -> bool:
+    """Whether this process is a worker of TorchRL's multi-process collectors (the process whose
+    target, ``Process._target``, is ``torchrl.collectors._runner._main_async_collector``)."""
+    target = getattr(multiprocessing.current_process(), "_target", None)
+    return getattr(target, "__name__", None) == "_main_async_collector"
+
+
 def run_multiprocessing_finalizers() -> None:
     """What multiprocessing does at exit, done now (``util._run_finalizers(0)``): semaphores
     still open are unlinked and struck off the resource tracker's list before it stops."""

@@ -37,7 +37,8 @@ from torchrl.data import Categorical, Composite
 from torchrl.envs.libs.gym import default_info_dict_reader
 from torchrl.envs.transforms import Transform
 
-from trajrl.errors import BadStep, CollectorFailed
+from trajrl import internals
+from trajrl.errors import BadStep, CollectorFailed, log_fault
 from trajrl.keys import FAULT_KEY, TRAJ_KEY
 
 #: Where a step says that its environment raised and was rebuilt (the episode it ends is dropped).
@@ -100,9 +101,13 @@ class RestartOnError(gym.Wrapper):
         return observation, reward, terminated, truncated, {**info, FAULT_KEY: np.array(False)}
 
     def stop(self, bad: BadStep):
-        """Report ``bad`` as what ends the run, and raise it."""
+        """Report ``bad`` as what ends the run, and raise it. A collector's worker process reports it
+        and exits: the learner ends the run with the fault log's line (the worker's own traceback
+        would say the same above it, pointing into trajrl)."""
         if self.report is not None:
             self.report(bad, 0, self.limit.window_s, gave_up=True, what="bad_step")
+            if internals.in_a_collector_worker():
+                raise SystemExit(1)
         raise bad
 
     def drop(self, bad: BadStep):
@@ -170,12 +175,7 @@ class FaultLog:
         return [entry for entry in self.read() if entry["what"] == "bad_step" and not entry.get("gave_up")]
 
     def add(self, **entry) -> None:
-        append(self.path, entry)
-
-
-def append(path: str, entry: dict) -> None:
-    with open(path, "a") as f:
-        f.write(json.dumps(entry) + "\n")
+        log_fault(self.path, **entry)
 
 
 class _Report:
@@ -190,18 +190,16 @@ class _Report:
         cause = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
         if what == "bad_step" and not gave_up:  # what it returned (the episode is dropped: no advice)
             cause = str(getattr(error, "what", cause))
-        append(
+        log_fault(
             self.path,
-            {
-                "what": what,
-                "slot": self.slot,
-                "pid": os.getpid(),
-                "time": time.time(),
-                "cause": cause,
-                "restarts": restarts,
-                "window_s": window_s,
-                "gave_up": gave_up,
-            },
+            what=what,
+            slot=self.slot,
+            pid=os.getpid(),
+            time=time.time(),
+            cause=cause,
+            restarts=restarts,
+            window_s=window_s,
+            gave_up=gave_up,
         )
         if what == "bad_step":
             self.drops += 1

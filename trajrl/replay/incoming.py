@@ -25,7 +25,6 @@ transform whose inverse (run on every write, in whichever process writes):
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import time
 from collections.abc import Iterator
@@ -35,7 +34,7 @@ import torch
 from tensordict import TensorDictBase
 from torchrl.envs.transforms import Transform
 
-from trajrl.errors import MalformedMask, RefusedBatch
+from trajrl.errors import MalformedMask, RefusedBatch, log_fault
 from trajrl.keys import MASK_KEY, TRAJ_KEY
 
 DONE_KEY = ("next", "done")
@@ -212,9 +211,15 @@ class WholeEpisodes(Transform):
             return self.checked(tensordict)
         except RefusedBatch as refused:
             if self.refusals_to is not None and os.getpid() != self.made_in:  # a worker's: the learner says why
-                entry = {"what": "refused", "pid": os.getpid(), "time": time.time(), "cause": str(refused)}
-                with open(self.refusals_to, "a") as log:  # a line this short is written whole (FaultLog's format)
-                    log.write(json.dumps({**entry, "slot": None, "gave_up": True}) + "\n")
+                log_fault(
+                    self.refusals_to,
+                    what="refused",
+                    slot=None,
+                    pid=os.getpid(),
+                    time=time.time(),
+                    cause=str(refused),
+                    gave_up=True,
+                )
             raise
 
     def checked(self, tensordict: TensorDictBase) -> TensorDictBase:
