@@ -1,7 +1,7 @@
 """Why a trained agent's greedy episodes on CartPole without velocities end.
 
     python scripts/cartpole_episodes.py <run dir> [--which latest|best] [--episodes 20]
-        [--checkpoint FILE] [--cart-at X]
+        [--checkpoint FILE] [--cart-at X] [--sampled]
 
 Loads the run's agent (``trajrl.load_agent``, any algorithm; ``--checkpoint`` another
 checkpoint file of the same run, e.g. one copied while it trained), plays ``--episodes``
@@ -12,7 +12,8 @@ limit), where the cart and the pole were then, the largest pole angle, the share
 to the right, how many times in a row the policy pushed the same way on average, and the
 largest |cell state| of an LSTM core. ``--cart-at X`` starts every episode at rest with
 the cart at X (the pole as the seed sets it): where a policy that balances at the centre
-can no longer.
+can no longer. ``--sampled`` plays the policy's actions sampled (as the collectors do; epsilon-
+greedy for the recurrent DQN) instead of its greedy choice: whether a drift is the greedy choice's.
 """
 
 from __future__ import annotations
@@ -66,9 +67,9 @@ class Track(gym.Wrapper):
 
 
 @torch.no_grad()
-def play(env, tracked: list[Track], policy, seed: int, step_limit: int) -> dict:
+def play(env, tracked: list[Track], policy, seed: int, step_limit: int, sampled: bool = False) -> dict:
     env.set_seed(seed)
-    with set_exploration_type(ExplorationType.DETERMINISTIC):
+    with set_exploration_type(ExplorationType.RANDOM if sampled else ExplorationType.DETERMINISTIC):
         td = env.rollout(step_limit, policy, break_when_any_done=True)
     states = np.stack(tracked[0].states)
     cartpole = tracked[0].env.unwrapped  # its termination thresholds
@@ -102,6 +103,7 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=20)
     parser.add_argument("--checkpoint", default=None, help="a checkpoint file of this run (default: --which's)")
     parser.add_argument("--cart-at", type=float, default=None, help="start at rest with the cart here")
+    parser.add_argument("--sampled", action="store_true", help="actions sampled from the policy, not its greedy choice")
     args = parser.parse_args()
     cfg, agent = load_run(args.run_dir, args.which)
     if args.checkpoint is not None:
@@ -117,7 +119,10 @@ def main() -> None:
     kwargs = dict(cfg.env.kwargs or {})
     env = make_env(cfg.env.id, kwargs, cfg.env.import_module, primer=agent.primer, wrap=wrap, **gym_options(cfg.env))
     step_limit = env_spaces(cfg.env, cfg.algo.name).step_limit
-    episodes = [play(env, tracked, agent.greedy, 1000 + i, step_limit) for i in range(args.episodes)]
+    if args.sampled:
+        agent.acting.pull()  # the collectors' policy, with the run's weights
+    policy = agent.explore if args.sampled else agent.greedy
+    episodes = [play(env, tracked, policy, 1000 + i, step_limit, args.sampled) for i in range(args.episodes)]
     env.close()
     for i, e in enumerate(episodes):
         print(
