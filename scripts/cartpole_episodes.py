@@ -1,7 +1,7 @@
 """Why a trained agent's greedy episodes on CartPole without velocities end.
 
     python scripts/cartpole_episodes.py <run dir> [--which latest|best] [--episodes 20]
-        [--checkpoint FILE] [--cart-at X] [--sampled]
+        [--checkpoint FILE] [--cart-at X] [--sampled] [--values]
 
 Loads the run's agent (``trajrl.load_agent``, any algorithm; ``--checkpoint`` another
 checkpoint file of the same run, e.g. one copied while it trained), plays ``--episodes``
@@ -14,6 +14,10 @@ largest |cell state| of an LSTM core. ``--cart-at X`` starts every episode at re
 the cart at X (the pole as the seed sets it): where a policy that balances at the centre
 can no longer. ``--sampled`` plays the policy's actions sampled (as the collectors do; epsilon-
 greedy for the recurrent DQN) instead of its greedy choice: whether a drift is the greedy choice's.
+``--values`` (recurrent SAC-discrete) also prints, every 25 steps of the first episode and at its
+last 5, the cart's position as the networks read it (standardised), the twin critics' smaller
+value of each action, the policy's probability of pushing right and the LSTM's |cell state|:
+whether the critics see the end of the track coming.
 """
 
 from __future__ import annotations
@@ -93,7 +97,30 @@ def play(env, tracked: list[Track], policy, seed: int, step_limit: int, sampled:
         "right": sum(actions) / len(actions),
         "push_run": len(actions) / runs,
         "cell": float(cell.abs().max()) if cell is not None else float("nan"),
+        "rollout": td,
     }
+
+
+@torch.no_grad()
+def print_values(algo, td) -> None:
+    """What ``--values`` prints (the module's docstring) for one episode ``td``."""
+    from trajrl.algos.rsac import critic_features
+
+    obs = td["observation"].unsqueeze(0).to(algo.device)
+    q = torch.stack([c.values(f) for c, f in zip(algo.critics, critic_features(algo.critics, obs, 0))])
+    q = q.min(0).values[0].cpu()  # [T, 2], each critic from a zero state at the episode's first step
+    right = algo.actor.head.log_probs(td["features"].to(algo.device))[:, 1].exp().cpu()
+    loc, scale = (
+        t.flatten()[0].item() for t in (algo.actor.encoder[0].standardize.loc, algo.actor.encoder[0].standardize.scale)
+    )
+    steps = td.shape[0]
+    for t in sorted(set(range(0, steps, 25)) | set(range(max(steps - 5, 0), steps))):
+        x = td["observation"][t, 0].item()
+        print(
+            f"  step {t:3d}: cart {x:+.2f} (read as {(x - loc) / scale:+.1f}), action {int(td['action'][t])}, "
+            f"Q left {q[t, 0]:.1f} right {q[t, 1]:.1f}, P(right) {right[t]:.2f}, "
+            f"|cell state| {td['next', 'recurrent_state_c'][t].abs().max():.0f}"
+        )
 
 
 def main() -> None:
@@ -104,8 +131,11 @@ def main() -> None:
     parser.add_argument("--checkpoint", default=None, help="a checkpoint file of this run (default: --which's)")
     parser.add_argument("--cart-at", type=float, default=None, help="start at rest with the cart here")
     parser.add_argument("--sampled", action="store_true", help="actions sampled from the policy, not its greedy choice")
+    parser.add_argument("--values", action="store_true", help="recurrent SAC-discrete: the critics' values along it")
     args = parser.parse_args()
     cfg, agent = load_run(args.run_dir, args.which)
+    if args.values and cfg.algo.name != "rsac":
+        parser.error(f"--values reads recurrent SAC's critics; this run trained algo={cfg.algo.name}")
     if args.checkpoint is not None:
         restore(load_checkpoint(args.checkpoint, algo_name=cfg.algo.name), agent.algo, agent.policy_state(), rng=False)
         agent.evaluated.pull()
@@ -130,6 +160,9 @@ def main() -> None:
             f"largest pole angle {e['max_angle']:.3f} rad, {e['right']:.0%} of pushes to the right, "
             f"same push {e['push_run']:.1f} steps in a row, largest |cell state| {e['cell']:.0f}"
         )
+    if args.values:
+        print(f"seed 1000, along the episode (temperature {agent.algo.log_alpha.exp().item():.2f}):")
+        print_values(agent.algo, episodes[0]["rollout"])
     counts = {reason: sum(e["reason"] == reason for e in episodes) for reason in ("limit", "pole", "cart")}
     fell = sorted(abs(e["cart"]) for e in episodes if e["reason"] == "pole")
     print(
