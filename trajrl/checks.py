@@ -60,6 +60,7 @@ def check(cfg: DictConfig) -> None:
     # learn, and when to stop
     check_warmup(cfg)
     check_rnn_lr(cfg)
+    check_huber_delta(cfg)
     check_target_sync(cfg)
     check_eps_spread(cfg)
     check_clip_schedule(cfg)
@@ -421,6 +422,18 @@ def check_rnn_lr(cfg: DictConfig) -> None:
             cfg.algo.rnn_lr,
             "is the learning rate of the recurrent core, and "
             "algo.recurrent=false has none: set algo.recurrent=true, or algo.rnn_lr=null",
+        )
+
+
+def check_huber_delta(cfg: DictConfig) -> None:
+    """``algo.huber_delta`` shapes Huber's loss only (``algo.critic_loss=huber``)."""
+    delta = cfg.algo.get("huber_delta", 1.0)
+    if delta != 1.0 and cfg.algo.get("critic_loss") != "huber":
+        raise ConfigError(
+            "algo.huber_delta",
+            delta,
+            f"is where Huber's loss turns linear, and algo.critic_loss={cfg.algo.critic_loss} does not use it: "
+            "set algo.critic_loss=huber, or leave algo.huber_delta at 1",
         )
 
 

@@ -570,6 +570,13 @@ class RSACSettings(ReplayLearnerSettings):
         "recurrent DQN's loss does)",
         choices=("mse", "huber"),
     )
+    huber_delta: float = setting(
+        1.0,
+        "critic_loss=huber: the TD error past which the loss grows linearly. The values are on the scale of the "
+        "rewards (after algo.reward_scaling) times about 1 / (1 - gamma), plus the entropy bonus: on CartPole "
+        "100-260, where an error of 1 mutes a terminal step's error of 150 as much as an outlier's",
+        range=above(0),
+    )
     dueling: bool = setting(
         False,
         "Discrete actions only: each critic's head is Q = V + A - mean(A) (Wang et al., 2016), the value "

@@ -155,6 +155,7 @@ def discrete_batch():
         ("separate", 1, True, True, "mse"),
         ("acting", 1, False, True, "mse"),
         ("separate", 1, True, False, "huber"),
+        ("separate", 1, True, False, "huber_delta"),
     ],
 )
 def test_sac_discrete_critic_target_and_actor_loss_are_the_exact_expectations_over_actions(
@@ -171,9 +172,16 @@ def test_sac_discrete_critic_target_and_actor_loss_are_the_exact_expectations_ov
     and the temperature unchanged). With ``dueling`` each critic's head is V + A - mean(A); with
     ``critic_core=acting`` the actor's policy is its head over the critics' core (zero start here).
     With ``critic_loss=huber`` (rewards times 3, so that some errors pass 1) each step's squared error
-    becomes d^2 for |d| <= 1 and 2 |d| - 1 past it."""
+    becomes d^2 for |d| <= 1 and 2 |d| - 1 past it; with ``huber_delta`` 1.5, d^2 up to 1.5 and 3 |d| - 2.25 past it."""
+    delta = 1.5 if critic_loss == "huber_delta" else 1.0
+    critic_loss = "huber" if critic_loss == "huber_delta" else critic_loss
     algo = discrete_sac(
-        critic_core=critic_core, n_step=n_step, soft_target=soft_target, dueling=dueling, critic_loss=critic_loss
+        critic_core=critic_core,
+        n_step=n_step,
+        soft_target=soft_target,
+        dueling=dueling,
+        critic_loss=critic_loss,
+        huber_delta=delta,
     )
     if dueling:
         assert isinstance(algo.critics[0].q[-1], DuelingHead)
@@ -205,8 +213,8 @@ def test_sac_discrete_critic_target_and_actor_loss_are_the_exact_expectations_ov
         taken = batch["action"].unsqueeze(-1)
         differences = [q_all(c, obs)[:, :-1].gather(-1, taken).squeeze(-1) - target for c in critics]
         if critic_loss == "huber":
-            assert any((d[mask].abs() > 1).any() and (d[mask].abs() < 1).any() for d in differences)
-            errors = sum(torch.where(d.abs() <= 1, d**2, 2 * d.abs() - 1) for d in differences)
+            assert any((d[mask].abs() > delta).any() and (d[mask].abs() < delta).any() for d in differences)
+            errors = sum(torch.where(d.abs() <= delta, d**2, 2 * delta * d.abs() - delta**2) for d in differences)
         else:
             errors = sum(d**2 for d in differences)
         critic_loss = errors[mask].sum() / mask.sum()

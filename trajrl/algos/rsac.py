@@ -303,11 +303,11 @@ def soft_value(
     return q - alpha * log_prob, -log_prob
 
 
-def critic_error(q: torch.Tensor, target: torch.Tensor, loss: str) -> torch.Tensor:
+def critic_error(q: torch.Tensor, target: torch.Tensor, loss: str, delta: float = 1.0) -> torch.Tensor:
     """Each step's loss of a critic: the squared TD error (``mse``), or twice Huber's (``huber``),
-    which equals it up to an error of 1 and grows linearly past it."""
+    which equals it up to an error of ``delta`` and grows linearly past it (2 delta |d| - delta^2)."""
     if loss == "huber":
-        return 2 * nn.functional.huber_loss(q, target, reduction="none", delta=1.0)
+        return 2 * nn.functional.huber_loss(q, target, reduction="none", delta=delta)
     return (q - target) ** 2
 
 
@@ -452,7 +452,10 @@ class RSAC:
         q_taken = [c.value(f, action) for c, f in zip(self.critics, features)]
         weight = batch.get("priority_weight", None)
         weight = 1.0 if weight is None else weight.reshape(n_seq, horizon)[:, :1]
-        critic_loss = sum((critic_error(q, target, s.critic_loss) * learn * weight).sum() for q in q_taken) / n_learn
+        critic_loss = (
+            sum((critic_error(q, target, s.critic_loss, s.huber_delta) * learn * weight).sum() for q in q_taken)
+            / n_learn
+        )
         self.critic_optimizer.zero_grad(set_to_none=True)
         critic_loss.backward()
         critic_grad = clipped_step(self.critic_optimizer, self.critics, s.max_grad_norm, critic_loss, "critic loss")
