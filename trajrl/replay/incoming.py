@@ -34,6 +34,7 @@ import torch
 from tensordict import TensorDictBase
 from torchrl.envs.transforms import Transform
 
+from trajrl import internals
 from trajrl.errors import MalformedMask, RefusedBatch, log_fault
 from trajrl.keys import MASK_KEY, TRAJ_KEY
 
@@ -220,6 +221,8 @@ class WholeEpisodes(Transform):
                     cause=str(refused),
                     gave_up=True,
                 )
+                if internals.in_a_collector_worker():  # the learner's line says it; no traceback of its own
+                    raise SystemExit(1) from None
             raise
 
     def checked(self, tensordict: TensorDictBase) -> TensorDictBase:
