@@ -564,10 +564,11 @@ class RSACSettings(ReplayLearnerSettings):
         "'Dissecting Discrete SAC', 2025): values on the rewards' scale, not the temperature's",
     )
     critic_loss: str = setting(
-        "mse",
-        "the critics' loss per step: mse (the squared TD error) | huber (the same up to an error of 1, "
+        "huber",
+        "the critics' loss per step: huber (the squared TD error up to an error of 1 (algo.huber_delta), "
         "then linear: an outlying error, a burst of the critics' loss, moves them by a bounded step, as the "
-        "recurrent DQN's loss does)",
+        "recurrent DQN's loss does; what teaches the travel suite's 3-step recall) | mse (the squared TD "
+        "error: terminal steps' large errors count in full)",
         choices=("mse", "huber"),
     )
     huber_delta: float = setting(

@@ -86,7 +86,10 @@ CASES = [
     (["algo=ppo", "algo.clip_epsilon_end=0.3"], ["algo.clip_epsilon_end=0.3", "algo.clip_epsilon=0.2", "null"]),
     (["algo=ppo", "algo.target_kl=0"], ["algo.target_kl=0.0", "must be > 0"]),
     (["algo=ppo", "algo.rnn_lr=1e-4"], ["algo.rnn_lr=0.0001", "algo.recurrent=true"]),
-    (["algo.huber_delta=10"], ["algo.huber_delta=10", "algo.critic_loss=mse does not use it", "critic_loss=huber"]),
+    (
+        ["algo.critic_loss=mse", "algo.huber_delta=10"],
+        ["algo.huber_delta=10", "algo.critic_loss=mse does not use it", "critic_loss=huber"],
+    ),
     (["algo.target_sync_every=0"], ["algo.target_sync_every=0", "must be >= 1"]),
     (["algo=r2d2", "algo.target_sync_every=100"], ["algo.target_sync_every=100", "algo.target_tau=1"]),
     (["algo=rsac", "env=pendulum_novel", "algo.target_sync_every=100"], ["algo.target_sync_every=100", "algo.tau=1"]),
