@@ -151,10 +151,10 @@ def run(preset: str, seed: int, run_dir: Path, extra: list[str], reuse: bool = F
     """Train ``preset`` with ``seed`` through the CLI; the rows of its metrics.csv.
 
     With ``reuse``, a finished run already in ``run_dir`` with the same overrides
-    (its overrides.yaml) is read instead of trained again."""
+    (its overrides.yaml) is read instead of trained again; one stopped before its
+    ``total_frames`` (a signal saves its checkpoint too) is trained again."""
     overrides = [*([] if preset == "default" else [f"experiment={preset}"]), f"seed={seed}", *extra]
-    finished = (run_dir / "checkpoints" / "latest.pt").exists() and (run_dir / "overrides.yaml").exists()
-    if reuse and finished and yaml.safe_load((run_dir / "overrides.yaml").read_text()) == overrides:
+    if reuse and finished(run_dir) and yaml.safe_load((run_dir / "overrides.yaml").read_text()) == overrides:
         print(f"  seed {seed}: reused ({run_dir})", flush=True)
         return read_rows(run_dir)
     (run_dir / "kept_agents.json").unlink(missing_ok=True)  # measured on an earlier run in this directory
@@ -206,6 +206,15 @@ def one_thread() -> None:
     import torch
 
     torch.set_num_threads(1)
+
+
+def finished(run_dir: Path) -> bool:
+    """Whether the run in ``run_dir`` trained its whole ``total_frames`` (its last metrics row)."""
+    needed = [run_dir / name for name in ("overrides.yaml", "config.yaml", "metrics.csv", "checkpoints/latest.pt")]
+    if not all(path.exists() for path in needed):
+        return False
+    rows = read_rows(run_dir)
+    return bool(rows) and rows[-1]["frames"] >= yaml.safe_load((run_dir / "config.yaml").read_text())["total_frames"]
 
 
 def read_rows(run_dir: Path) -> list[dict]:
