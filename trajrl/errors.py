@@ -3,7 +3,8 @@
 The CLI turns each into one line and an exit code: ``ConfigError`` and
 ``CheckpointError`` (exit 2: fix the command), ``CollectorFailed``,
 ``EnvironmentFailed`` (``BadStep`` is one) and ``LearnerFailed`` (exit 1: the run failed),
-``RunInterrupted`` (128 + the signal).
+``RunInterrupted`` (128 + the signal). ``log_fault`` writes the line a worker process leaves in
+the run's fault log for the learner to end the run with.
 """
 
 from __future__ import annotations
