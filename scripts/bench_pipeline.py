@@ -64,6 +64,7 @@ import numpy as np
 import torch
 
 import trajrl
+from trajrl.algos.networks import SideThread
 from trajrl.keys import TRAJ_KEY
 from trajrl.replay.audit import audit_storage
 from trajrl.replay.episodes import buffer_locked
@@ -597,6 +598,19 @@ LEARNERS = [
 ]
 
 
+def as_run(result: dict) -> dict:
+    """The learner alone as a run uses it: on two threads where it can (recurrent SAC), else one."""
+    return result.get("two_threads", result["fused"])
+
+
+def two_threads(result: dict) -> str:
+    """The learner on two threads (recurrent SAC's ``algo.learner_threads=2``): steps/s and against one thread."""
+    if "two_threads" not in result:
+        return "(one thread only) |"
+    two, one = result["two_threads"]["per_s"], result["fused"]["per_s"]
+    return f"{two:.0f} | {two / one:.2f}"
+
+
 def plain_optimizers(algo) -> dict:
     """torch's default Adam step on a CPU (a loop over the parameters) for each of
     ``algo``'s fused optimisers, over the same parameters: the learner without the speed-up."""
@@ -618,10 +632,10 @@ def frames_learnt(batch, burn_in: int) -> int:
 
 def learner_speed(preset: str | None, updates: int, repeats: int, device: str = "cpu", overrides=()) -> dict:
     """Gradient steps per second of ``preset``'s learner at its batch shape, alone on one
-    thread, with torch's plain Adam step and with the fused one, alternated ``repeats``
-    times (medians): batches sampled from 20,000 stored frames (PPO: its collected
-    episodes, ``epochs`` x minibatches a batch); and the share of the time in the
-    recurrent kernels, from a profile of a quarter as many steps. ``device``: where the
+    thread, with torch's plain Adam step and with the fused one, and (recurrent SAC) on two threads
+    (``algo.learner_threads=2``), alternated ``repeats`` times (medians): batches sampled from
+    20,000 stored frames (PPO: its collected episodes, ``epochs`` x minibatches a batch); and the
+    share of the time in the recurrent kernels, from a profile of a quarter as many steps. ``device``: where the
     learner trains (the run's ``device`` setting; on cuda each step is timed to its end).
     ``preset=None``: the learner of the run ``overrides`` make (the default run's: none)."""
     from torch.profiler import ProfilerActivity, profile
@@ -658,8 +672,12 @@ def learner_speed(preset: str | None, updates: int, repeats: int, device: str = 
             batch = pipe.sequences.sample()
             return batch, time.perf_counter() - t0
 
-        def run(count: int, optimizers: dict) -> dict:
+        sides = {threads: SideThread(threads > 1) for threads in (1, 2)}  # recurrent SAC: algo.learner_threads
+
+        def run(count: int, optimizers: dict, threads: int = 1) -> dict:
             vars(algo).update(optimizers)
+            if hasattr(algo, "side"):
+                algo.side = sides[threads]
             sample_s = update_s = 0.0
             learnt = 0
             start_updates = algo.updates
@@ -682,10 +700,12 @@ def learner_speed(preset: str | None, updates: int, repeats: int, device: str = 
             }
 
         run(5, fused)  # warm-up
-        runs = {"plain": [], "fused": []}
+        runs = {"plain": [], "fused": [], **({"two_threads": []} if hasattr(algo, "side") else {})}
         for _ in range(repeats):
             runs["plain"].append(run(updates, plain))
             runs["fused"].append(run(updates, fused))
+            if "two_threads" in runs:
+                runs["two_threads"].append(run(updates, fused, threads=2))
         with profile(activities=[ProfilerActivity.CPU]) as prof:  # apart: the profiler slows every call
             run(max(1, updates // 4), fused)
         events = prof.key_averages()
@@ -1103,9 +1123,9 @@ def main(argv: list[str] | None = None) -> None:
         print()
         print(
             "| algorithm (preset) | batch | plain Adam steps/s | trajrl steps/s | frames learnt/s | ms sampling | "
-            "ms updating | LSTM/GRU kernels | trajrl / plain |"
+            "ms updating | LSTM/GRU kernels | trajrl / plain | trajrl, 2 threads: steps/s | 2 threads / 1 |"
         )
-        print("|---|---|---|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
         for label, preset, overrides in (row for row in LEARNERS if args.rows_like in row[0]):
             result = learner_speed(preset, args.updates, args.repeats_learner, args.device, overrides)
             what = preset or " ".join(overrides) or "python -m trajrl"
@@ -1114,7 +1134,7 @@ def main(argv: list[str] | None = None) -> None:
                 f"| {label} ({what}) | {result['shape']} | {slow['per_s']:.0f} | {fast['per_s']:.0f} | "
                 f"{fast['frames_per_s']:.0f} | {fast['sample_ms']:.2f} | {fast['update_ms']:.2f} | "
                 f"{result['recurrent']:.0%} | "
-                f"{fast['per_s'] / slow['per_s']:.2f} |",
+                f"{fast['per_s'] / slow['per_s']:.2f} | {two_threads(result)} |",
                 flush=True,
             )
             if result["compile_s"] is not None:
@@ -1123,7 +1143,7 @@ def main(argv: list[str] | None = None) -> None:
                     f"| {label}, networks under torch.compile ({result['compile_s']:.0f} s to compile) | "
                     f"{result['shape']} | | {compiled['per_s']:.0f} | {compiled['frames_per_s']:.0f} | "
                     f"{compiled['sample_ms']:.2f} | "
-                    f"{compiled['update_ms']:.2f} | | {compiled['per_s'] / slow['per_s']:.2f} |",
+                    f"{compiled['update_ms']:.2f} | | {compiled['per_s'] / slow['per_s']:.2f} | | |",
                     flush=True,
                 )
         print()
@@ -1133,7 +1153,8 @@ def main(argv: list[str] | None = None) -> None:
             f"(`python -m trajrl <overrides> total_frames=<frames>`), alone on the machine; busy: the machine's CPU "
             f"over all {os.cpu_count()} cores between the run's second metrics row and its last before the closing "
             f"one; steps/s: the learner's gradient steps a second there (evaluations left out); alone: the same "
-            f"learner at the same batch shape on one thread, sampling included (median of {args.repeats_learner} "
+            f"learner at the same batch shape on the threads a run gives it (recurrent SAC: 2), sampling included "
+            f"(median of {args.repeats_learner} "
             f"runs of {args.updates} steps, measured before and after the runs: the mean); each run with "
             f"collector.worker_niceness=0 (workers at the learner's priority) and 10 (the default)"
         )
@@ -1148,12 +1169,12 @@ def main(argv: list[str] | None = None) -> None:
             if args.rows_like not in label:
                 continue
             # alone before and after the runs (this machine's speed drifts by a fifth within minutes): the mean
-            before = learner_speed(None, args.updates, args.repeats_learner, overrides=overrides)["fused"]
+            before = as_run(learner_speed(None, args.updates, args.repeats_learner, overrides=overrides))
             insides = {
                 niceness: in_run([*overrides, f"collector.worker_niceness={niceness}"], frames)
                 for niceness in (0, 10)  # the speed-up off, then on (the default)
             }
-            after = learner_speed(None, args.updates, args.repeats_learner, overrides=overrides)["fused"]
+            after = as_run(learner_speed(None, args.updates, args.repeats_learner, overrides=overrides))
             alone = {k: (before[k] + after[k]) / 2 for k in ("per_s", "sample_ms", "update_ms")}
             alone_ms = alone["sample_ms"] + alone["update_ms"]
             walls = {niceness: inside["wall"] for niceness, inside in insides.items()}

@@ -584,6 +584,12 @@ class RSACSettings(ReplayLearnerSettings):
         "common to the actions learnt apart from their differences, which are all the policy reads",
         checkpointed=True,
     )
+    learner_threads: int = setting(
+        2,
+        "threads an update runs on: 2 runs the actor's pass, the target critics' and the second critic's "
+        "backward on a second thread beside the first (two cores at once, the same results as 1)",
+        range=between(1, 2),
+    )
     init_alpha: float = setting(1.0, "initial entropy temperature (learnt)", range=above(0))
     alpha_lr: float | None = setting(
         None,

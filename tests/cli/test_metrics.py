@@ -98,6 +98,18 @@ def test_episodic_batch_statistics_are_exact_on_episodes_of_known_length(rollout
     assert last["episode/completed"] * 6.5 == last["frames"]
 
 
+def test_the_learners_time_split_adds_up_with_pausing_counted_inside_it(smoke_run):
+    """Off-policy: sampling, updating, evaluating and the rest (``wait``) add up to the run's wall-clock;
+    collection paused happens while the learner updates or evaluates, so it is inside those, not beside."""
+    _, run_dir = smoke_run
+    last = rows_of(run_dir)[-1]
+    parts = ("sample", "update", "eval", "wait")
+    assert sum(last[f"time/{k}_frac"] for k in parts) == pytest.approx(1.0, abs=1e-3)
+    assert sum(last[f"time/{k}_s"] for k in parts) == pytest.approx(last["time/elapsed_s"], rel=1e-3)
+    assert last["time/wait_s"] > 0  # at least the warm-up's frames were waited for
+    assert last["time/paused_s"] <= last["time/update_s"] + last["time/eval_s"] + last["time/sample_s"]
+
+
 def test_tensorboard_and_wandb_offline_runs_write_their_files(smoke_run):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 

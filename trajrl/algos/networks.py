@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import queue
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -286,6 +292,63 @@ class TargetSync:
             return False
         soft_update(target, source, self.tau)
         return True
+
+
+class SideThread:
+    """A second thread for the passes of an update that do not depend on each other (the target
+    networks' pass beside the online ones', one critic's backward beside the other's): torch lets
+    go of the GIL inside each operation, so the two run on two cores at once, with the results
+    one thread gives (no pass run there draws random numbers). ``enabled`` false: each pass runs
+    on the calling thread, when submitted. The thread is a daemon, idle between passes: the
+    process's exit does not wait for it."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self.tasks: queue.SimpleQueue | None = None
+        self.pid = os.getpid()
+
+    def submit(self, fn: Callable, *args) -> Future:
+        """``fn(*args)`` there, in the caller's grad mode (thread-local in torch); its future."""
+        future: Future = Future()
+        if not self.enabled:
+            future.set_result(fn(*args))
+            return future
+        if self.tasks is None or self.pid != os.getpid():  # at the first pass (and in a forked process: its own)
+            self.tasks, self.pid = queue.SimpleQueue(), os.getpid()
+            threading.Thread(target=self.serve, args=(self.tasks,), name="trajrl-learner", daemon=True).start()
+        self.tasks.put((future, fn, args, torch.is_grad_enabled()))
+        return future
+
+    @staticmethod
+    def serve(tasks: queue.SimpleQueue) -> None:
+        while (task := tasks.get()) is not None:
+            future, fn, args, grad = task
+            try:
+                with torch.set_grad_enabled(grad):
+                    future.set_result(fn(*args))
+            except BaseException as error:  # the caller's result() raises it
+                future.set_exception(error)
+
+    def __del__(self) -> None:
+        if self.tasks is not None:
+            self.tasks.put(None)  # the thread ends
+
+    def __deepcopy__(self, memo: dict) -> SideThread:
+        """A thread of its own for the copy (a learner copied, as a test does)."""
+        return SideThread(self.enabled)
+
+
+@contextmanager
+def frozen(module: nn.Module):
+    """``module``'s parameters without gradient inside the block (a loss that reads it as a
+    fixed function: no gradient of its weights is computed), then as they were."""
+    grads = [p.requires_grad for p in module.parameters()]
+    module.requires_grad_(False)
+    try:
+        yield module
+    finally:
+        for p, g in zip(module.parameters(), grads):
+            p.requires_grad_(g)
 
 
 def clipped_step(

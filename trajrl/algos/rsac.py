@@ -41,11 +41,13 @@ from trajrl.algos.networks import (
     Inputs,
     KeyedModule,
     Parts,
+    SideThread,
     TargetSync,
     adam,
     clipped_step,
     decay_lr,
     encoder,
+    frozen,
     track_observations,
 )
 from trajrl.algos.sequences import learned_steps, n_step_return, sequence_of, stored_state, without_padding_columns
@@ -367,6 +369,8 @@ class RSAC:
         alpha_lr = settings.lr if settings.alpha_lr is None else settings.alpha_lr
         self.alpha_optimizer = adam([self.log_alpha], lr=alpha_lr)
         self.reward_rms = RewardRMS() if settings.reward_scaling == "rms" else None
+        self.side = SideThread(settings.learner_threads > 1)
+        self.separate_critics = not set(map(id, critics[0].parameters())) & set(map(id, critics[1].parameters()))
         self.updates = 0
 
     @property
@@ -376,6 +380,18 @@ class RSAC:
 
     def actor_state(self, batch: TensorDictBase) -> tuple[torch.Tensor, ...]:
         return stored_state(batch, self.actor.state_keys, zero=self.settings.initial_state == "zero")
+
+    def actor_features(
+        self,
+        sequence: torch.Tensor,
+        batch: TensorDictBase,
+        burn_in: int,
+        starts: torch.Tensor | None,
+        episode_starts: torch.Tensor,
+    ) -> torch.Tensor:
+        """The actor's own core's (normalised) features over ``sequence``, from the state it stored while acting."""
+        encoded, state = self.actor.encoder(sequence), self.actor_state(batch)
+        return self.actor.norm(run_core(self.actor.rnn, encoded, state, burn_in, starts, episode_starts))
 
     def policy(self, features: torch.Tensor) -> Policy:
         """The actor's policy at each step of ``features``."""
@@ -419,31 +435,25 @@ class RSAC:
 
         # The critics and the actor over all T + 1 observations (the actor's policy at the next steps
         # for the targets, at these for its loss); with critic_core=acting the critics start from the
-        # stored state and the actor reads their features, without gradient.
+        # stored state and the actor reads their features, without gradient. With algo.learner_threads=2
+        # the actor's pass and the target critics' run on the side thread, beside the critics'.
         critic_state = self.actor_state(batch) if self.critics_act else None
-        online = critic_features(self.critics, sequence, burn_in, starts, critic_state, episode_starts)
-        if self.critics_act:
-            actor_features = online[0].detach()
-        else:
-            actor_features = self.actor.norm(
-                run_core(
-                    self.actor.rnn,
-                    self.actor.encoder(sequence),
-                    self.actor_state(batch),
-                    burn_in,
-                    starts,
-                    episode_starts,
-                )
+        actor_ahead = None
+        if not self.critics_act:
+            actor_ahead = self.side.submit(self.actor_features, sequence, batch, burn_in, starts, episode_starts)
+        with torch.no_grad():
+            targets_ahead = self.side.submit(
+                critic_features, self.target_critics, sequence, burn_in, starts, critic_state
             )
+        online = critic_features(self.critics, sequence, burn_in, starts, critic_state, episode_starts)
+        actor_features = online[0].detach() if actor_ahead is None else actor_ahead.result()
         policy = self.policy(actor_features)
 
         # ---- critics: twin Q towards the n-step return, bootstrapped with the soft value
         # E_pi[min target Q(next, a') - alpha log pi(a'|next)] (n = 1: r + gamma * that); without
         # soft_target, E_pi[min target Q(next, a')]: no entropy in the critics' values
         with torch.no_grad():
-            target_features = [
-                f[:, 1:] for f in critic_features(self.target_critics, sequence, burn_in, starts, critic_state)
-            ]
+            target_features = [f[:, 1:] for f in targets_ahead.result()]
             next_policy = tuple(None if p is None else p.detach() for p in steps_of(policy, slice(1, None)))
             bonus = alpha if s.soft_target else torch.zeros_like(alpha)
             next_value, _ = soft_value(self.target_critics, target_features, next_policy, bonus)
@@ -452,21 +462,30 @@ class RSAC:
         q_taken = [c.value(f, action) for c, f in zip(self.critics, features)]
         weight = batch.get("priority_weight", None)
         weight = 1.0 if weight is None else weight.reshape(n_seq, horizon)[:, :1]
-        critic_loss = (
-            sum((critic_error(q, target, s.critic_loss, s.huber_delta) * learn * weight).sum() for q in q_taken)
-            / n_learn
-        )
+        losses = [
+            (critic_error(q, target, s.critic_loss, s.huber_delta) * learn * weight).sum() / n_learn for q in q_taken
+        ]
+        critic_loss = losses[0] + losses[1]
         self.critic_optimizer.zero_grad(set_to_none=True)
-        critic_loss.backward()
+        if self.separate_critics:  # each critic's gradient from its own loss: the second's on the side thread
+            second = self.side.submit(losses[1].backward)
+            losses[0].backward()
+            second.result()
+        else:
+            critic_loss.backward()
         critic_grad = clipped_step(self.critic_optimizer, self.critics, s.max_grad_norm, critic_loss, "critic loss")
+        # the target critics follow the critics' new weights, on the side thread while the actor learns
+        synced = self.side.submit(self.target_sync.after, self.updates + 1, self.target_critics, self.critics)
 
-        # ---- actor: maximise E_pi[min Q(h, a) - alpha log pi(a|h)] (critic features fixed)
-        value, entropy = soft_value(
-            self.critics, [f.detach() for f in features], steps_of(policy, slice(None, -1)), alpha
-        )
-        actor_loss = -(value * learn).sum() / n_learn
-        self.actor_optimizer.zero_grad(set_to_none=True)
-        actor_loss.backward()
+        # ---- actor: maximise E_pi[min Q(h, a) - alpha log pi(a|h)] (the critics fixed: their features
+        # and weights, whose gradient this loss does not need)
+        with frozen(self.critics):
+            value, entropy = soft_value(
+                self.critics, [f.detach() for f in features], steps_of(policy, slice(None, -1)), alpha
+            )
+            actor_loss = -(value * learn).sum() / n_learn
+            self.actor_optimizer.zero_grad(set_to_none=True)
+            actor_loss.backward()
         clipped_step(self.actor_optimizer, self.actor, s.max_grad_norm, actor_loss, "actor loss")
 
         # ---- temperature: keep the policy's entropy near the target
@@ -476,8 +495,8 @@ class RSAC:
         alpha_loss.backward()
         self.alpha_optimizer.step()
 
+        synced.result()
         self.updates += 1
-        self.target_sync.after(self.updates, self.target_critics, self.critics)
         td = torch.stack([(q.detach() - target).abs() for q in q_taken]).mean(0)
         td_error = torch.full(full.shape, float("nan"), device=full.device)
         td_error[:, :horizon] = torch.where(learn, td, float("nan")).to(full.device)

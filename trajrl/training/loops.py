@@ -290,9 +290,10 @@ class OffPolicyLoop(Loop):
             **stored,
             "time/sample_ms": 1000 * self.timings["sample"] / max(1, updates),
         }
-        timings = {**self.timings, "eval": self.evaluations.seconds, "paused": self.collection.paused_s}
+        timings = {**self.timings, "eval": self.evaluations.seconds}
         handed_over = (frames, self.episodes.episodes) if closing else None
-        row = self.reporter.row(frames, {**values, **own}, self.train_stats, timings, handed_over)
+        paused = {"paused": self.collection.paused_s}  # while the learner updates: not apart from it
+        row = self.reporter.row(frames, {**values, **own}, self.train_stats, timings, handed_over, paused)
         self.reporter.histogram("episode/lengths", self.episodes.lengths, frames)
         return row
 

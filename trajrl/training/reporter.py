@@ -16,11 +16,14 @@ from trajrl.training.metrics import MetricsLog, Rates, WorkerStats
 from trajrl.training.progress import Progress
 
 
-def time_split(elapsed: float, timings: dict[str, float]) -> dict[str, float]:
-    """Where the learner's wall-clock went: seconds and fractions per activity, the
-    rest (``wait``) spent waiting for data."""
+def time_split(
+    elapsed: float, timings: dict[str, float], alongside: dict[str, float] | None = None
+) -> dict[str, float]:
+    """Where the learner's wall-clock went: seconds and fractions per activity of ``timings`` (each
+    apart from the others), the rest (``wait``) spent waiting for data; ``alongside``: times that
+    overlap them (collection paused while the learner updates), reported but not taken from the rest."""
     wait = max(0.0, elapsed - sum(timings.values()))
-    split = {**timings, "wait": wait}
+    split = {**timings, "wait": wait, **(alongside or {})}
     return {
         **{f"time/{k}_s": v for k, v in split.items()},
         **{f"time/{k}_frac": v / max(elapsed, 1e-9) for k, v in split.items()},
@@ -83,6 +86,7 @@ class Reporter:
         train: dict[str, float],
         timings: dict[str, float],
         handed_over: tuple[int, int] | None = None,
+        alongside: dict[str, float] | None = None,
     ) -> dict[str, float]:
         """One metrics row at ``frames``: the values held, ``values`` (the loop's own), then
         ``train`` (the last update's statistics, as ``train/...``), the counters, and
@@ -99,7 +103,7 @@ class Reporter:
             "time/elapsed_s": elapsed,
             "time/frames_per_s": (frames - self.start_frames) / max(elapsed, 1e-9),
             **self.rates.update(frames, updates),
-            **time_split(elapsed, timings),
+            **time_split(elapsed, timings, alongside),
             **(self.audit.metrics() if self.audit is not None else {}),
             **(self.workers.in_flight(*handed_over) if handed_over is not None and self.workers is not None else {}),
         }
