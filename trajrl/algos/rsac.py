@@ -84,9 +84,9 @@ def run_core(
     later steps' gradient reaches back through them to the episode's first observation, which is
     how a memory of it is learnt; ``starts``: where an episode starts inside the sequence (a tape;
     linear cores; no burn-in)."""
-    if burn_in <= 0:
+    if burn_in <= 0 or not torch.is_grad_enabled():  # no gradient to stop: one pass
         return run_memory(rnn, x, state, starts)[0]
-    if episode_starts is None or not bool(episode_starts.any()) or not torch.is_grad_enabled():
+    if episode_starts is None or not bool(episode_starts.any()):
         with torch.no_grad():
             warm, final = run_memory(rnn, x[:, :burn_in], state)
     else:
