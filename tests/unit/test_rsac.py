@@ -11,7 +11,7 @@ from torch.distributions import AffineTransform, Normal, TanhTransform, Transfor
 
 import trajrl
 from trajrl.algos.memory import FFM, LRU
-from trajrl.algos.networks import DuelingHead
+from trajrl.algos.networks import DuelingHead, SideThread
 from trajrl.algos.rsac import (
     RSAC,
     RecurrentActor,
@@ -457,3 +457,25 @@ def test_a_zero_learning_state_is_zero_whatever_the_buffer_stored(initial_state)
         assert stats[0] == stats[1]
     else:
         assert stats[0]["actor_loss"] != stats[1]["actor_loss"]
+
+
+def test_a_pass_on_the_side_thread_keeps_the_callers_grad_mode_and_raises_its_error_in_the_caller():
+    """``algo.learner_threads=2``'s second thread: a daemon (a run's exit does not wait on it) that runs
+    each pass in the grad mode of the caller who submitted it and hands its exception back."""
+    import threading
+
+    side = SideThread(True)
+    with torch.no_grad():
+        assert side.submit(torch.is_grad_enabled).result() is False
+    assert side.submit(torch.is_grad_enabled).result() is True
+    assert side.submit(lambda: threading.current_thread().daemon).result() is True
+    assert side.submit(threading.get_ident).result() != threading.get_ident()
+
+    def fails():
+        raise ValueError("a pass that fails")
+
+    with pytest.raises(ValueError, match="a pass that fails"):
+        side.submit(fails).result()
+    assert side.submit(lambda: 2 + 2).result() == 4  # the thread goes on
+    inline = SideThread(False)
+    assert inline.submit(threading.get_ident).result() == threading.get_ident()
