@@ -479,3 +479,35 @@ def test_a_pass_on_the_side_thread_keeps_the_callers_grad_mode_and_raises_its_er
     assert side.submit(lambda: 2 + 2).result() == 4  # the thread goes on
     inline = SideThread(False)
     assert inline.submit(threading.get_ident).result() == threading.get_ident()
+
+
+@pytest.mark.parametrize(
+    "actions, critic_core", [("continuous", "separate"), ("discrete", "shared"), ("discrete", "acting")]
+)
+def test_an_update_on_two_threads_gives_the_bits_of_one_thread(actions, critic_core):
+    """``algo.learner_threads=2`` on slices with a burn-in, two of which start their episode (the
+    gradient reaches back through their burn-in): the same statistics and weights, to the bit, as
+    ``learner_threads=1``, for continuous actions and for critics sharing a core or acting with it."""
+    torch.manual_seed(0)
+    if actions == "continuous":
+        actor = RecurrentActor(2, 1, [8], 8, "lstm", torch.tensor([-2.0]), torch.tensor([2.0]))
+        critics = twin_critics(lambda: RecurrentCritic(2, 1, [8], 8, "lstm"), critic_core != "separate")
+    else:
+        actor = RecurrentActor(2, 3, [8], 8, "lstm", None, None)
+        critics = twin_critics(lambda: RecurrentCritic(2, 3, [8], 8, "lstm", discrete=True), True)
+        if critic_core == "acting":
+            actor.read_critic(critics[0])
+    batch = slices([12, 5, 9, 12], horizon=12)
+    if actions == "discrete":
+        batch["action"] = torch.randint(0, 3, (4, 12))
+    two = RSAC(actor, critics, RSACSettings(critic_core=critic_core, learner_threads=2), burn_in=3)
+    one = copy.deepcopy(two)
+    one.side = SideThread(False)
+    results = []
+    for algo in (two, one):
+        torch.manual_seed(1)
+        stats = [algo.update(batch.clone()) for _ in range(3)]
+        results.append((stats, [p.detach().clone() for p in [*algo.actor.parameters(), *algo.critics.parameters()]]))
+    (stats_two, weights_two), (stats_one, weights_one) = results
+    assert two.side.enabled and not one.side.enabled and stats_two == stats_one
+    assert all(torch.equal(a, b) for a, b in zip(weights_two, weights_one))
