@@ -103,11 +103,13 @@ def test_each_learner_updates_as_it_would_with_the_plain_optimizer(algo_name):
 
 
 def test_the_default_runs_learner_on_two_threads_updates_to_the_same_bits_as_on_one():
-    """``algo.learner_threads=2`` (the default) runs the actor's and the target critics' passes, the
+    """``algo.learner_threads=2`` runs the actor's and the target critics' passes, the
     second critic's backward and the target sync on a second thread: the same losses and weights, to
     the bit, as one thread, on batches of the default run's pipeline (the other critic cores and
     continuous actions: ``tests/unit/test_rsac.py``)."""
-    cfg = trajrl.compose(["debug=smoke", "collector=sync", "env.num_envs=4", "collector.frames_per_batch=400"])
+    cfg = trajrl.compose(
+        ["debug=smoke", "collector=sync", "env.num_envs=4", "collector.frames_per_batch=400", "algo.learner_threads=2"]
+    )
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as a run's learner: one intra-op thread on each of the two
     with trajrl.build(cfg) as pipe:
