@@ -598,9 +598,10 @@ LEARNERS = [
 ]
 
 
-def as_run(result: dict) -> dict:
-    """The learner alone as a run uses it: on two threads where it can (recurrent SAC), else one."""
-    return result.get("two_threads", result["fused"])
+def as_run(result: dict, overrides: list[str]) -> dict:
+    """The learner alone as the run ``overrides`` make uses it: on two threads where it sets
+    ``algo.learner_threads=2`` (recurrent SAC), else on one."""
+    return result["two_threads"] if "algo.learner_threads=2" in overrides else result["fused"]
 
 
 def two_threads(result: dict) -> str:
@@ -1153,7 +1154,7 @@ def main(argv: list[str] | None = None) -> None:
             f"(`python -m trajrl <overrides> total_frames=<frames>`), alone on the machine; busy: the machine's CPU "
             f"over all {os.cpu_count()} cores between the run's second metrics row and its last before the closing "
             f"one; steps/s: the learner's gradient steps a second there (evaluations left out); alone: the same "
-            f"learner at the same batch shape on the threads a run gives it (recurrent SAC: 2), sampling included "
+            f"learner at the same batch shape on the threads the run gives it (algo.learner_threads), sampling included "
             f"(median of {args.repeats_learner} "
             f"runs of {args.updates} steps, measured before and after the runs: the mean); each run with "
             f"collector.worker_niceness=0 (workers at the learner's priority) and 10 (the default)"
@@ -1169,12 +1170,12 @@ def main(argv: list[str] | None = None) -> None:
             if args.rows_like not in label:
                 continue
             # alone before and after the runs (this machine's speed drifts by a fifth within minutes): the mean
-            before = as_run(learner_speed(None, args.updates, args.repeats_learner, overrides=overrides))
+            before = as_run(learner_speed(None, args.updates, args.repeats_learner, overrides=overrides), overrides)
             insides = {
                 niceness: in_run([*overrides, f"collector.worker_niceness={niceness}"], frames)
                 for niceness in (0, 10)  # the speed-up off, then on (the default)
             }
-            after = as_run(learner_speed(None, args.updates, args.repeats_learner, overrides=overrides))
+            after = as_run(learner_speed(None, args.updates, args.repeats_learner, overrides=overrides), overrides)
             alone = {k: (before[k] + after[k]) / 2 for k in ("per_s", "sample_ms", "update_ms")}
             alone_ms = alone["sample_ms"] + alone["update_ms"]
             walls = {niceness: inside["wall"] for niceness, inside in insides.items()}
