@@ -1154,8 +1154,8 @@ def main(argv: list[str] | None = None) -> None:
             f"(`python -m trajrl <overrides> total_frames=<frames>`), alone on the machine; busy: the machine's CPU "
             f"over all {os.cpu_count()} cores between the run's second metrics row and its last before the closing "
             f"one; steps/s: the learner's gradient steps a second there (evaluations left out); alone: the same "
-            f"learner at the same batch shape on the threads the run gives it (algo.learner_threads), sampling included "
-            f"(median of {args.repeats_learner} "
+            f"learner at the same batch shape on the threads the run gives it (algo.learner_threads), sampling "
+            f"included (median of {args.repeats_learner} "
             f"runs of {args.updates} steps, measured before and after the runs: the mean); each run with "
             f"collector.worker_niceness=0 (workers at the learner's priority) and 10 (the default)"
         )
