@@ -428,7 +428,7 @@ def check_rnn_lr(cfg: DictConfig) -> None:
 def check_huber_delta(cfg: DictConfig) -> None:
     """``algo.huber_delta`` shapes Huber's loss only (``algo.critic_loss=huber``)."""
     delta = cfg.algo.get("huber_delta", 1.0)
-    if delta != 1.0 and cfg.algo.get("critic_loss") != "huber":
+    if delta != 1.0 and cfg.algo.get("critic_loss") not in ("huber", "huber_bootstrapped"):
         raise ConfigError(
             "algo.huber_delta",
             delta,

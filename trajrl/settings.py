@@ -568,12 +568,15 @@ class RSACSettings(ReplayLearnerSettings):
         "the critics' loss per step: huber (the squared TD error up to an error of 1 (algo.huber_delta), "
         "then linear: an outlying error, a burst of the critics' loss, moves them by a bounded step, as the "
         "recurrent DQN's loss does; what teaches the travel suite's 3-step recall) | mse (the squared TD "
-        "error: terminal steps' large errors count in full)",
-        choices=("mse", "huber"),
+        "error: terminal steps' large errors count in full) | huber_bootstrapped (Huber's where the target "
+        "bootstraps, the squared error where the episode terminates within the target's steps: the rare, "
+        "exact errors of the last steps count in full, the target network's noise is bounded)",
+        choices=("mse", "huber", "huber_bootstrapped"),
     )
     huber_delta: float = setting(
         1.0,
-        "critic_loss=huber: the TD error past which the loss grows linearly. The values are on the scale of the "
+        "critic_loss=huber or huber_bootstrapped: the TD error past which the loss grows linearly. The values "
+        "are on the scale of the "
         "rewards (after algo.reward_scaling) times about 1 / (1 - gamma), plus the entropy bonus: on CartPole "
         "100-260, where an error of 1 mutes a terminal step's error of 150 as much as an outlier's",
         range=above(0),

@@ -156,6 +156,8 @@ def discrete_batch():
         ("acting", 1, False, True, "mse"),
         ("separate", 1, True, False, "huber"),
         ("separate", 1, True, False, "huber_delta"),
+        ("separate", 1, True, False, "huber_bootstrapped"),
+        ("separate", 3, True, False, "huber_bootstrapped"),
     ],
 )
 def test_sac_discrete_critic_target_and_actor_loss_are_the_exact_expectations_over_actions(
@@ -172,7 +174,9 @@ def test_sac_discrete_critic_target_and_actor_loss_are_the_exact_expectations_ov
     and the temperature unchanged). With ``dueling`` each critic's head is V + A - mean(A); with
     ``critic_core=acting`` the actor's policy is its head over the critics' core (zero start here).
     With ``critic_loss=huber`` (rewards times 3, so that some errors pass 1) each step's squared error
-    becomes d^2 for |d| <= 1 and 2 |d| - 1 past it; with ``huber_delta`` 1.5, d^2 up to 1.5 and 3 |d| - 2.25 past it."""
+    becomes d^2 for |d| <= 1 and 2 |d| - 1 past it; with ``huber_delta`` 1.5, d^2 up to 1.5 and 3 |d| - 2.25 past it;
+    with ``huber_bootstrapped`` d^2 where the step's target holds no bootstrapped value (its episode terminates
+    within the n steps summed), Huber's elsewhere."""
     delta = 1.5 if critic_loss == "huber_delta" else 1.0
     critic_loss = "huber" if critic_loss == "huber_delta" else critic_loss
     algo = discrete_sac(
@@ -188,7 +192,9 @@ def test_sac_discrete_critic_target_and_actor_loss_are_the_exact_expectations_ov
     batch = discrete_batch()
     batch["step_count"] = torch.arange(5).expand(2, 5).unsqueeze(-1).clone()
     batch["next", "terminated"][0, 3] = True
-    if critic_loss == "huber":
+    if critic_loss == "huber_bootstrapped":
+        batch["next", "reward"][0, 3] = 2.0  # the terminal step's error past delta
+    if critic_loss.startswith("huber"):
         batch["next", "reward"] = batch["next", "reward"] * 3
     actor, critics, targets = (copy.deepcopy(m) for m in (algo.actor, algo.critics, algo.target_critics))
     obs = torch.cat([batch["observation"], batch["next", "observation"][:, -1:]], 1)  # T + 1 observations
@@ -205,18 +211,22 @@ def test_sac_discrete_critic_target_and_actor_loss_are_the_exact_expectations_ov
         soft = (log_pi.exp()[:, 1:] * (q_next - bonus * log_pi[:, 1:])).sum(-1)
         alive = 1.0 - batch["next", "terminated"].squeeze(-1).float()
         reward, target = batch["next", "reward"].squeeze(-1), torch.zeros(2, 5)
+        exact = torch.zeros(2, 5, dtype=torch.bool)
         for row, length in enumerate([5, 3]):
             for t in range(length):
                 m = min(n_step, length - t)  # rewards summed, none past the slice's last valid step
                 summed = sum(0.9**k * reward[row, t + k] for k in range(m))
                 target[row, t] = summed + 0.9**m * alive[row, t + m - 1] * soft[row, t + m - 1]
+                exact[row, t] = alive[row, t + m - 1] == 0
         taken = batch["action"].unsqueeze(-1)
         differences = [q_all(c, obs)[:, :-1].gather(-1, taken).squeeze(-1) - target for c in critics]
-        if critic_loss == "huber":
+        errors = sum(d**2 for d in differences)
+        if critic_loss.startswith("huber"):
             assert any((d[mask].abs() > delta).any() and (d[mask].abs() < delta).any() for d in differences)
-            errors = sum(torch.where(d.abs() <= delta, d**2, 2 * delta * d.abs() - delta**2) for d in differences)
-        else:
-            errors = sum(d**2 for d in differences)
+            huber = sum(torch.where(d.abs() <= delta, d**2, 2 * delta * d.abs() - delta**2) for d in differences)
+            if critic_loss == "huber_bootstrapped":  # the terminal step's error (n_step steps) squared in full
+                assert exact.any() and all((d[exact].abs() > delta).any() for d in differences)
+            errors = torch.where(exact, errors, huber) if critic_loss == "huber_bootstrapped" else huber
         critic_loss = errors[mask].sum() / mask.sum()
         td = (differences[0].abs() + differences[1].abs()) / 2  # the priority a prioritised sampler reads
         features = [c.rnn(c.encoder(obs))[0][:, :-1] for c in critics]  # before the critics' step

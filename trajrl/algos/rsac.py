@@ -50,7 +50,14 @@ from trajrl.algos.networks import (
     frozen,
     track_observations,
 )
-from trajrl.algos.sequences import learned_steps, n_step_return, sequence_of, stored_state, without_padding_columns
+from trajrl.algos.sequences import (
+    exact_targets,
+    learned_steps,
+    n_step_return,
+    sequence_of,
+    stored_state,
+    without_padding_columns,
+)
 from trajrl.keys import MASK_KEY, TD_KEY
 from trajrl.settings import RSACSettings
 
@@ -305,12 +312,18 @@ def soft_value(
     return q - alpha * log_prob, -log_prob
 
 
-def critic_error(q: torch.Tensor, target: torch.Tensor, loss: str, delta: float = 1.0) -> torch.Tensor:
+def critic_error(
+    q: torch.Tensor, target: torch.Tensor, loss: str, delta: float = 1.0, exact: torch.Tensor | None = None
+) -> torch.Tensor:
     """Each step's loss of a critic: the squared TD error (``mse``), or twice Huber's (``huber``),
-    which equals it up to an error of ``delta`` and grows linearly past it (2 delta |d| - delta^2)."""
-    if loss == "huber":
-        return 2 * nn.functional.huber_loss(q, target, reduction="none", delta=delta)
-    return (q - target) ** 2
+    which equals it up to an error of ``delta`` and grows linearly past it (2 delta |d| - delta^2);
+    ``huber_bootstrapped``: Huber's where the target bootstraps, the squared error where it is
+    ``exact`` (the episode terminates within the target's steps: no target network's noise in it)."""
+    squared = (q - target) ** 2
+    if loss == "mse":
+        return squared
+    huber = 2 * nn.functional.huber_loss(q, target, reduction="none", delta=delta)
+    return huber if loss == "huber" else torch.where(exact, squared, huber)
 
 
 def steps_of(policy: Policy, steps: slice) -> Policy:
@@ -458,12 +471,14 @@ class RSAC:
             bonus = alpha if s.soft_target else torch.zeros_like(alpha)
             next_value, _ = soft_value(self.target_critics, target_features, next_policy, bonus)
             target = n_step_return(reward, terminated, next_value, mask, s.gamma, s.n_step)
+            exact = exact_targets(terminated, mask, s.n_step) if s.critic_loss == "huber_bootstrapped" else None
         features = [f[:, :-1] for f in online]
         q_taken = [c.value(f, action) for c, f in zip(self.critics, features)]
         weight = batch.get("priority_weight", None)
         weight = 1.0 if weight is None else weight.reshape(n_seq, horizon)[:, :1]
         losses = [
-            (critic_error(q, target, s.critic_loss, s.huber_delta) * learn * weight).sum() / n_learn for q in q_taken
+            (critic_error(q, target, s.critic_loss, s.huber_delta, exact) * learn * weight).sum() / n_learn
+            for q in q_taken
         ]
         critic_loss = losses[0] + losses[1]
         self.critic_optimizer.zero_grad(set_to_none=True)
