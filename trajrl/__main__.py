@@ -302,11 +302,11 @@ def write_plots(run_dir: Path) -> None:
 
 
 # ---------------------------------------------------------------- subcommands: finished runs
-SUBCOMMANDS = ("plot", "summary", "evaluate", "check-env")
+SUBCOMMANDS = ("plot", "summary", "evaluate", "export", "check-env")
 
 
 def commands() -> argparse.ArgumentParser:
-    """``trajrl plot|summary|evaluate|check-env``, each with its options (``trajrl <command> --help``)."""
+    """``trajrl plot|summary|evaluate|export|check-env``, each with its options (``trajrl <command> --help``)."""
     parser = argparse.ArgumentParser(
         prog="trajrl",
         epilog="Without a command, python -m trajrl [overrides] trains (python -m trajrl --help: every setting).",
@@ -356,6 +356,34 @@ def commands() -> argparse.ArgumentParser:
         help="also record one episode as an mp4 in DIR (default: <run dir>/videos)",
     )
     evaluate.set_defaults(run=evaluate_agent)
+
+    export = subcommands.add_parser(
+        "export",
+        help="a finished run's agent as one file that acts with onnxruntime or torch alone",
+        description="The greedy agent of a finished run (its memory, input standardisation and action "
+        "scaling inside) as one file: ONNX (onnxruntime alone; needs trajrl[export]) or a torch.export "
+        "program (torch alone), called as agent(observation, state, episode_start[, reward]) -> (action, "
+        "next_state). The file is then checked against trajrl's greedy agent on the same episodes "
+        "(docs/export.md).",
+    )
+    export.add_argument("run_dir", type=Path, help="a run directory (outputs/<date>/<time>)")
+    export.add_argument(
+        "--which",
+        choices=("best", "latest"),
+        default="best",
+        help="the agent of the best evaluation (default) or the last checkpoint",
+    )
+    export.add_argument(
+        "--format", choices=("onnx", "torch"), default="onnx", help="onnx (default, .onnx) or torch (.pt2)"
+    )
+    export.add_argument("--out", type=Path, default=None, help="the file (default: <run dir>/agent-<which>.<suffix>)")
+    export.add_argument(
+        "--check-episodes",
+        type=int,
+        default=10,
+        help="episodes (seeds 0, 1, ...) on which the file must act as trajrl's agent (default 10; 0: no check)",
+    )
+    export.set_defaults(run=export_agent_file)
 
     check_env = subcommands.add_parser(
         "check-env",
@@ -408,6 +436,20 @@ def evaluate_agent(args: argparse.Namespace) -> None:
     if args.video is not None:
         folder = Path(args.video) if args.video else args.run_dir / "videos"
         print(f"video: {record_video(cfg, agent, folder, args.which, args.seed)}", flush=True)
+
+
+def export_agent_file(args: argparse.Namespace) -> None:
+    from trajrl.report.export import export_agent
+
+    path, check = export_agent(args.run_dir, args.which, args.format, args.out, args.check_episodes)
+    print(f"{path} ({path.stat().st_size / 1024:.1f} kB, {args.format}, {args.which} agent)", flush=True)
+    if check["episodes"]:
+        print(
+            f"checked: the same actions as trajrl's greedy agent over {check['episodes']} episodes "
+            f"({check['steps']:,} steps; largest difference {check['max_difference']:.2g}); "
+            f"return {check['return']:.1f}",
+            flush=True,
+        )
 
 
 def check_environment(args: argparse.Namespace) -> None:

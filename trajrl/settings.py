@@ -569,8 +569,9 @@ class RSACSettings(ReplayLearnerSettings):
         "then linear: an outlying error, a burst of the critics' loss, moves them by a bounded step, as the "
         "recurrent DQN's loss does; what teaches the travel suite's 3-step recall) | mse (the squared TD "
         "error: terminal steps' large errors count in full) | huber_bootstrapped (Huber's where the target "
-        "bootstraps, the squared error where the episode terminates within the target's steps: the rare, "
-        "exact errors of the last steps count in full, the target network's noise is bounded)",
+        "bootstraps, the squared error where the episode terminates within the target's steps: foreseeable "
+        "ends are learnt as with mse, and so are unforeseeable ones: CartPole 2/2, the 3-step recall at chance; "
+        "docs/benchmarks/learning/tuning.md, sixth session)",
         choices=("mse", "huber", "huber_bootstrapped"),
     )
     huber_delta: float = setting(

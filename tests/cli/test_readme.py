@@ -1,4 +1,4 @@
-"""The README's Python examples run as written."""
+"""The README's Python examples (and those of the docs it points to) run as written."""
 
 import re
 import subprocess
@@ -8,10 +8,12 @@ from pathlib import Path
 README = Path(__file__).resolve().parents[2] / "README.md"
 
 
-def run_block(title: str, tmp_path) -> str:
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+def run_block(title: str, tmp_path, after: str = "") -> str:
+    """The Python block titled ``title`` run as a script in ``tmp_path``, ``after`` appended: its output."""
+    pages = [README, *sorted((README.parent / "docs").glob("*.md"))]
+    blocks = [b for page in pages for b in re.findall(r"```python\n(.*?)```", page.read_text(), flags=re.S)]
     script = tmp_path / "example.py"
-    script.write_text(next(b for b in blocks if b.startswith(f"# {title}\n")))
+    script.write_text(next(b for b in blocks if b.startswith(f"# {title}\n")) + after)
     proc = subprocess.run(
         [sys.executable, str(script)],
         cwd=tmp_path,
@@ -34,10 +36,25 @@ def test_the_hand_written_loop_in_the_readme_runs(tmp_path):
     assert re.search(r"loss \d+\.\d+, \d+ frames stored, \d+ in flight", out)
 
 
-def test_the_padded_extend_in_the_readme_runs(tmp_path):
-    """A user's own [3, 9] batch with its mask: its 17 valid steps stored as 3 episodes."""
+def test_the_padded_extend_in_the_docs_runs(tmp_path):
+    """docs/storage-and-topologies.md: a [3, 9] batch of your own with its mask: 17 valid steps, 3 episodes."""
     out = run_block("padded extend", tmp_path)
     assert "17 steps stored, 3 episodes" in out
+
+
+def test_the_deployment_loop_in_the_readme_runs_with_onnxruntime_alone(tmp_path):
+    """A run of ``env=cartpole`` exported with ``trajrl export --out agent.onnx``: the README's loop plays
+    an episode with it, in a process that imports neither trajrl nor torch."""
+    from helpers import run_cli
+
+    proc = run_cli(tmp_path, "debug=smoke", "env=cartpole", "total_frames=600", "hydra.run.dir=run")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = run_cli(tmp_path, "export", "run", "--which", "latest", "--out", "agent.onnx", "--check-episodes", "1")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    stack = "{'trajrl', 'torch', 'torchrl', 'tensordict', 'hydra'}"
+    out = run_block("deploy", tmp_path, after=f"import sys\nprint('imported', sorted({stack} & set(sys.modules)))\n")
+    assert re.search(r"^return \d+\.\d+$", out, flags=re.M), out
+    assert "imported []" in out
 
 
 def test_the_readme_is_a_short_reference_and_the_docs_index_lists_every_page():

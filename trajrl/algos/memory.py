@@ -132,6 +132,17 @@ def as_complex(state: torch.Tensor) -> torch.Tensor:
     return torch.complex(real, imag)
 
 
+def linear_step(
+    decay: tuple[torch.Tensor, torch.Tensor], inputs: tuple[torch.Tensor, torch.Tensor], state: torch.Tensor
+) -> torch.Tensor:
+    """One step of ``h = decay * h + inputs`` in real arithmetic (acting: no complex numbers, which
+    ONNX cannot carry): ``decay`` and ``inputs`` as (real, imaginary) parts, ``state`` and the
+    result ``[B, 2N]`` in ``as_real``'s layout."""
+    (a_re, a_im), (b_re, b_im) = decay, inputs
+    h_re, h_im = state.chunk(2, -1)
+    return torch.cat([a_re * h_re - a_im * h_im + b_re, a_re * h_im + a_im * h_re + b_im], -1)
+
+
 class LinearMemory(nn.Module):
     """What the linear cores share: their state ``[layers, B, state_size]`` (real numbers), zeros
     when none is given, and ``forward(x, state=None, starts=None)``."""
@@ -171,6 +182,13 @@ class LRULayer(nn.Module):
         y = torch.addcmul(as_real(h) @ self.C.T, self.D, u)
         return y, h
 
+    def step(self, u: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """One step in real arithmetic: ``u [B, width]``, ``state [B, 2 size]`` (``as_real``) -> (``y``, ``h``)."""
+        magnitude, angle = torch.exp(-self.nu_log.exp()), self.theta_log.exp()
+        bu = u @ (self.B.T * self.gamma_log.exp().repeat(2))
+        h = linear_step((magnitude * torch.cos(angle), magnitude * torch.sin(angle)), bu.chunk(2, -1), state)
+        return torch.addcmul(h @ self.C.T, self.D, u), h
+
 
 class LRU(LinearMemory):
     """``layers`` pre-norm residual blocks ``x + GLU(GELU(LRU(LayerNorm(x))))`` of width
@@ -188,12 +206,23 @@ class LRU(LinearMemory):
     def forward(self, x: torch.Tensor, state: torch.Tensor | None = None, starts: torch.Tensor | None = None):
         x = self.project(x)
         state = self.initial_state(x) if state is None else state
+        if x.shape[1] == 1:  # one step (acting): real arithmetic
+            return self.step(x[:, 0], restarted(state, starts))
         finals = []
         for layer, (norm, core, glu) in enumerate(zip(self.norms, self.cores, self.glus)):
             y, h = core(norm(x), as_complex(state[layer]), starts)
             x = x + nn.functional.glu(glu(nn.functional.gelu(y)), -1)
             finals.append(as_real(h[:, -1]))
         return x, torch.stack(finals)
+
+    def step(self, x: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """One step of ``x [B, hidden]`` from ``state [layers, B, state_size]``: ``([B, 1, hidden], state after)``."""
+        finals = []
+        for layer, (norm, core, glu) in enumerate(zip(self.norms, self.cores, self.glus)):
+            y, h = core.step(norm(x), state[layer])
+            x = x + nn.functional.glu(glu(nn.functional.gelu(y)), -1)
+            finals.append(h)
+        return x.unsqueeze(1), torch.stack(finals)
 
 
 class FFM(LinearMemory):
@@ -223,9 +252,22 @@ class FFM(LinearMemory):
         trace, skip, gates = self.pre(x).split([self.size, self.hidden_size, self.size + self.hidden_size], -1)
         gate_in, gate_out = torch.sigmoid(gates).split([self.size, self.hidden_size], -1)
         trace = (trace * gate_in).unsqueeze(-1).expand(*trace.shape, self.context).flatten(-2)
-        s = linear_scan(self.decay(), torch.complex(trace, torch.zeros_like(trace)), as_complex(state[0]), starts)
-        out = self.norm(self.mix(as_real(s))) * gate_out + skip * (1 - gate_out)
-        return out, as_real(s[:, -1]).unsqueeze(0)
+        if x.shape[1] == 1:  # one step (acting): real arithmetic
+            log_decay = self.log_decay.clamp(max=-1e-6).unsqueeze(-1)
+            angle = self.frequency.expand(self.size, self.context)
+            decay = ((log_decay.exp() * torch.cos(angle)).reshape(-1), (log_decay.exp() * torch.sin(angle)).reshape(-1))
+            inputs = (trace[:, 0], torch.zeros_like(trace[:, 0]))
+            s = linear_step(decay, inputs, restarted(state, starts)[0]).unsqueeze(1)
+        else:
+            s = linear_scan(self.decay(), torch.complex(trace, torch.zeros_like(trace)), as_complex(state[0]), starts)
+            s = as_real(s)
+        out = self.norm(self.mix(s)) * gate_out + skip * (1 - gate_out)
+        return out, s[:, -1].unsqueeze(0)
+
+
+def restarted(state: torch.Tensor, starts: torch.Tensor | None) -> torch.Tensor:
+    """``state [layers, B, N]`` from zeros where a one-step sequence restarts (``starts [B, 1]``)."""
+    return state if starts is None else torch.where(starts.reshape(1, -1, 1), 0.0, state)
 
 
 def recurrent_core(memory: Memory | str, in_size: int, hidden_size: int) -> nn.Module:

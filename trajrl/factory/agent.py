@@ -41,6 +41,7 @@ class Agent:
     evaluated: CpuCopies  # ``greedy``'s networks: ``pull()`` before each evaluation
     version: PolicyVersion | None = None  # the behaviour policy's weight version
     recurrent_net: nn.Module | None = None  # the learner's network whose state (``encoder``, ``rnn``) the policy stores
+    greedy_net: nn.Module | None = None  # the network ``greedy`` acts with (the CPU copy ``evaluated`` refreshes)
 
     def not_stored(self) -> list:
         """What the policy writes on each step that learning never reads: its layers'
@@ -141,6 +142,7 @@ def build_r2d2(a: R2D2Settings, cfg, spaces: EnvSpaces, inputs: Inputs, device: 
         CpuCopies([(acting, qnet)]),
         CpuCopies([(evaluated, shown)]),
         recurrent_net=qnet,
+        greedy_net=evaluated,
     )
 
 
@@ -179,6 +181,7 @@ def build_ppo(a: PPOSettings, cfg, spaces: EnvSpaces, inputs: Inputs, device: to
         core.make_tensordict_primer() if core is not None else None,
         CpuCopies([(acting, net)]),
         CpuCopies([(evaluated, net)]),
+        greedy_net=evaluated,
     )
 
 
@@ -221,6 +224,7 @@ def build_rsac(a: RSACSettings, cfg, spaces: EnvSpaces, inputs: Inputs, device: 
         CpuCopies([(acting, actor)]),
         CpuCopies([(evaluated, actor)]),
         recurrent_net=actor,
+        greedy_net=evaluated,
     )
 
 

@@ -1,0 +1,102 @@
+"""``trajrl export``: a run's greedy agent as one file that acts, with onnxruntime or torch alone, as
+``trajrl evaluate``'s greedy policy does, step for step (``trajrl.report.export``)."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from helpers import TESTS, cli_environment, failed_with, run_cli
+
+from trajrl.report.evaluate_run import load_run
+from trajrl.report.export import play_trajrl
+
+SEEDS = list(range(10))
+
+
+def play_elsewhere(path, tmp_path, steer=None) -> dict:
+    """``tests/play_exported.py``: the file played in a fresh process with only its runtime, gymnasium
+    and numpy (trajrl's CartPole without velocities registered by ``novel_envs``, gymnasium alone)."""
+    args = [sys.executable, str(TESTS / "play_exported.py"), str(path), json.dumps(SEEDS), "--env-module", "novel_envs"]
+    if steer is not None:
+        (tmp_path / "steer.json").write_text(json.dumps([a.tolist() for a in steer]))
+        args += ["--steer", str(tmp_path / "steer.json")]
+    proc = subprocess.run(
+        args, capture_output=True, text=True, timeout=300, env=cli_environment(TESTS), stdin=subprocess.DEVNULL
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    played = json.loads(proc.stdout)
+    assert played["imported"] == [], f"the deploying process imported {played['imported']}"
+    return played
+
+
+def exported(run_dir, tmp_path, fmt: str, which: str = "best"):
+    """``trajrl export`` through the CLI (its own check on 2 episodes): the file."""
+    out = tmp_path / f"agent.{'onnx' if fmt == 'onnx' else 'pt2'}"
+    proc = run_cli(tmp_path, "export", str(run_dir), "--which", which, "--format", fmt, "--out", str(out),
+                   "--check-episodes", "2", timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (
+        f"{out} (" in proc.stdout
+        and "checked: the same actions as trajrl's greedy agent over 2 episodes" in proc.stdout
+    )
+    assert proc.stderr.strip() == "", proc.stderr[-3000:]
+    return out
+
+
+@pytest.mark.parametrize("fmt", ["onnx", "torch"])
+def test_the_default_runs_agent_exported_plays_as_trajrl_evaluates_it(smoke_run, fmt, tmp_path):
+    """The default run (recurrent SAC-discrete, LSTM, the previous action observed): the file, in a
+    process with its runtime alone, takes trajrl's greedy actions at every step of 10 episodes
+    (seeds 0-9) and earns the same returns."""
+    _, run_dir = smoke_run
+    path = exported(run_dir, tmp_path, fmt)
+    cfg, agent = load_run(run_dir, "best")
+    ours, returns = play_trajrl(cfg, agent, SEEDS)
+    played = play_elsewhere(path, tmp_path)
+    assert [np.asarray(a).tolist() for a in ours] == played["actions"]
+    assert played["returns"] == returns
+
+
+def test_a_continuous_agent_with_a_linear_core_and_its_previous_reward_exported(tmp_path):
+    """Recurrent SAC on Pendulum (a Box action scaled to [-2, 2]), the FFM core, the previous action
+    and reward observed, rewards scaled: each format plays trajrl's greedy actions within 1e-5 along
+    its 10 episodes (the file answering the observations trajrl's actions lead to) and earns returns
+    within 1e-3 of trajrl's on its own."""
+    overrides = ["debug=smoke", "env=gym", "env.id=Pendulum-v1", "algo.rnn=ffm", "env.previous_reward=true",
+                 "env.reward_scale=0.1", "total_frames=600", "loop.warmup_frames=200", "hydra.run.dir=run"]  # fmt: skip
+    proc = run_cli(tmp_path, *overrides, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    cfg, agent = load_run(tmp_path / "run", "latest")
+    ours, returns = play_trajrl(cfg, agent, SEEDS)
+    for fmt in ("onnx", "torch"):
+        path = exported(tmp_path / "run", tmp_path, fmt, which="latest")
+        along = play_elsewhere(path, tmp_path, steer=ours)
+        for a, b in zip(ours, along["actions"]):
+            np.testing.assert_allclose(np.asarray(b), a, rtol=0, atol=1e-5)
+        assert along["returns"] == pytest.approx(returns, rel=1e-12)
+        alone = play_elsewhere(path, tmp_path)
+        assert alone["returns"] == pytest.approx(returns, rel=1e-3)
+
+
+def test_export_refuses_what_it_cannot_do_in_one_line(smoke_run, tmp_path):
+    """A directory without a checkpoint, a file named for another format, and the ONNX format
+    without its packages: one line each, exit 2, no file written."""
+    _, run_dir = smoke_run
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    failed_with(run_cli(tmp_path, "export", str(empty)), 2, "trajrl export", "no config.yaml")
+    proc = run_cli(tmp_path, "export", str(run_dir), "--format", "torch", "--out", str(tmp_path / "agent.onnx"))
+    failed_with(proc, 2, "trajrl export: --out", "--format torch writes a .pt2 file")
+    without_onnx = "import sys; sys.modules['onnxscript'] = None; from trajrl.__main__ import main; main()"
+    proc = subprocess.run(
+        [sys.executable, "-c", without_onnx, "export", str(run_dir), "--out", str(tmp_path / "agent.onnx")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=cli_environment(),
+        stdin=subprocess.DEVNULL,
+    )
+    failed_with(proc, 2, "trajrl export: --format", "onnxscript", "pip install 'trajrl[export]'")
+    assert not list(tmp_path.glob("agent*"))

@@ -1,0 +1,84 @@
+"""The greedy step ``trajrl export`` writes (``trajrl.report.export.GreedyStep``) acts as trajrl's greedy
+policy for every algorithm, memory core and action space, untrained weights (any weights do): the
+same actions at every step of the same episodes; and the exported program with them."""
+
+import numpy as np
+import pytest
+import torch
+
+import trajrl
+from trajrl.config import validate
+from trajrl.factory.agent import build_agent
+from trajrl.gym_envs import env_spaces
+from trajrl.report.export import (
+    Exported,
+    describe,
+    example_inputs,
+    exported_program,
+    greedy_step,
+    play_exported,
+    play_trajrl,
+    same_actions,
+)
+
+PENDULUM = ["env=gym", "env.id=Pendulum-v1"]
+MATCH = ["env=gym", "env.import_module=action_envs", "env.previous_action=true"]
+CASES = {
+    "r2d2, LRU, dueling": ["algo=r2d2", "algo.rnn=lru", "algo.dueling=true"],
+    "r2d2, GRU, layer norm": ["algo=r2d2", "algo.rnn=gru", "algo.layer_norm=true"],
+    "rsac, GRU, Box actions": ["algo.rnn=gru", *PENDULUM],
+    "rsac, LRU, acting critic core": ["algo.rnn=lru", "algo.critic_core=acting"],
+    "rsac, FFM, Dict observation": [
+        "algo.rnn=ffm",
+        "env=gym",
+        "env.id=Spaces-v0",
+        "env.import_module=space_envs",
+        "+env.kwargs.kind=tuple",
+    ],  # fmt: skip
+    "ppo, no memory, Box actions": ["algo=ppo", "algo.recurrent=false", *PENDULUM],
+    "ppo, LSTM, MultiDiscrete": ["algo=ppo", "algo.recurrent=true", *MATCH, "env.id=MatchMultiDiscrete-v0"],
+    "ppo, LRU, MultiBinary, previous reward": [
+        "algo=ppo",
+        "algo.recurrent=true",
+        "algo.rnn=lru",
+        *MATCH,
+        "env.id=MatchMultiBinary-v0",
+        "env.previous_reward=true",
+    ],  # fmt: skip
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_greedy_step_and_its_program_act_as_trajrls_greedy_policy(case):
+    cfg = validate(trajrl.compose([*CASES[case], "debug=smoke"]))
+    agent = build_agent(cfg, env_spaces(cfg.env, cfg.algo.name))
+    step = greedy_step(cfg, agent)
+    spec = describe(cfg, step, "latest", "torch")
+    seeds = [0, 1]
+    ours, returns = play_trajrl(cfg, agent, seeds)
+    for module in (step, exported_program(step, example_inputs(step, spec["observation_size"])).module()):
+        theirs, their_returns = play_exported(Exported.of(module, spec), seeds)
+        assert same_actions(theirs, ours, atol=1e-6) is None
+        assert their_returns == pytest.approx(returns, rel=1e-6)
+
+
+def test_the_state_restarts_at_an_episode_start_whatever_is_passed():
+    """``episode_start`` zeroes the state (the memory and the previous action) before the step:
+    a state of noise gives the same action and next state as zeros there, and another one elsewhere."""
+    cfg = validate(trajrl.compose(["debug=smoke"]))
+    step = greedy_step(cfg, build_agent(cfg, env_spaces(cfg.env, cfg.algo.name)))
+    obs, noise = torch.randn(4, 2), 5 * torch.randn(4, step.state_size)
+    start, going = torch.ones(4, dtype=torch.bool), torch.zeros(4, dtype=torch.bool)
+    with torch.no_grad():
+        zero = step(obs, torch.zeros_like(noise), start)
+        for got, want in zip(step(obs, noise, start), zero):
+            torch.testing.assert_close(got, want)
+        assert not torch.equal(step(obs, noise, going)[1], zero[1])
+
+
+def test_a_wrong_observation_is_named_with_what_the_agent_takes():
+    cfg = validate(trajrl.compose(["debug=smoke"]))
+    step = greedy_step(cfg, build_agent(cfg, env_spaces(cfg.env, cfg.algo.name)))
+    agent = Exported.of(step, describe(cfg, step, "latest", "torch"))
+    with pytest.raises(ValueError, match=r"shape \(1, 4\): the agent takes \[B, 2\] float32, gymnasium.spaces.flatten"):
+        agent(np.zeros((1, 4), np.float32), agent.initial_state(1), np.ones(1, bool))
