@@ -1,6 +1,6 @@
 """The CLI: ``python -m trajrl [overrides]`` trains (also the ``trajrl`` console script);
-``trajrl plot <dir>``, ``trajrl summary <dir>`` and ``trajrl evaluate <run dir>`` read
-finished runs instead.
+``trajrl plot <dir>``, ``trajrl summary <dir>``, ``trajrl evaluate <run dir>`` and ``trajrl export
+<run dir>`` read finished runs instead.
 
 Every command runs inside ``one_line_errors`` (an error trajrl expects ends it with one
 line and its exit code) and returns only once the processes it started have ended.

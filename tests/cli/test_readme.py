@@ -8,12 +8,12 @@ from pathlib import Path
 README = Path(__file__).resolve().parents[2] / "README.md"
 
 
-def run_block(title: str, tmp_path, after: str = "") -> str:
-    """The Python block titled ``title`` run as a script in ``tmp_path``, ``after`` appended: its output."""
+def run_block(title: str, tmp_path, before: str = "", after: str = "") -> str:
+    """The Python block titled ``title`` run as a script in ``tmp_path``, between ``before`` and ``after``."""
     pages = [README, *sorted((README.parent / "docs").glob("*.md"))]
     blocks = [b for page in pages for b in re.findall(r"```python\n(.*?)```", page.read_text(), flags=re.S)]
     script = tmp_path / "example.py"
-    script.write_text(next(b for b in blocks if b.startswith(f"# {title}\n")) + after)
+    script.write_text(before + next(b for b in blocks if b.startswith(f"# {title}\n")) + after)
     proc = subprocess.run(
         [sys.executable, str(script)],
         cwd=tmp_path,
@@ -42,17 +42,19 @@ def test_the_padded_extend_in_the_docs_runs(tmp_path):
     assert "17 steps stored, 3 episodes" in out
 
 
-def test_the_deployment_loop_in_the_readme_runs_with_onnxruntime_alone(tmp_path):
-    """A run of ``env=cartpole`` exported with ``trajrl export --out agent.onnx``: the README's loop plays
-    an episode with it, in a process that imports neither trajrl nor torch."""
-    from helpers import run_cli
+def test_the_deployment_loop_in_the_readme_runs_with_onnxruntime_alone(smoke_run, tmp_path):
+    """The default run's agent exported with ``trajrl export --out agent.onnx``: the README's loop plays an
+    episode with it, in a process that imports neither trajrl nor torch (trajrl's CartPole without
+    velocities registered by ``tests/novel_envs.py``, gymnasium alone)."""
+    from helpers import TESTS, run_cli
 
-    proc = run_cli(tmp_path, "debug=smoke", "env=cartpole", "total_frames=600", "hydra.run.dir=run")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    proc = run_cli(tmp_path, "export", "run", "--which", "latest", "--out", "agent.onnx", "--check-episodes", "1")
+    _, run_dir = smoke_run
+    proc = run_cli(tmp_path, "export", str(run_dir), "--out", "agent.onnx", "--check-episodes", "1")
     assert proc.returncode == 0, proc.stderr[-3000:]
     stack = "{'trajrl', 'torch', 'torchrl', 'tensordict', 'hydra'}"
-    out = run_block("deploy", tmp_path, after=f"import sys\nprint('imported', sorted({stack} & set(sys.modules)))\n")
+    imported = f"import sys\nprint('imported', sorted({stack} & set(sys.modules)))\n"
+    out = run_block("deploy", tmp_path, before=f"import sys\nsys.path.insert(0, {str(TESTS)!r})\nimport novel_envs\n",
+                    after=imported)  # fmt: skip
     assert re.search(r"^return \d+\.\d+$", out, flags=re.M), out
     assert "imported []" in out
 
