@@ -26,7 +26,7 @@ def test_soft_update_is_polyak_averaging_parameter_by_parameter():
     torch.manual_seed(0)
     source, target = nn.LSTM(3, 5), nn.LSTM(3, 5)
     expected = [t + 0.3 * (s - t) for t, s in zip(target.parameters(), source.parameters())]
-    soft_update(target, source, 0.3)
+    soft_update(list(target.parameters()), list(source.parameters()), 0.3)
     for got, want in zip(target.parameters(), expected):
         torch.testing.assert_close(got, want, rtol=0, atol=1e-7)
 

@@ -26,7 +26,7 @@ def test_a_step_whose_loss_is_not_finite_is_not_taken(bad):
     loss = net(torch.ones(4, 3)).sum() * bad
     loss.backward()
     with pytest.raises(NonFiniteUpdate, match=r"the test loss is -?(nan|inf) and its gradient.s norm (nan|inf)"):
-        clipped_step(optimizer, net, 1.0, loss, "test loss")
+        clipped_step(optimizer, list(net.parameters()), 1.0, loss, "test loss")
     assert all(torch.equal(before[k], v) for k, v in net.state_dict().items())
     assert not optimizer.state  # Adam's moments untouched too
 
@@ -40,7 +40,7 @@ def test_a_finite_step_is_taken_with_its_gradient_clipped_as_before():
         loss = (module(torch.ones(4, 3)) * 100).sum()
         loss.backward()
         if step == "ours":
-            norm = clipped_step(optimizer, module, 1.0, loss, "loss")
+            norm = clipped_step(optimizer, list(module.parameters()), 1.0, loss, "loss")
         else:
             expected = nn.utils.clip_grad_norm_(module.parameters(), 1.0)
             optimizer.step()

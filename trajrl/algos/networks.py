@@ -269,13 +269,13 @@ class PrefixStates:
 
 
 @torch.no_grad()
-def soft_update(target: nn.Module, source: nn.Module, tau: float) -> None:
-    """Polyak averaging: ``target += tau * (source - target)``, every parameter in one call;
-    ``tau=1`` copies them exactly."""
+def soft_update(target: list[torch.Tensor], source: list[torch.Tensor], tau: float) -> None:
+    """Polyak averaging of a network's parameters (``list(net.parameters())``, listed once by the
+    learner): ``target += tau * (source - target)``, every parameter in one call; ``tau=1`` copies them exactly."""
     if tau == 1:
-        internals.foreach_copy_(list(target.parameters()), list(source.parameters()))
+        internals.foreach_copy_(target, source)
     else:
-        internals.foreach_lerp_(list(target.parameters()), list(source.parameters()), tau)
+        internals.foreach_lerp_(target, source, tau)
 
 
 class TargetSync:
@@ -286,7 +286,7 @@ class TargetSync:
     def __init__(self, tau: float, every: int = 1):
         self.tau, self.every = tau, every
 
-    def after(self, updates: int, target: nn.Module, source: nn.Module) -> bool:
+    def after(self, updates: int, target: list[torch.Tensor], source: list[torch.Tensor]) -> bool:
         """After the ``updates``-th update (counted from 1): sync if it is due; whether it was."""
         if updates % self.every:
             return False
@@ -339,25 +339,27 @@ class SideThread:
 
 
 @contextmanager
-def frozen(module: nn.Module):
-    """``module``'s parameters without gradient inside the block (a loss that reads it as a
+def frozen(parameters: list[torch.Tensor]):
+    """A network's ``parameters`` without gradient inside the block (a loss that reads it as a
     fixed function: no gradient of its weights is computed), then as they were."""
-    grads = [p.requires_grad for p in module.parameters()]
-    module.requires_grad_(False)
+    grads = [p.requires_grad for p in parameters]
+    for p in parameters:
+        p.requires_grad_(False)
     try:
-        yield module
+        yield
     finally:
-        for p, g in zip(module.parameters(), grads):
+        for p, g in zip(parameters, grads):
             p.requires_grad_(g)
 
 
 def clipped_step(
-    optimizer: torch.optim.Optimizer, module: nn.Module, max_norm: float, loss: torch.Tensor, name: str
+    optimizer: torch.optim.Optimizer, parameters: list[torch.Tensor], max_norm: float, loss: torch.Tensor, name: str
 ) -> torch.Tensor:
-    """The step of ``optimizer`` on ``module``'s gradient (``loss``'s, already back-propagated),
-    clipped to ``max_norm``; its norm before clipping. ``NonFiniteUpdate`` naming ``name`` instead
-    where the loss or the gradient is not finite: no step taken, the weights stay finite."""
-    norm = nn.utils.clip_grad_norm_(module.parameters(), max_norm)
+    """The step of ``optimizer`` on the gradient of a network's ``parameters`` (``loss``'s, already
+    back-propagated; ``list(net.parameters())``, listed once by the learner: an update does not walk
+    the module tree), clipped to ``max_norm``; its norm before clipping. ``NonFiniteUpdate`` naming
+    ``name`` instead where the loss or the gradient is not finite: no step taken, the weights stay finite."""
+    norm = nn.utils.clip_grad_norm_(parameters, max_norm)
     if not bool(torch.isfinite(norm) & torch.isfinite(loss.detach())):
         raise NonFiniteUpdate(name, float(loss.detach()), float(norm))
     optimizer.step()

@@ -307,6 +307,7 @@ class PPO:
         ``total_frames``: the run's, over which the learning rate (``anneal_lr``) and the clip
         range (``clip_epsilon_end``) decay."""
         self.net = net
+        self.params = list(net.parameters())  # listed once: each step clips their gradient
         self.settings, self.minibatch_episodes, self.total_frames = settings, minibatch_episodes, total_frames
         self.optimizer = adam(net, lr=settings.lr, rnn_lr=settings.rnn_lr, eps=1e-5)
         self.generator = torch.Generator().manual_seed(seed)
@@ -412,7 +413,7 @@ class PPO:
                 break  # this batch has moved the policy far enough
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
-            grad_norm += float(clipped_step(self.optimizer, self.net, s.max_grad_norm, loss, "PPO loss"))
+            grad_norm += float(clipped_step(self.optimizer, self.params, s.max_grad_norm, loss, "PPO loss"))
             steps += 1
         self.updates += steps
         with torch.no_grad():

@@ -168,6 +168,7 @@ class R2D2:
         of whole episodes (``sampler=tape``, ``trajrl.replay.tapes``) rather than rows of slices."""
         self.qnet, self.tape = qnet, tape
         self.target = copy.deepcopy(qnet).requires_grad_(False)
+        self.params, self.target_params = list(qnet.parameters()), list(self.target.parameters())  # listed once
         self.settings, self.burn_in, self.planned_updates = settings, burn_in, planned_updates
         self.optimizer = adam(qnet, lr=settings.lr, rnn_lr=settings.rnn_lr)
         self.target_sync = TargetSync(settings.target_tau, settings.target_sync_every)
@@ -176,7 +177,7 @@ class R2D2:
     @property
     def device(self) -> torch.device:
         """Where the networks are: batches are moved there."""
-        return next(self.qnet.parameters()).device
+        return self.params[0].device
 
     def initial_state(self, batch: TensorDictBase) -> tuple[torch.Tensor, ...]:
         """State at each sequence's first step, as ``[layers, B, H]`` tensors."""
@@ -245,9 +246,9 @@ class R2D2:
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.set_lr()
-        grad_norm = clipped_step(self.optimizer, self.qnet, s.max_grad_norm, loss, "Q loss")
+        grad_norm = clipped_step(self.optimizer, self.params, s.max_grad_norm, loss, "Q loss")
         self.updates += 1
-        self.target_sync.after(self.updates, self.target, self.qnet)
+        self.target_sync.after(self.updates, self.target_params, self.params)
 
         abs_td = td.detach().abs()
         td_error = torch.full(full.shape, float("nan"), device=full.device)

@@ -374,6 +374,9 @@ class RSAC:
         self.tape = tape
         self.critics_act = settings.critic_core == "acting"  # the actor reads the critics' core
         self.target_critics = copy.deepcopy(critics).requires_grad_(False)
+        # each network's parameters, listed once: an update clips, freezes and averages them
+        self.actor_params, self.critic_params = list(actor.parameters()), list(critics.parameters())
+        self.target_params = list(self.target_critics.parameters())
         self.target_entropy = target_entropy(settings, actor.actions, actor.discrete)
         self.log_alpha = torch.tensor(math.log(settings.init_alpha), device=self.device, requires_grad=True)
         self.actor_optimizer = adam(actor.head if self.critics_act else actor, lr=settings.lr, rnn_lr=settings.rnn_lr)
@@ -389,7 +392,7 @@ class RSAC:
     @property
     def device(self) -> torch.device:
         """Where the networks are: batches are moved there."""
-        return next(self.actor.parameters()).device
+        return self.actor_params[0].device
 
     def actor_state(self, batch: TensorDictBase) -> tuple[torch.Tensor, ...]:
         return stored_state(batch, self.actor.state_keys, zero=self.settings.initial_state == "zero")
@@ -488,20 +491,22 @@ class RSAC:
             second.result()
         else:
             critic_loss.backward()
-        critic_grad = clipped_step(self.critic_optimizer, self.critics, s.max_grad_norm, critic_loss, "critic loss")
+        critic_grad = clipped_step(
+            self.critic_optimizer, self.critic_params, s.max_grad_norm, critic_loss, "critic loss"
+        )
         # the target critics follow the critics' new weights, on the side thread while the actor learns
-        synced = self.side.submit(self.target_sync.after, self.updates + 1, self.target_critics, self.critics)
+        synced = self.side.submit(self.target_sync.after, self.updates + 1, self.target_params, self.critic_params)
 
         # ---- actor: maximise E_pi[min Q(h, a) - alpha log pi(a|h)] (the critics fixed: their features
         # and weights, whose gradient this loss does not need)
-        with frozen(self.critics):
+        with frozen(self.critic_params):
             value, entropy = soft_value(
                 self.critics, [f.detach() for f in features], steps_of(policy, slice(None, -1)), alpha
             )
             actor_loss = -(value * learn).sum() / n_learn
             self.actor_optimizer.zero_grad(set_to_none=True)
             actor_loss.backward()
-        clipped_step(self.actor_optimizer, self.actor, s.max_grad_norm, actor_loss, "actor loss")
+        clipped_step(self.actor_optimizer, self.actor_params, s.max_grad_norm, actor_loss, "actor loss")
 
         # ---- temperature: keep the policy's entropy near the target
         entropy = (entropy.detach() * learn).sum() / n_learn
