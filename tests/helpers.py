@@ -55,6 +55,20 @@ def trajrl(*args, cwd, timeout=120, pythonpath=None):
     return proc
 
 
+def trajrl_without(package: str, *args, cwd, timeout=120):
+    """``python -m trajrl *args`` in a process where ``package`` cannot be imported (an extra not installed)."""
+    without = f"import sys; sys.modules[{package!r}] = None; from trajrl.__main__ import main; main()"
+    return subprocess.run(
+        [sys.executable, "-c", without, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=cli_environment(),
+        stdin=subprocess.DEVNULL,
+    )
+
+
 def exited(*args, cwd, timeout=120, pythonpath=None) -> tuple[subprocess.CompletedProcess, list[str]]:
     """``trajrl(*args)`` with its output in pipes, in a process group of its own: the finished
     process, and the processes of its group at the moment it exited (listed as soon as it has,

@@ -336,15 +336,9 @@ def commands() -> argparse.ArgumentParser:
         description="The return of a finished run's agent (its best or its latest checkpoint) over "
         "deterministic episodes, and a video of one.",
     )
-    evaluate.add_argument("run_dir", type=Path, help="a run directory (outputs/<date>/<time>)")
+    run_and_agent(evaluate)
     evaluate.add_argument(
-        "--which",
-        choices=("best", "latest"),
-        default="best",
-        help="the agent of the best evaluation (default) or the last checkpoint",
-    )
-    evaluate.add_argument(
-        "--episodes", type=at_least_one, default=10, help="deterministic episodes averaged (default 10)"
+        "--episodes", type=at_least(1), default=10, help="deterministic episodes averaged (default 10)"
     )
     evaluate.add_argument("--seed", type=int, default=0, help="seed of the environments (default 0)")
     evaluate.add_argument(
@@ -366,20 +360,14 @@ def commands() -> argparse.ArgumentParser:
         "next_state). The file is then checked against trajrl's greedy agent on the same episodes "
         "(docs/export.md).",
     )
-    export.add_argument("run_dir", type=Path, help="a run directory (outputs/<date>/<time>)")
-    export.add_argument(
-        "--which",
-        choices=("best", "latest"),
-        default="best",
-        help="the agent of the best evaluation (default) or the last checkpoint",
-    )
+    run_and_agent(export)
     export.add_argument(
         "--format", choices=("onnx", "torch"), default="onnx", help="onnx (default, .onnx) or torch (.pt2)"
     )
     export.add_argument("--out", type=Path, default=None, help="the file (default: <run dir>/agent-<which>.<suffix>)")
     export.add_argument(
         "--check-episodes",
-        type=int,
+        type=at_least(0),
         default=10,
         help="episodes (seeds 0, 1, ...) on which the file must act as trajrl's agent (default 10; 0: no check)",
     )
@@ -393,16 +381,32 @@ def commands() -> argparse.ArgumentParser:
         "without training: e.g. trajrl check-env env=gym env.id=<id> env.import_module=<module>.",
     )
     check_env.add_argument("overrides", nargs="*", help="the overrides a run would get (env=..., algo=...)")
-    check_env.add_argument("--steps", type=at_least_one, default=500, help="random steps played (default 500)")
+    check_env.add_argument("--steps", type=at_least(1), default=500, help="random steps played (default 500)")
     check_env.add_argument("--seed", type=int, default=0, help="seed of the reset and the actions (default 0)")
     check_env.set_defaults(run=check_environment)
     return parser
 
 
-def at_least_one(text: str) -> int:
-    number = int(text)
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"{number}: must be at least 1")
+def run_and_agent(command: argparse.ArgumentParser) -> None:
+    """A command's run directory and which of its agents (``evaluate``, ``export``)."""
+    command.add_argument("run_dir", type=Path, help="a run directory (outputs/<date>/<time>)")
+    command.add_argument(
+        "--which",
+        choices=("best", "latest"),
+        default="best",
+        help="the agent of the best evaluation (default) or the last checkpoint",
+    )
+
+
+def at_least(minimum: int):
+    """An argument type: an integer of at least ``minimum``."""
+
+    def number(text: str) -> int:
+        value = int(text)
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{value}: must be at least {minimum}")
+        return value
+
     return number
 
 

@@ -107,23 +107,11 @@ def test_evaluate_without_the_video_extra_names_it_and_leaves_no_folder(smoke_ru
     """``trajrl evaluate --video`` where moviepy cannot be imported (what ``make run`` installs):
     the return, then one line naming the extra; the folder RecordVideo made is not left behind
     (a later try, the extra installed, would warn that it overwrites it)."""
-    import subprocess
-    import sys
-
-    from helpers import cli_environment
+    from helpers import trajrl_without
 
     _, run_dir = smoke_run
     videos = tmp_path / "videos"
-    without_moviepy = "import sys; sys.modules['moviepy'] = None; from trajrl.__main__ import main; main()"
-    proc = subprocess.run(
-        [sys.executable, "-c", without_moviepy, "evaluate", str(run_dir), "--episodes", "2", "--video", str(videos)],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=cli_environment(),
-        stdin=subprocess.DEVNULL,
-    )
+    proc = trajrl_without("moviepy", "evaluate", str(run_dir), "--episodes", "2", "--video", str(videos), cwd=tmp_path)
     failed_with(proc, 2, "trajrl evaluate: --video", "rendering needs a package not installed", "trajrl[video]")
     assert "return" in proc.stdout
     assert not videos.exists()

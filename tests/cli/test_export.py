@@ -7,7 +7,7 @@ import sys
 
 import numpy as np
 import pytest
-from helpers import TESTS, cli_environment, failed_with, run_cli
+from helpers import TESTS, cli_environment, failed_with, run_cli, trajrl_without
 
 from trajrl.report.evaluate_run import load_run
 from trajrl.report.export import play_trajrl
@@ -96,14 +96,6 @@ def test_export_refuses_what_it_cannot_do_in_one_line(smoke_run, tmp_path):
     failed_with(run_cli(tmp_path, "export", str(empty)), 2, "trajrl export", "no config.yaml")
     proc = run_cli(tmp_path, "export", str(run_dir), "--format", "torch", "--out", str(tmp_path / "agent.onnx"))
     failed_with(proc, 2, "trajrl export: --out", "--format torch writes a .pt2 file")
-    without_onnx = "import sys; sys.modules['onnxscript'] = None; from trajrl.__main__ import main; main()"
-    proc = subprocess.run(
-        [sys.executable, "-c", without_onnx, "export", str(run_dir), "--out", str(tmp_path / "agent.onnx")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=cli_environment(),
-        stdin=subprocess.DEVNULL,
-    )
+    proc = trajrl_without("onnxscript", "export", str(run_dir), "--out", str(tmp_path / "agent.onnx"), cwd=tmp_path)
     failed_with(proc, 2, "trajrl export: --format", "onnxscript", "pip install 'trajrl[export]'")
     assert not list(tmp_path.glob("agent*"))

@@ -328,7 +328,7 @@ class PPO:
     @property
     def device(self) -> torch.device:
         """Where the network is: batches are moved there."""
-        return next(self.net.parameters()).device
+        return self.params[0].device
 
     def values(self, batch: TensorDictBase) -> tuple[torch.Tensor, torch.Tensor]:
         """V(s_t) and V(s_{t+1}) ``[N, T]``, the critic run over each episode's T + 1 observations."""
