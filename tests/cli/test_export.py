@@ -7,7 +7,7 @@ import sys
 
 import numpy as np
 import pytest
-from helpers import TESTS, cli_environment, failed_with, run_cli, trajrl_without
+from helpers import TESTS, cli_environment, failed_with, run_cli
 
 from trajrl.report.evaluate_run import load_run
 from trajrl.report.export import play_trajrl
@@ -47,7 +47,12 @@ def exported(run_dir, tmp_path, fmt: str, which: str = "best", out=None):
 
 @pytest.mark.parametrize(
     "run, fmt",
-    [("default", "onnx"), ("default", "torch"), ("r2d2", "torch"), ("ppo", "onnx")],
+    [
+        ("default", "onnx"),
+        pytest.param("default", "torch", marks=pytest.mark.slow),  # a .pt2 through the CLI: r2d2-torch's
+        ("r2d2", "torch"),
+        ("ppo", "onnx"),
+    ],
     ids=["rsac-onnx", "rsac-torch", "r2d2-torch", "ppo-onnx"],
 )
 def test_an_agent_exported_plays_as_trajrl_evaluates_it(run, fmt, request, tmp_path):
@@ -67,6 +72,7 @@ def test_an_agent_exported_plays_as_trajrl_evaluates_it(run, fmt, request, tmp_p
     assert played["returns"] == returns
 
 
+@pytest.mark.slow  # its pieces: test_greedy_step.py (ONNX of FFM with a Box action), the tests above (the CLI)
 def test_a_continuous_agent_with_a_linear_core_and_its_previous_reward_exported(tmp_path):
     """Recurrent SAC on Pendulum (a Box action scaled to [-2, 2]), the FFM core, the previous action
     and reward observed, rewards scaled, as ONNX: the file plays trajrl's greedy actions within 1e-5
@@ -87,15 +93,19 @@ def test_a_continuous_agent_with_a_linear_core_and_its_previous_reward_exported(
     assert alone["returns"] == pytest.approx(returns, rel=1e-3)
 
 
-def test_export_refuses_what_it_cannot_do_in_one_line(smoke_run, tmp_path):
-    """A directory without a checkpoint, a file named for another format, and the ONNX format
-    without its packages: one line each, exit 2, no file written."""
+def test_export_refuses_what_it_cannot_do_in_one_line(smoke_run, tmp_path, monkeypatch):
+    """A directory without a run (through the CLI: one line, exit 2), a file named for another format,
+    and the ONNX format without its packages: refused before anything is written."""
+    from trajrl.errors import ConfigError
+    from trajrl.report.export import export_agent
+
     _, run_dir = smoke_run
     empty = tmp_path / "empty"
     empty.mkdir()
     failed_with(run_cli(tmp_path, "export", str(empty)), 2, "trajrl export", "no config.yaml")
-    proc = run_cli(tmp_path, "export", str(run_dir), "--format", "torch", "--out", str(tmp_path / "agent.onnx"))
-    failed_with(proc, 2, "trajrl export: --out", "--format torch writes a .pt2 file")
-    proc = trajrl_without("onnxscript", "export", str(run_dir), "--out", str(tmp_path / "agent.onnx"), cwd=tmp_path)
-    failed_with(proc, 2, "trajrl export: --format", "onnxscript", "pip install 'trajrl[export]'")
+    with pytest.raises(ConfigError, match=r"--out.*--format torch writes a \.pt2 file"):
+        export_agent(run_dir, fmt="torch", out=tmp_path / "agent.onnx")
+    monkeypatch.setitem(sys.modules, "onnxscript", None)  # as where trajrl[export] is not installed
+    with pytest.raises(ConfigError, match=r"--format.*needs onnxscript, not installed: pip install 'trajrl\[export\]'"):
+        export_agent(run_dir, out=tmp_path / "agent.onnx")
     assert not list(tmp_path.glob("agent*"))

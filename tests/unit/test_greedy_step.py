@@ -18,16 +18,16 @@ from trajrl.report.export import (
     greedy_step,
     play_exported,
     play_trajrl,
+    quiet_exporters,
     same_actions,
+    write_onnx,
 )
 
 PENDULUM = ["env=gym", "env.id=Pendulum-v1"]
 MATCH = ["env=gym", "env.import_module=action_envs", "env.previous_action=true"]
 CASES = {
-    "r2d2, LRU, dueling": ["algo=r2d2", "algo.rnn=lru", "algo.dueling=true"],
-    "r2d2, GRU, layer norm": ["algo=r2d2", "algo.rnn=gru", "algo.layer_norm=true"],
-    "rsac, GRU, Box actions": ["algo.rnn=gru", *PENDULUM],
-    "rsac, LRU, acting critic core": ["algo.rnn=lru", "algo.critic_core=acting"],
+    "r2d2, LRU, dueling, layer norm": ["algo=r2d2", "algo.rnn=lru", "algo.dueling=true", "algo.layer_norm=true"],
+    "rsac, GRU, Box actions, acting critic core": ["algo.rnn=gru", "algo.critic_core=acting", *PENDULUM],
     "rsac, FFM, Dict observation": [
         "algo.rnn=ffm",
         "env=gym",
@@ -60,6 +60,36 @@ def test_the_greedy_step_and_its_program_act_as_trajrls_greedy_policy(case):
         theirs, their_returns = play_exported(Exported.of(module, spec), seeds)
         assert same_actions(theirs, ours, atol=1e-6) is None
         assert their_returns == pytest.approx(returns, rel=1e-6)
+
+
+ONNX_CASES = {
+    "rsac, FFM, Box actions, the previous reward scaled": [
+        "algo.rnn=ffm",
+        *PENDULUM,
+        "env.previous_reward=true",
+        "env.reward_scale=0.1",
+    ],  # fmt: skip
+    "r2d2, LRU": ["algo=r2d2", "algo.rnn=lru"],
+}
+
+
+@pytest.mark.parametrize("case", ONNX_CASES)
+def test_the_onnx_file_of_a_linear_core_acts_as_trajrls_greedy_policy(case, tmp_path):
+    """The linear cores' step in real arithmetic (ONNX carries no complex numbers), written as ONNX and
+    run by onnxruntime along trajrl's own episodes: the same actions (a Box action within 1e-5: onnxruntime
+    rounds otherwise than torch, docs/export.md)."""
+    overrides = ONNX_CASES[case]
+    cfg = validate(trajrl.compose([*overrides, "debug=smoke"]))
+    agent = build_agent(cfg, env_spaces(cfg.env, cfg.algo.name))
+    step = greedy_step(cfg, agent)
+    spec = describe(cfg, step, "latest", "onnx")
+    example = example_inputs(step, spec["observation_size"])
+    with quiet_exporters():
+        write_onnx(exported_program(step, example), example, spec, tmp_path / "agent.onnx")
+    ours, returns = play_trajrl(cfg, agent, [0, 1])
+    theirs, their_returns = play_exported(Exported(tmp_path / "agent.onnx"), [0, 1], steer=ours)
+    assert same_actions(theirs, ours, atol=1e-5) is None
+    assert their_returns == pytest.approx(returns, rel=1e-12)
 
 
 def test_the_state_restarts_at_an_episode_start_whatever_is_passed():
