@@ -55,6 +55,25 @@ def trajrl(*args, cwd, timeout=120, pythonpath=None):
     return proc
 
 
+def run_block(title: str, tmp_path: Path, before: str = "", after: str = "") -> str:
+    """The Python block titled ``# <title>`` in README.md or a page of docs/, run as a script in
+    ``tmp_path`` between ``before`` and ``after``: its output (it must exit 0)."""
+    pages = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    blocks = [b for page in pages for b in re.findall(r"```python\n(.*?)```", page.read_text(), flags=re.S)]
+    script = tmp_path / "example.py"
+    script.write_text(before + next(b for b in blocks if b.startswith(f"# {title}\n")) + after)
+    proc = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
+
+
 def trajrl_without(package: str, *args, cwd, timeout=120):
     """``python -m trajrl *args`` in a process where ``package`` cannot be imported (an extra not installed)."""
     without = f"import sys; sys.modules[{package!r}] = None; from trajrl.__main__ import main; main()"

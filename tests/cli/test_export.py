@@ -2,12 +2,13 @@
 ``trajrl evaluate``'s greedy policy does, step for step (``trajrl.report.export``)."""
 
 import json
+import re
 import subprocess
 import sys
 
 import numpy as np
 import pytest
-from helpers import TESTS, cli_environment, failed_with, run_cli
+from helpers import TESTS, cli_environment, failed_with, run_block, run_cli
 
 from trajrl.report.evaluate_run import load_run
 from trajrl.report.export import play_trajrl
@@ -31,16 +32,16 @@ def play_elsewhere(path, tmp_path, steer=None) -> dict:
     return played
 
 
-def exported(run_dir, tmp_path, fmt: str, which: str = "best", out=None):
-    """``trajrl export`` through the CLI (its own check on 2 episodes): the file (``out``, or one in ``tmp_path``)."""
-    out = out or tmp_path / f"agent.{'onnx' if fmt == 'onnx' else 'pt2'}"
+def exported(run_dir, tmp_path, fmt: str, which: str = "best", check: int = 0):
+    """``trajrl export`` through the CLI (its own check on ``check`` episodes; the tests compare the
+    actions themselves): the file, ``agent.onnx`` or ``agent.pt2`` in ``tmp_path``."""
+    out = tmp_path / f"agent.{'onnx' if fmt == 'onnx' else 'pt2'}"
     proc = run_cli(tmp_path, "export", str(run_dir), "--which", which, "--format", fmt, "--out", str(out),
-                   "--check-episodes", "2", timeout=300)  # fmt: skip
+                   "--check-episodes", str(check), timeout=300)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert (
-        f"{out} (" in proc.stdout
-        and "checked: the same actions as trajrl's greedy agent over 2 episodes" in proc.stdout
-    )
+    assert f"{out} (" in proc.stdout, proc.stdout
+    if check:
+        assert f"checked: the same actions as trajrl's greedy agent over {check} episodes" in proc.stdout
     assert proc.stderr.strip() == "", proc.stderr[-3000:]
     return out
 
@@ -58,18 +59,27 @@ def exported(run_dir, tmp_path, fmt: str, which: str = "best", out=None):
 def test_an_agent_exported_plays_as_trajrl_evaluates_it(run, fmt, request, tmp_path):
     """The default run (recurrent SAC-discrete, LSTM, the previous action observed), and the sweep's
     recurrent DQN and PPO: the file, in a process with its runtime alone, takes trajrl's greedy
-    actions at every step of 10 episodes (seeds 0-9) and earns the same returns."""
+    actions at every step of 10 episodes (seeds 0-9) and earns the same returns; the default run's
+    ONNX file also plays an episode in the README's deployment loop (``# deploy``), in a process that
+    imports neither trajrl nor torch (trajrl's CartPole without velocities from ``tests/novel_envs.py``)."""
     if run == "default":
         run_dir = request.getfixturevalue("smoke_run")[1]
     else:  # the sweep's jobs 0 and 1: seed 0 of algo=r2d2 and of algo=ppo
         run_dir = request.getfixturevalue("sweep") / {"r2d2": "0", "ppo": "1"}[run]
-    path = exported(run_dir, tmp_path, fmt)
+    path = exported(run_dir, tmp_path, fmt, check=2 if run == "default" else 0)
     cfg, agent = load_run(run_dir, "best")
     assert cfg.algo.name == {"default": "rsac"}.get(run, run)
     ours, returns = play_trajrl(cfg, agent, SEEDS)
     played = play_elsewhere(path, tmp_path)
     assert [np.asarray(a).tolist() for a in ours] == played["actions"]
     assert played["returns"] == returns
+    if fmt == "onnx" and run == "default":  # the README's deployment loop plays the file with onnxruntime alone
+        registered = f"import sys\nsys.path.insert(0, {str(TESTS)!r})\nimport novel_envs\n"
+        stack = "{'trajrl', 'torch', 'torchrl', 'tensordict', 'hydra'}"
+        out = run_block(
+            "deploy", tmp_path, before=registered, after=f"print('imported', sorted({stack} & set(sys.modules)))\n"
+        )
+        assert re.search(r"^return \d+\.\d+$", out, flags=re.M) and "imported []" in out, out
 
 
 @pytest.mark.slow  # its pieces: test_greedy_step.py (ONNX of FFM with a Box action), the tests above (the CLI)

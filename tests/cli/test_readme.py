@@ -1,29 +1,12 @@
-"""The README's Python examples (and those of the docs it points to) run as written."""
+"""The README's Python examples (and those of the docs it points to) run as written (the deployment
+loop: ``tests/cli/test_export.py``, with the file it deploys)."""
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
+from helpers import run_block
+
 README = Path(__file__).resolve().parents[2] / "README.md"
-
-
-def run_block(title: str, tmp_path, before: str = "", after: str = "") -> str:
-    """The Python block titled ``title`` run as a script in ``tmp_path``, between ``before`` and ``after``."""
-    pages = [README, *sorted((README.parent / "docs").glob("*.md"))]
-    blocks = [b for page in pages for b in re.findall(r"```python\n(.*?)```", page.read_text(), flags=re.S)]
-    script = tmp_path / "example.py"
-    script.write_text(before + next(b for b in blocks if b.startswith(f"# {title}\n")) + after)
-    proc = subprocess.run(
-        [sys.executable, str(script)],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        stdin=subprocess.DEVNULL,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc.stdout
 
 
 def test_the_api_example_in_the_readme_runs(tmp_path):
@@ -40,23 +23,6 @@ def test_the_padded_extend_in_the_docs_runs(tmp_path):
     """docs/storage-and-topologies.md: a [3, 9] batch of your own with its mask: 17 valid steps, 3 episodes."""
     out = run_block("padded extend", tmp_path)
     assert "17 steps stored, 3 episodes" in out
-
-
-def test_the_deployment_loop_in_the_readme_runs_with_onnxruntime_alone(smoke_run, tmp_path):
-    """The default run's agent exported with ``trajrl export --out agent.onnx``: the README's loop plays an
-    episode with it, in a process that imports neither trajrl nor torch (trajrl's CartPole without
-    velocities registered by ``tests/novel_envs.py``, gymnasium alone)."""
-    from helpers import TESTS, run_cli
-
-    _, run_dir = smoke_run
-    proc = run_cli(tmp_path, "export", str(run_dir), "--out", "agent.onnx", "--check-episodes", "1")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    stack = "{'trajrl', 'torch', 'torchrl', 'tensordict', 'hydra'}"
-    imported = f"import sys\nprint('imported', sorted({stack} & set(sys.modules)))\n"
-    out = run_block("deploy", tmp_path, before=f"import sys\nsys.path.insert(0, {str(TESTS)!r})\nimport novel_envs\n",
-                    after=imported)  # fmt: skip
-    assert re.search(r"^return \d+\.\d+$", out, flags=re.M), out
-    assert "imported []" in out
 
 
 def test_the_readme_is_a_short_reference_and_the_docs_index_lists_every_page():

@@ -54,7 +54,7 @@ def test_the_greedy_step_and_its_program_act_as_trajrls_greedy_policy(case):
     agent = build_agent(cfg, env_spaces(cfg.env, cfg.algo.name))
     step = greedy_step(cfg, agent)
     spec = describe(cfg, step, "latest", "torch")
-    seeds = [0, 1]
+    seeds = [0]
     ours, returns = play_trajrl(cfg, agent, seeds)
     for module in (step, exported_program(step, example_inputs(step, spec["observation_size"])).module()):
         theirs, their_returns = play_exported(Exported.of(module, spec), seeds)
