@@ -52,7 +52,7 @@ def exported(run_dir, tmp_path, fmt: str, which: str = "best", check: int = 0):
         ("default", "onnx"),
         pytest.param("default", "torch", marks=pytest.mark.slow),  # a .pt2 through the CLI: r2d2-torch's
         ("r2d2", "torch"),
-        ("ppo", "onnx"),
+        pytest.param("ppo", "onnx", marks=pytest.mark.slow),  # PPO's step: test_greedy_step.py; ONNX: rsac-onnx
     ],
     ids=["rsac-onnx", "rsac-torch", "r2d2-torch", "ppo-onnx"],
 )
