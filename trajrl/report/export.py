@@ -26,6 +26,7 @@ its metadata under ``trajrl``.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 from pathlib import Path
 
@@ -215,13 +216,19 @@ def greedy_step(cfg, agent) -> GreedyStep:
 
 
 def raw_spaces(env_cfg) -> tuple:
-    """``(observation space, action space)`` of the run's environment as gymnasium makes it."""
+    """``(observation space, action space)`` of the run's environment as gymnasium makes it (made once)."""
+    kwargs = json.dumps(dict(env_cfg.kwargs or {}), sort_keys=True, default=str)
+    return _raw_spaces(str(env_cfg.id), kwargs, env_cfg.get("import_module"))
+
+
+@functools.lru_cache(maxsize=8)
+def _raw_spaces(env_id: str, kwargs_json: str, import_module: str | None) -> tuple:
     import gymnasium as gym
 
     from trajrl.gym_envs import import_env_module
 
-    import_env_module(env_cfg.get("import_module"))
-    env = gym.make(str(env_cfg.id), **dict(env_cfg.kwargs or {}))
+    import_env_module(import_module)
+    env = gym.make(env_id, **json.loads(kwargs_json))
     try:
         return env.observation_space, env.action_space
     finally:
