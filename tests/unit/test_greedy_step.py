@@ -19,6 +19,7 @@ from trajrl.report.export import (
     play_exported,
     play_trajrl,
     quiet_exporters,
+    raw_spaces,
     same_actions,
     write_onnx,
 )
@@ -112,3 +113,19 @@ def test_a_wrong_observation_is_named_with_what_the_agent_takes():
     agent = Exported.of(step, describe(cfg, step, "latest", "torch"))
     with pytest.raises(ValueError, match=r"shape \(1, 4\): the agent takes \[B, 2\] float32, gymnasium.spaces.flatten"):
         agent(np.zeros((1, 4), np.float32), agent.initial_state(1), np.ones(1, bool))
+
+
+def test_the_files_spaces_come_from_the_environment_made_with_the_runs_kwargs():
+    """An environment kwarg that is a list reaches gymnasium as a list, as in training (``raw_spaces``)."""
+    import gymnasium as gym
+    from omegaconf import OmegaConf
+
+    class Sized(gym.Env):
+        def __init__(self, sizes=(1,)):
+            self.observation_space = gym.spaces.Box(-1.0, 1.0, (sum(sizes),))
+            self.action_space = gym.spaces.Discrete(2)
+
+    gym.register("trajrl-test/Sized-v0", entry_point=Sized)
+    env = OmegaConf.create({"id": "trajrl-test/Sized-v0", "kwargs": {"sizes": [2, 3]}})
+    observations, actions = raw_spaces(env)
+    assert observations.shape == (5,) and actions.n == 2

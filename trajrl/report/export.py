@@ -26,7 +26,6 @@ its metadata under ``trajrl``.
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 from pathlib import Path
 
@@ -215,24 +214,28 @@ def greedy_step(cfg, agent) -> GreedyStep:
     return GreedyStep(encoder, core, choose, flat_action, reward_scale).eval()
 
 
+#: The spaces of each environment config this process has asked for (``raw_spaces``).
+_SPACES: dict[str, tuple] = {}
+
+
 def raw_spaces(env_cfg) -> tuple:
-    """``(observation space, action space)`` of the run's environment as gymnasium makes it (made once)."""
-    kwargs = json.dumps(dict(env_cfg.kwargs or {}), sort_keys=True, default=str)
-    return _raw_spaces(str(env_cfg.id), kwargs, env_cfg.get("import_module"))
+    """``(observation space, action space)`` of the run's environment as gymnasium makes it, with
+    the kwargs training passes it (made once a process for each environment config)."""
+    from omegaconf import OmegaConf
 
+    key = OmegaConf.to_yaml(env_cfg)
+    if key not in _SPACES:
+        import gymnasium as gym
 
-@functools.lru_cache(maxsize=8)
-def _raw_spaces(env_id: str, kwargs_json: str, import_module: str | None) -> tuple:
-    import gymnasium as gym
+        from trajrl.gym_envs import import_env_module
 
-    from trajrl.gym_envs import import_env_module
-
-    import_env_module(import_module)
-    env = gym.make(env_id, **json.loads(kwargs_json))
-    try:
-        return env.observation_space, env.action_space
-    finally:
-        env.close()
+        import_env_module(env_cfg.get("import_module"))
+        env = gym.make(str(env_cfg.id), **dict(env_cfg.kwargs or {}))
+        try:
+            _SPACES[key] = env.observation_space, env.action_space
+        finally:
+            env.close()
+    return _SPACES[key]
 
 
 def describe(cfg, step: GreedyStep, which: str, fmt: str) -> dict:
