@@ -50,6 +50,7 @@ def check(cfg: DictConfig) -> None:
     # replay: storage and sampler
     check_replay_storage(cfg)
     check_fixed_frame_sampler(cfg)
+    check_terminal_share(cfg)
     check_lane_capacity(cfg)
     check_tape(cfg)
     check_refresh_states(cfg)
@@ -239,6 +240,27 @@ def check_fixed_frame_sampler(cfg: DictConfig) -> None:
             "fixed-frame batches (trajs_per_batch=null) are sampled by stored step: "
             "use sampler=slice (sampler.weighting=step), sampler=prioritized_slice or sampler=random, "
             "or set trajs_per_batch=4 to store complete episodes",
+        )
+
+
+def check_terminal_share(cfg: DictConfig) -> None:
+    """Slices set aside for terminal steps need trajrl's episode index: step weighting, complete episodes."""
+    share = cfg.sampler.get("terminal_share", 0.0)
+    if not share:
+        return
+    if cfg.sampler.weighting != "step":
+        raise ConfigError(
+            "sampler.terminal_share",
+            share,
+            "it needs trajrl's episode index, which sampler.weighting=episode (TorchRL's SliceSampler) does not "
+            "keep: set sampler.weighting=step, or sampler.terminal_share=0",
+        )
+    if writes_fixed_frames(cfg):
+        raise ConfigError(
+            "sampler.terminal_share",
+            share,
+            "fixed-frame batches (trajs_per_batch=null) keep no episode index: set trajs_per_batch=4 to store "
+            "complete episodes, or sampler.terminal_share=0",
         )
 
 

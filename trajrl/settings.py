@@ -331,6 +331,13 @@ class StepSliceSamplerSettings(SliceSamplerSettings):
         "SliceSampler)",
         choices=("step", "episode"),
     )
+    terminal_share: float = setting(
+        0.0,
+        "the share of each batch's slices that end where a stored episode terminated (the episode drawn "
+        "uniformly among those; the others drawn as weighting says): a policy's rare failures learnt from "
+        "that often however rare they become (weighting=step, complete episodes)",
+        range=FRACTION,
+    )
     state_every: Any = state_every()
 
 
