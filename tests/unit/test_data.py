@@ -310,7 +310,8 @@ def test_terminal_share_ends_that_share_of_slices_where_a_stored_episode_termina
     """Episodes of 30 steps that terminate among longer ones cut short (truncated): with a share of
     a half, half of each batch's slices end at a terminated episode's last step, the rest drawn
     uniformly; with the state kept every 2 steps, such a slice starts at a kept state, ends there, and
-    is long enough that a burn-in leaves its last step learnt; with no terminated episode stored, every slice is drawn uniformly."""
+    is long enough that a burn-in leaves its last step learnt; with no terminated episode stored,
+    every slice is drawn uniformly."""
     from trajrl.replay.slices import StepSliceSampler
     from trajrl.replay.states import SparseStates
     from trajrl.replay.writer import EpisodeWriter
