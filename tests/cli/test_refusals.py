@@ -112,6 +112,17 @@ CASES = [
     (["algo.alpha_lr=0"], ["algo.alpha_lr=0", "must be > 0"]),
     (["sampler.slices_per_batch=null"], ["sampler.slices_per_batch=null", "must be >= 1 or auto"]),
     (["sampler.slices_per_batch=0"], ["sampler.slices_per_batch=0", "must be >= 1 or auto"]),
+    # slices set aside for the terminal steps
+    (["sampler.terminal_share=1.5"], ["sampler.terminal_share=1.5", "must be between 0 and 1"]),
+    (
+        ["sampler.terminal_share=0.25", "sampler.weighting=episode"],
+        ["sampler.terminal_share=0.25", "sampler.weighting=step"],
+    ),
+    (["sampler.terminal_share=0.25", "trajs_per_batch=null"], ["sampler.terminal_share=0.25", "trajs_per_batch=4"]),
+    (
+        ["sampler=prioritized_slice", "sampler.terminal_share=0.25"],
+        ["sampler.terminal_share=0.25", "sampler=prioritized_slice has no such setting"],
+    ),
     # the recurrent state kept every k steps only
     (["sampler.state_every=often"], ["sampler.state_every='often'", ">= 1, null or auto"]),
     (["sampler.state_every=0"], ["sampler.state_every=0", "must be >= 1, null or auto"]),
