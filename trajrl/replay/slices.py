@@ -165,12 +165,13 @@ class StepSliceSampler(Sampler):
         That is the last step itself, or with kept states (every k steps) the step ``slice_len - k``
         before it: the kept state at or before it starts a slice that reaches the end."""
         count = round(self.terminal_share * len(picked))
+        if count == 0:
+            return picked
         size, starts = len(storage), self._starts
         lengths = torch.diff(starts, append=starts[:1] + size)
         last = (starts + lengths - 1) % size
-        terminated = internals.storage_contents(storage).get(("next", "terminated")).reshape(-1)[:size]
-        ended = terminated[last]
-        if count == 0 or not bool(ended.any()):
+        ended = internals.storage_contents(storage).get(("next", "terminated")).reshape(-1)[last]
+        if not bool(ended.any()):
             return picked
         last, lengths = last[ended], lengths[ended]
         chosen = torch.randint(len(last), (count,), generator=internals.sampler_rng(self))
