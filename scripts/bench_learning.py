@@ -72,6 +72,7 @@ class Target:
     kwargs: dict | None = None  # the environment's keyword arguments (for the random policy's return)
     metric: str = "eval/return"  # or "eval/success": the share of evaluation episodes ending at their goal
     reward_scale: float = 1.0  # env.reward_scale: the random policy's return is scaled as the run's are
+    import_module: str | None = None  # env.import_module: the user's module that registers env_id
 
 
 TARGETS = {  # the issue's targets: evaluation return >= threshold within this many frames
@@ -111,12 +112,18 @@ def default_target(overrides: list[str], threshold: float) -> Target:
     cfg = trajrl.compose(list(overrides))
     scale = float(cfg.env.reward_scale)
     kwargs = dict(cfg.env.kwargs or {})
-    return Target(str(cfg.env.id), threshold * scale, int(cfg.total_frames), kwargs, reward_scale=scale)
+    module = cfg.env.get("import_module")
+    return Target(
+        str(cfg.env.id), threshold * scale, int(cfg.total_frames), kwargs, reward_scale=scale, import_module=module
+    )
 
 
 def random_policy(target: Target, episodes: int = 20, seed: int = 0) -> float:
     """The target's metric under uniformly random actions: the mean return, or the share
     of episodes that end at their goal (``info["is_success"]`` at the last step)."""
+    from trajrl.gym_envs import import_env_module
+
+    import_env_module(target.import_module)
     env = gym.make(target.env_id, **(target.kwargs or {}))
     env.action_space.seed(seed)
     values = []
