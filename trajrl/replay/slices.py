@@ -117,13 +117,13 @@ class StepSliceSampler(Sampler):
             picked = torch.multinomial(probability, num_slices, replacement=True, generator=internals.sampler_rng(self))
         else:  # uniformly over the stored steps: no per-step bookkeeping
             picked = torch.randint(size, (num_slices,), generator=internals.sampler_rng(self))
+        starts = self._starts
+        lengths = torch.diff(starts, append=starts[:1] + size)
         if self.terminal_share > 0:
-            picked = self._with_terminal_ends(storage, picked)
+            picked = self._with_terminal_ends(storage, picked, lengths)
 
         # The run (episode) of each picked step, by binary search over the runs' starts;
         # a step before the first start belongs to the last run, which wraps around.
-        starts = self._starts
-        lengths = torch.diff(starts, append=starts[:1] + size)
         run = (torch.searchsorted(starts, picked, right=True) - 1) % starts.numel()
         offset = (picked - starts[run]) % size
         run_len = lengths[run]
@@ -159,17 +159,17 @@ class StepSliceSampler(Sampler):
             info.update(self.hindsight.draw(storage, starts[run], run_len, first, slice_len, rng))
         return index, info
 
-    def _with_terminal_ends(self, storage: Storage, picked: torch.Tensor) -> torch.Tensor:
+    def _with_terminal_ends(self, storage: Storage, picked: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """``picked`` with its first ``round(terminal_share * len(picked))`` picks replaced by picks whose
-        slice ends at the last step of a stored episode that terminated (drawn uniformly among them).
-        That is the last step itself, or with kept states (every k steps) the step ``slice_len - k``
-        before it: the kept state at or before it starts a slice that reaches the end."""
+        slice ends at the last step of a stored episode that terminated (drawn uniformly among them;
+        ``lengths``: each run's, in the order of ``self._starts``). That is the last step itself, or
+        with kept states (every k steps) the step ``slice_len - k`` before it: the kept state at or
+        before it starts a slice that reaches the end."""
         count = round(self.terminal_share * len(picked))
         if count == 0:
             return picked
-        size, starts = len(storage), self._starts
-        lengths = torch.diff(starts, append=starts[:1] + size)
-        last = (starts + lengths - 1) % size
+        size = len(storage)
+        last = (self._starts + lengths - 1) % size
         ended = internals.storage_contents(storage).get(("next", "terminated")).reshape(-1)[last]
         if not bool(ended.any()):
             return picked
