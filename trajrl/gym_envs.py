@@ -205,18 +205,36 @@ class PointReach(gym.Env):
         return self._observation(), reward, False, self.t >= self.length, {"is_success": np.float32(reward == 0.0)}
 
 
-class PreviousActionReward(gym.Wrapper):
-    """Observes the action taken at the step before (``previous_action``: gymnasium's flat form
-    of it, one-hot for discrete actions) and its reward (``previous_reward``), both zero at an
-    episode's first step, beside the observation: a ``Dict`` with them added (the observation's
-    own keys kept), as POPGym's wrapper and Ni et al.'s recurrent agents take them."""
+class ExtraInputs(gym.Wrapper):
+    """Observes, beside the observation, the time since its episode began (``time_scales``: ``tanh(t / s)``
+    for each scale ``s`` after ``t`` steps, so 0 at the first step and bounded in [0, 1)), the action
+    taken at the step before (``action``: gymnasium's flat form of it, one-hot for discrete actions)
+    and its reward (``reward``), both zero at an episode's first step: a ``Dict`` with them added in
+    that order (the observation's own keys kept), as POPGym's wrapper and Ni et al.'s recurrent agents
+    take the previous action and reward, and as Pardo et al. (2018, "Time Limits in Reinforcement
+    Learning") give an agent its episode's time."""
 
-    def __init__(self, env: gym.Env, action: bool = True, reward: bool = False):
+    def __init__(
+        self, env: gym.Env, action: bool = True, reward: bool = False, time_scales: tuple[float, ...] = ()
+    ):
         super().__init__(env)
         self.action, self.reward = action, reward
+        self.time_scales = np.asarray(time_scales, np.float64)
+        self.t = 0
         space = env.observation_space
         # In the observation's own key order, the added keys last: its parts keep their place in the flat form.
         parts = OrderedDict(space.spaces if isinstance(space, gym.spaces.Dict) else {"observation": space})
+        for key, setting, wanted in (
+            ("time", "env.observe_time", len(time_scales)),
+            ("previous_action", "env.previous_action", action),
+            ("previous_reward", "env.previous_reward", reward),
+        ):
+            if wanted and key in parts:
+                raise ConfigError(
+                    setting, True, f"would add the key {key!r}, which the environment's Dict observation has already"
+                )
+        if len(time_scales):
+            parts["time"] = gym.spaces.Box(0, 1, (len(time_scales),), np.float32)
         taken = gym.spaces.flatten_space(env.action_space)
         if action:
             parts["previous_action"] = gym.spaces.Box(
@@ -229,6 +247,8 @@ class PreviousActionReward(gym.Wrapper):
 
     def _observe(self, obs: Any, action: Any, reward: float) -> dict:
         out = OrderedDict(obs) if self.wraps_dict else OrderedDict(observation=obs)
+        if len(self.time_scales):
+            out["time"] = np.tanh(self.t / self.time_scales).astype(np.float32)
         if self.action:
             box = self.observation_space["previous_action"]
             out["previous_action"] = (
@@ -242,17 +262,21 @@ class PreviousActionReward(gym.Wrapper):
 
     def reset(self, **kwargs):
         obs, info = self.env.reset(**kwargs)
+        self.t = 0
         return self._observe(obs, None, 0.0), info
 
     def step(self, action):
         obs, reward, terminated, truncated, info = self.env.step(action)
+        self.t += 1
         return self._observe(obs, action, float(reward)), reward, terminated, truncated, info
 
 
-def with_previous(env: gym.Env, action: bool = False, reward: bool = False) -> gym.Env:
-    """``env`` observing its previous action and reward where asked (``env.previous_action``,
-    ``env.previous_reward``), as it is otherwise."""
-    return PreviousActionReward(env, action, reward) if action or reward else env
+def with_extras(
+    env: gym.Env, action: bool = False, reward: bool = False, time_scales: tuple[float, ...] = ()
+) -> gym.Env:
+    """``env`` observing its episode's time, its previous action and its previous reward where asked
+    (``env.observe_time``, ``env.previous_action``, ``env.previous_reward``), as it is otherwise."""
+    return ExtraInputs(env, action, reward, tuple(time_scales)) if action or reward or len(time_scales) else env
 
 
 def register() -> None:
@@ -329,25 +353,29 @@ def make_gym(
     previous_action: bool = False,
     previous_reward: bool = False,
     reward_scale: float = 1.0,
+    time_scales: tuple[float, ...] = (),
 ) -> gym.Env:
     """One gymnasium environment observing one flat vector (``trajrl.spaces``), its rewards
-    multiplied by ``reward_scale`` (``env.reward_scale``), with its previous action and reward
-    where asked (``with_previous``); picklable by reference: async vector envs make theirs in
+    multiplied by ``reward_scale`` (``env.reward_scale``), with its episode's time, its previous
+    action and its previous reward where asked (``with_extras``); picklable by reference: async vector envs make theirs in
     subprocesses, where trajrl's ids and the user's module must be registered."""
     import_env_module(import_module)
     env = gym.make(env_id, **kwargs)
     if reward_scale != 1:
         env = gym.wrappers.TransformReward(env, functools.partial(operator.mul, float(reward_scale)))
-    return flat_observations(with_previous(env, previous_action, previous_reward))
+    return flat_observations(with_extras(env, previous_action, previous_reward, time_scales))
 
 
 def gym_options(env_cfg: Any) -> dict[str, Any]:
-    """``env.previous_action``, ``env.previous_reward`` and ``env.reward_scale`` as ``make_gym``'s
+    """``env.previous_action``, ``env.previous_reward``, ``env.reward_scale`` and the scales of the
+    episode's time (``env.time_scales`` where ``env.observe_time``, else none) as ``make_gym``'s
     keyword arguments."""
+    observe_time = bool(env_cfg.get("observe_time", False))
     return {
         "previous_action": bool(env_cfg.get("previous_action", False)),
         "previous_reward": bool(env_cfg.get("previous_reward", False)),
         "reward_scale": float(env_cfg.get("reward_scale", 1.0)),
+        "time_scales": tuple(float(s) for s in env_cfg.get("time_scales", ())) if observe_time else (),
     }
 
 
@@ -382,8 +410,8 @@ def env_spaces(env_cfg: Any, algo: str | None = None) -> EnvSpaces:
 
     kwargs = json.dumps(dict(env_cfg.kwargs or {}), sort_keys=True, default=str)
     options = gym_options(env_cfg)
-    previous = options["previous_action"], options["previous_reward"]
-    return _env_spaces(str(env_cfg.id), kwargs, env_cfg.get("import_module"), algo, *previous)
+    extras = options["previous_action"], options["previous_reward"], options["time_scales"]
+    return _env_spaces(str(env_cfg.id), kwargs, env_cfg.get("import_module"), algo, *extras)
 
 
 @functools.lru_cache(maxsize=32)
@@ -394,6 +422,7 @@ def _env_spaces(
     algo: str | None,
     previous_action: bool = False,
     previous_reward: bool = False,
+    time_scales: tuple[float, ...] = (),
 ) -> EnvSpaces:
     import json
 
@@ -407,7 +436,7 @@ def _env_spaces(
         obs_space, act_space = env.observation_space, env.action_space
         kind = action_kind(act_space)
         if kind is not None:  # the previous action's flat form needs a space gymnasium flattens
-            env = with_previous(env, previous_action, previous_reward)
+            env = with_extras(env, previous_action, previous_reward, time_scales)
             obs_space = env.observation_space
         if kind is None:
             raise ConfigError(

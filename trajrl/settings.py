@@ -147,6 +147,19 @@ class EnvSettings:
     previous_reward: bool = setting(
         False, "observe the reward of the step before as well (0 at an episode's first step)", checkpointed=True
     )
+    observe_time: bool = setting(
+        False,
+        "observe the steps t since the episode began as well, as tanh(t / s) for each s of time_scales: "
+        "an agent on a task that ends at a fixed step can then foresee the end (Pardo et al., 2018)",
+        checkpointed=True,
+    )
+    time_scales: list[float] = setting(
+        [16.0, 64.0],
+        "env.observe_time: the scales s of tanh(t / s), in steps (each resolves times up to about 2 s; "
+        "the default: fine near step 16, coarse to step 128)",
+        range=above(0),
+        checkpointed=True,
+    )
     reward_scale: float = setting(
         1.0,
         "every reward multiplied by this, in collection and evaluation alike (returns and stop_at_return "

@@ -73,6 +73,44 @@ def test_the_previous_action_and_reward_are_the_step_befores_in_acting_and_in_th
         assert checked > 500
 
 
+def test_the_episodes_time_is_observed_at_its_scales_in_acting_and_in_the_stored_slices():
+    """``env.observe_time``: after the observation, ``tanh(t / s)`` for each scale (t: the steps since the
+    episode began, 0 at its first step), before the previous action, wherever an observation goes."""
+    cfg = trajrl.compose(
+        ["collector=sync", "debug=smoke", "env.observe_time=true", "env.time_scales=[4,32]", "storage.capacity=2000"]
+    )
+    scales = torch.tensor([4.0, 32.0])
+
+    def check(steps) -> int:
+        t = steps["step_count"].reshape(-1, 1).float()
+        torch.testing.assert_close(steps["observation"][:, 2:4], torch.tanh(t / scales), rtol=0, atol=1e-6)
+        return int((t > 0).sum())
+
+    with trajrl.build(cfg) as pipe:
+        steps = acting_rollout(pipe, 300)
+        assert steps["observation"].shape[-1] == 2 + 2 + 2  # CartPole's 2 numbers, the time, the previous action
+        assert check(steps) > 200 and (steps["step_count"] == 0).sum() >= 3
+        pipe.collector.start()
+        try:
+            wait_for_frames(pipe, 600)
+        finally:
+            pipe.collector.async_shutdown()
+        batch = pipe.sequences.sample()
+        assert sum(check(batch[row][batch[row].get(MASK_KEY)]) for row in range(batch.shape[0])) > 50
+
+
+def test_an_added_input_refuses_a_key_the_observation_has_already():
+    import gymnasium as gym
+
+    from trajrl.errors import ConfigError
+    from trajrl.gym_envs import with_extras
+
+    timed = gym.wrappers.TimeAwareObservation(gym.make("CartPole-v1"), flatten=False)  # a Dict with a "time" key
+    with pytest.raises(ConfigError, match="env.observe_time.*'time'"):
+        with_extras(timed, time_scales=(16.0,))
+    assert "previous_action" in with_extras(timed, action=True).observation_space.spaces
+
+
 def test_a_goal_environment_keeps_its_goals_beside_the_previous_action():
     """The previous action joins a Dict observation as a key of its own: the goals' place in the
     flat observation still names the goals (hindsight relabels them)."""

@@ -36,6 +36,7 @@ CASES = {
         "env.import_module=space_envs",
         "+env.kwargs.kind=tuple",
     ],  # fmt: skip
+    "rsac, LSTM, Box actions, the episode's time": ["env.observe_time=true", *PENDULUM],
     "ppo, no memory, Box actions": ["algo=ppo", "algo.recurrent=false", *PENDULUM],
     "ppo, LSTM, MultiDiscrete": ["algo=ppo", "algo.recurrent=true", *MATCH, "env.id=MatchMultiDiscrete-v0"],
     "ppo, LRU, MultiBinary, previous reward": [
@@ -70,7 +71,7 @@ ONNX_CASES = {
         "env.previous_reward=true",
         "env.reward_scale=0.1",
     ],  # fmt: skip
-    "r2d2, LRU": ["algo=r2d2", "algo.rnn=lru"],
+    "r2d2, LRU, the episode's time": ["algo=r2d2", "algo.rnn=lru", "env.observe_time=true"],
 }
 
 

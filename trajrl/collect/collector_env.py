@@ -77,6 +77,7 @@ def make_env(
     previous_action: bool = False,
     previous_reward: bool = False,
     reward_scale: float = 1.0,
+    time_scales: tuple[float, ...] = (),
     niceness: int = 0,
 ) -> EnvBase:
     """One environment, or a vector of ``num_envs`` (batch size ``[num_envs]``), with
@@ -95,12 +96,13 @@ def make_env(
     ``success``: each step carries ``is_success`` from the environment's info (goal
     environments say whether the goal is reached; 0 where one does not say).
     ``lean``: the stack is stepped by ``LeanEnv`` (``env.stepping=lean``: the same steps, in bulk).
-    ``previous_action``, ``previous_reward``: observed as well (``env.previous_action``: ``make_gym``);
-    ``reward_scale``: every reward multiplied by it (``env.reward_scale``).
+    ``previous_action``, ``previous_reward``, the episode's time at ``time_scales``: observed as well
+    (``env.previous_action``, ``env.observe_time``: ``make_gym``); ``reward_scale``: every reward
+    multiplied by it (``env.reward_scale``).
     ``niceness``: a collector's environment in a worker process lowers the worker's priority by it.
     """
     make = functools.partial(
-        make_gym, env_id, dict(kwargs), import_module, previous_action, previous_reward, reward_scale
+        make_gym, env_id, dict(kwargs), import_module, previous_action, previous_reward, reward_scale, time_scales
     )
     if restarts is not None:  # a collector's: every step checked (CheckedSteps), rebuilt when it raises
         make = functools.partial(restarts.wrap, make, slot, env_id)

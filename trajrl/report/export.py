@@ -7,8 +7,8 @@ deployed. The file holds one function, batched, in recurrent PPO's ``predict`` c
 
 - ``observation`` ``[B, obs]`` float32: ``gymnasium.spaces.flatten(env.observation_space, obs)``
   of the environment the run trained on, as gymnasium makes it;
-- ``state`` ``[B, S]`` float32: the agent's memory (its core's state, and the previous action where
-  the run observed it), zeros to start; the first step of an episode starts from zeros whatever is
+- ``state`` ``[B, S]`` float32: the agent's memory (its core's state, the previous action where the
+  run observed it, and the steps since the episode began where it observed its time), zeros to start; the first step of an episode starts from zeros whatever is
   passed; the next step's state comes back with the action;
 - ``episode_start`` ``[B]`` bool: the observation is its episode's first (it comes from ``reset``);
 - ``reward`` ``[B]`` float32, only where the run observed its previous reward (``env.previous_reward``):
@@ -16,9 +16,9 @@ deployed. The file holds one function, batched, in recurrent PPO's ``predict`` c
 - ``action``: the environment's action for each of the ``B``: ``[B]`` int64 (``Discrete``), ``[B, n]``
   float32 (``Box``), ``[B, n]`` int64 (``MultiDiscrete``, ``MultiBinary``).
 
-Inside it is everything trajrl's greedy policy does: the inputs' standardisation, the previous
-action and reward as inputs, the memory core, the greedy choice and the action's scaling to its
-bounds. What the file expects (spaces, sizes, inputs) travels inside it as JSON (``SIDECAR``):
+Inside it is everything trajrl's greedy policy does: the inputs' standardisation, the episode's
+time and the previous action and reward as inputs, the memory core, the greedy choice and the action's scaling to its
+bounds, the episode's time counted in the state. What the file expects (spaces, sizes, inputs) travels inside it as JSON (``SIDECAR``):
 ``torch.export.load(path, extra_files={"trajrl.json": ""})`` fills it in, and an ONNX model keeps it in
 its metadata under ``trajrl``.
 """
@@ -98,7 +98,7 @@ class BoundedMean(nn.Module):
 
 
 class FlatAction(nn.Module):
-    """An action -> gymnasium's flat form of it, as ``trajrl.gym_envs.PreviousActionReward`` observes
+    """An action -> gymnasium's flat form of it, as ``trajrl.gym_envs.ExtraInputs`` observes
     it: one-hot codes (``Discrete``, each part of a ``MultiDiscrete``), bits, or numbers within
     the space's bounds."""
 
@@ -131,7 +131,8 @@ class GreedyStep(nn.Module):
     """One step of a greedy recurrent agent in plain torch (the module docstring's function):
     the encoder (the inputs' standardisation inside), the memory core one step from the state
     (zeros at an episode's start), ``choose`` the greedy action, and the state after the step
-    with the action's flat form where the run observed it (``flat_action``)."""
+    with the action's flat form where the run observed it (``flat_action``) and the steps since the
+    episode began where it observed its time (``time_scales``: ``tanh(steps / s)`` for each)."""
 
     def __init__(
         self,
@@ -140,6 +141,7 @@ class GreedyStep(nn.Module):
         choose: nn.Module,
         flat_action: FlatAction | None = None,
         reward_scale: float | None = None,
+        time_scales: tuple[float, ...] = (),
     ):
         super().__init__()
         from trajrl.algos.memory import state_keys, state_shape
@@ -150,6 +152,10 @@ class GreedyStep(nn.Module):
         self.sizes = [layers * size for layers, size in self.core_shapes]
         if flat_action is not None:
             self.sizes.append(flat_action.size)
+        self.observes_time = bool(time_scales)
+        self.register_buffer("time_scales", torch.tensor(time_scales or (1.0,), dtype=torch.float32))
+        if self.observes_time:
+            self.sizes.append(1)  # the steps since the episode began
         self.state_size = sum(self.sizes)
 
     def forward(
@@ -166,6 +172,9 @@ class GreedyStep(nn.Module):
         state = torch.where(start, torch.zeros_like(state), state)
         parts = list(state.split(self.sizes, -1)) if self.sizes else []
         inputs = [observation]
+        steps = parts.pop() if self.observes_time else None
+        if steps is not None:
+            inputs.append(torch.tanh(steps / self.time_scales))
         if self.flat_action is not None:
             inputs.append(parts[-1])
         if self.reward_scale is not None:
@@ -181,6 +190,8 @@ class GreedyStep(nn.Module):
         action = self.choose(features)
         if self.flat_action is not None:
             after.append(self.flat_action(action))
+        if steps is not None:
+            after.append(steps + 1)
         return action, (torch.cat(after, -1) if after else state)
 
 
@@ -211,7 +222,7 @@ def greedy_step(cfg, agent) -> GreedyStep:
     options = gym_options(cfg.env)
     flat_action = FlatAction(raw_spaces(cfg.env)[1]) if options["previous_action"] else None
     reward_scale = options["reward_scale"] if options["previous_reward"] else None
-    return GreedyStep(encoder, core, choose, flat_action, reward_scale).eval()
+    return GreedyStep(encoder, core, choose, flat_action, reward_scale, options["time_scales"]).eval()
 
 
 #: The spaces of each environment config this process has asked for (``raw_spaces``).
@@ -266,6 +277,7 @@ def describe(cfg, step: GreedyStep, which: str, fmt: str) -> dict:
         "outputs": ["action", "next_state"],
         "previous_action": options["previous_action"],
         "previous_reward": options["previous_reward"],
+        "time_scales": list(options["time_scales"]),  # [] where the run did not observe its episode's time
     }
 
 
