@@ -214,7 +214,9 @@ class ExtraInputs(gym.Wrapper):
     take the previous action and reward, and as Pardo et al. (2018, "Time Limits in Reinforcement
     Learning") give an agent its episode's time."""
 
-    def __init__(self, env: gym.Env, action: bool = True, reward: bool = False, time_scales: tuple[float, ...] = ()):
+    def __init__(
+        self, env: gym.Env, action: bool = True, reward: bool = False, time_scales: tuple[float, ...] = ()
+    ):
         super().__init__(env)
         self.action, self.reward = action, reward
         self.time_scales = np.asarray(time_scales, np.float64)
@@ -355,8 +357,8 @@ def make_gym(
 ) -> gym.Env:
     """One gymnasium environment observing one flat vector (``trajrl.spaces``), its rewards
     multiplied by ``reward_scale`` (``env.reward_scale``), with its episode's time, its previous
-    action and its previous reward where asked (``with_extras``); picklable by reference: async
-    vector envs make theirs in subprocesses, where trajrl's ids and the user's module must be registered."""
+    action and its previous reward where asked (``with_extras``); picklable by reference: async vector envs make theirs in
+    subprocesses, where trajrl's ids and the user's module must be registered."""
     import_env_module(import_module)
     env = gym.make(env_id, **kwargs)
     if reward_scale != 1:
@@ -466,7 +468,7 @@ def _env_spaces(
                 "(a Gaussian policy: an unbounded dimension gets its sample as it is)",
             )
         try:
-            parts = parts_of(obs_space, as_is=("time",) if time_scales else ())  # bounded by trajrl, at unit scale
+            parts = parts_of(obs_space)
         except ValueError as err:
             raise ConfigError("env.id", env_id, f"observes {err}") from None
         limit = env.spec.max_episode_steps if env.spec and env.spec.max_episode_steps else 1000

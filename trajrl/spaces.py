@@ -25,7 +25,7 @@ NUMBERS, CODES, IMAGE = "numbers", "codes", "image"
 class Part:
     """A stretch ``[start, start + size)`` of the flat observation."""
 
-    kind: str  # NUMBERS (standardised), CODES (one-hot, bits or numbers at unit scale: as they are), IMAGE
+    kind: str  # NUMBERS (standardised), CODES (one-hot or bits: as they are), IMAGE
     start: int
     size: int
     image_shape: tuple[int, ...] = ()  # (channels, height, width) of an IMAGE part
@@ -42,16 +42,11 @@ def is_image(space: gym.Space) -> bool:
     )
 
 
-def parts_of(space: gym.Space, start: int = 0, as_is: tuple[str, ...] = ()) -> tuple[Part, ...]:
-    """The parts of ``space``'s flat form, in the order gymnasium's ``flatten`` joins them, those of a
-    ``Dict``'s keys ``as_is`` taken as they are (CODES: numbers trajrl bounds to [0, 1) itself, as
-    ``env.observe_time``'s); ``ValueError`` naming a space that has no fixed-size flat form."""
+def parts_of(space: gym.Space, start: int = 0) -> tuple[Part, ...]:
+    """The parts of ``space``'s flat form, in the order gymnasium's ``flatten`` joins them;
+    ``ValueError`` naming a space that has no fixed-size flat form."""
     if isinstance(space, gym.spaces.Dict):
-        parts: list[Part] = []
-        for key, part in space.spaces.items():
-            parts += [Part(CODES, start, gym.spaces.flatdim(part))] if key in as_is else parts_of(part, start)
-            start = parts[-1].start + parts[-1].size
-        return tuple(parts)
+        return _joined(space.spaces.values(), start)
     if isinstance(space, gym.spaces.Tuple):
         return _joined(space.spaces, start)
     if isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)):

@@ -80,12 +80,6 @@ def test_the_episodes_time_is_observed_at_its_scales_in_acting_and_in_the_stored
         ["collector=sync", "debug=smoke", "env.observe_time=true", "env.time_scales=[4,32]", "storage.capacity=2000"]
     )
     scales = torch.tensor([4.0, 32.0])
-    from trajrl.config import validate
-    from trajrl.gym_envs import env_spaces
-    from trajrl.spaces import CODES, NUMBERS, Part
-
-    parts = env_spaces(validate(copy.deepcopy(cfg)).env, "rsac").parts  # the time as it is: bounded, not standardised
-    assert parts == (Part(NUMBERS, 0, 2), Part(CODES, 2, 2), Part(NUMBERS, 4, 2))
 
     def check(steps) -> int:
         t = steps["step_count"].reshape(-1, 1).float()
