@@ -110,7 +110,7 @@ def check_value(key: str, f: Field, value: Any) -> None:
     if is_list and span is not None and not values:
         raise ConfigError(key, [], "must list at least one size")
     for item in values:
-        if choices is not None and str(item) not in choices:
+        if choices is not None and (str(item).lower() if isinstance(item, bool) else str(item)) not in choices:
             raise ConfigError(key, item, f"use one of {', '.join(choices)}")
         if span is not None and not span.admits(item):
             admitted = f"{span}, null or auto" if f.metadata.get("null", True) else f"{span} or auto"

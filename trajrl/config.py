@@ -93,7 +93,8 @@ def resolve_auto(cfg: DictConfig) -> None:
     """What ``auto`` stands for, in a checked config. ``sampler.state_every``: ``slice_len - burn_in``
     (the most that leaves no step unlearnt) where slices can start at kept states only
     (``state_every_problem``), else null. ``sampler.slices_per_batch``: 4 for recurrent SAC
-    (``algo=rsac``), 16 for the others. ``storage.ndim``: the collector's layout (``storage_layout``)."""
+    (``algo=rsac``), 16 for the others. ``storage.ndim``: the collector's layout (``storage_layout``).
+    ``env.observe_time``: whether the task's episodes end by a clock (``ends_by_clock``)."""
     if cfg.sampler.get("slices_per_batch") == "auto":
         cfg.sampler.slices_per_batch = RSAC_SLICES_PER_BATCH if cfg.algo.name == "rsac" else SLICES_PER_BATCH
     if cfg.sampler.get("state_every") == "auto":
@@ -101,6 +102,10 @@ def resolve_auto(cfg: DictConfig) -> None:
         cfg.sampler.state_every = most if state_every_problem(cfg) is None else None
     if cfg.storage.kind != "none":
         cfg.storage.ndim = storage_layout(cfg)[0]
+    if cfg.env.get("observe_time") == "auto":
+        from trajrl.gym_envs import ends_by_clock
+
+        cfg.env.observe_time = ends_by_clock(cfg.env)
 
 
 # ---------------------------------------------------------------- types

@@ -214,9 +214,7 @@ class ExtraInputs(gym.Wrapper):
     take the previous action and reward, and as Pardo et al. (2018, "Time Limits in Reinforcement
     Learning") give an agent its episode's time."""
 
-    def __init__(
-        self, env: gym.Env, action: bool = True, reward: bool = False, time_scales: tuple[float, ...] = ()
-    ):
+    def __init__(self, env: gym.Env, action: bool = True, reward: bool = False, time_scales: tuple[float, ...] = ()):
         super().__init__(env)
         self.action, self.reward = action, reward
         self.time_scales = np.asarray(time_scales, np.float64)
@@ -357,8 +355,8 @@ def make_gym(
 ) -> gym.Env:
     """One gymnasium environment observing one flat vector (``trajrl.spaces``), its rewards
     multiplied by ``reward_scale`` (``env.reward_scale``), with its episode's time, its previous
-    action and its previous reward where asked (``with_extras``); picklable by reference: async vector envs make theirs in
-    subprocesses, where trajrl's ids and the user's module must be registered."""
+    action and its previous reward where asked (``with_extras``); picklable by reference: async
+    vector envs make theirs in subprocesses, where trajrl's ids and the user's module must be registered."""
     import_env_module(import_module)
     env = gym.make(env_id, **kwargs)
     if reward_scale != 1:
@@ -370,13 +368,53 @@ def gym_options(env_cfg: Any) -> dict[str, Any]:
     """``env.previous_action``, ``env.previous_reward``, ``env.reward_scale`` and the scales of the
     episode's time (``env.time_scales`` where ``env.observe_time``, else none) as ``make_gym``'s
     keyword arguments."""
-    observe_time = bool(env_cfg.get("observe_time", False))
+    observe_time = env_cfg.get("observe_time", False)
+    observe_time = ends_by_clock(env_cfg) if observe_time == "auto" else bool(observe_time)
     return {
         "previous_action": bool(env_cfg.get("previous_action", False)),
         "previous_reward": bool(env_cfg.get("previous_reward", False)),
         "reward_scale": float(env_cfg.get("reward_scale", 1.0)),
         "time_scales": tuple(float(s) for s in env_cfg.get("time_scales", ())) if observe_time else (),
     }
+
+
+#: ``env.observe_time=auto``: the random steps played to tell whether a task's episodes end by a clock.
+CLOCK_PROBE_STEPS = 1_000
+
+
+def ends_by_clock(env_cfg: Any) -> bool:
+    """Whether ``env_cfg``'s episodes end by a clock that is part of the task (``env.observe_time=auto``
+    observes it there): under uniformly random actions (``CLOCK_PROBE_STEPS`` steps, seed 0) at least
+    two episodes end, each terminated at one same length. An episode cut by a time limit (truncated)
+    says no: its targets bootstrap at the cut, and the agent needs no clock (Pardo et al., 2018)."""
+    import json
+
+    kwargs = json.dumps(dict(env_cfg.kwargs or {}), sort_keys=True, default=str)
+    return _ends_by_clock(str(env_cfg.id), kwargs, env_cfg.get("import_module"))
+
+
+@functools.lru_cache(maxsize=32)
+def _ends_by_clock(env_id: str, kwargs_json: str, import_module: str | None) -> bool:
+    import json
+
+    import_env_module(import_module)
+    env = gym.make(env_id, **json.loads(kwargs_json))
+    lengths, t = [], 0
+    try:
+        env.action_space.seed(0)
+        with stepping(env_id, f"trajrl played {CLOCK_PROBE_STEPS:,} random steps for env.observe_time=auto"):
+            env.reset(seed=0)
+            for _ in range(CLOCK_PROBE_STEPS):
+                _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+                t += 1
+                if truncated and not terminated:
+                    return False
+                if terminated:
+                    lengths, t = [*lengths, t], 0
+                    env.reset()
+    finally:
+        env.close()
+    return len(lengths) >= 2 and len(set(lengths)) == 1
 
 
 def make_vector(make: Callable[[], gym.Env], num_envs: int, vectorization: str = "sync") -> gym.vector.VectorEnv:

@@ -147,10 +147,14 @@ class EnvSettings:
     previous_reward: bool = setting(
         False, "observe the reward of the step before as well (0 at an episode's first step)", checkpointed=True
     )
-    observe_time: bool = setting(
+    observe_time: Any = setting(
         False,
-        "observe the steps t since the episode began as well, as tanh(t / s) for each s of time_scales: "
-        "an agent on a task that ends at a fixed step can then foresee the end (Pardo et al., 2018)",
+        "observe the steps t since the episode began as well, as tanh(t / s) for each s of time_scales, "
+        "so that an agent can foresee the end of a task that stops at a fixed step (Pardo et al., 2018); "
+        "auto: where a task's episodes end by such a clock (random actions: every episode terminated, "
+        "not truncated, at one length)",
+        choices=("true", "false", "auto"),
+        null=False,
         checkpointed=True,
     )
     time_scales: list[float] = setting(

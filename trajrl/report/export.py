@@ -8,8 +8,9 @@ deployed. The file holds one function, batched, in recurrent PPO's ``predict`` c
 - ``observation`` ``[B, obs]`` float32: ``gymnasium.spaces.flatten(env.observation_space, obs)``
   of the environment the run trained on, as gymnasium makes it;
 - ``state`` ``[B, S]`` float32: the agent's memory (its core's state, the previous action where the
-  run observed it, and the steps since the episode began where it observed its time), zeros to start; the first step of an episode starts from zeros whatever is
-  passed; the next step's state comes back with the action;
+  run observed it, and the steps since the episode began where it observed its time), zeros to
+  start; the first step of an episode starts from zeros whatever is passed; the next step's state
+  comes back with the action;
 - ``episode_start`` ``[B]`` bool: the observation is its episode's first (it comes from ``reset``);
 - ``reward`` ``[B]`` float32, only where the run observed its previous reward (``env.previous_reward``):
   the reward the last step returned (ignored at an episode's start);
@@ -17,8 +18,9 @@ deployed. The file holds one function, batched, in recurrent PPO's ``predict`` c
   float32 (``Box``), ``[B, n]`` int64 (``MultiDiscrete``, ``MultiBinary``).
 
 Inside it is everything trajrl's greedy policy does: the inputs' standardisation, the episode's
-time and the previous action and reward as inputs, the memory core, the greedy choice and the action's scaling to its
-bounds, the episode's time counted in the state. What the file expects (spaces, sizes, inputs) travels inside it as JSON (``SIDECAR``):
+time (counted in the state) and the previous action and reward as inputs, the memory core, the
+greedy choice and the action's scaling to its bounds. What the file expects (spaces, sizes, inputs)
+travels inside it as JSON (``SIDECAR``):
 ``torch.export.load(path, extra_files={"trajrl.json": ""})`` fills it in, and an ONNX model keeps it in
 its metadata under ``trajrl``.
 """
