@@ -99,6 +99,7 @@ CASES = [
         ["env.previous_reward=True", "env.previous_reward=false", "sampler.her_ratio=0"],
     ),
     (["env.reward_scale=0"], ["env.reward_scale=0", "must be > 0"]),
+    (["env.observe_time=often"], ["env.observe_time='often'", "true, false, auto"]),
     (["env.observe_time=true", "env.time_scales=[16,0]"], ["env.time_scales=0", "must be > 0"]),
     (["env.observe_time=true", "env.time_scales=[]"], ["env.time_scales=[]", "at least one"]),
     (

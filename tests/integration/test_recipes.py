@@ -99,6 +99,23 @@ def test_the_episodes_time_is_observed_at_its_scales_in_acting_and_in_the_stored
         assert sum(check(batch[row][batch[row].get(MASK_KEY)]) for row in range(batch.shape[0])) > 50
 
 
+@pytest.mark.parametrize(
+    ("env", "by_clock"),
+    [
+        (["env=gym", "env.id=trajrl/RepeatPrevious-v0"], True),  # terminated at step 50, whatever is done
+        (["env=cue_memory"], True),
+        (["env=cartpole_novel"], False),  # ends by failure, at any step, or cut at 500 by a time limit
+        (["env=pendulum_novel"], False),  # cut at 200 by a time limit: truncated, not terminated
+        (["env=gym", "env.id=trajrl/PointMassNoVel-v0"], False),
+    ],
+)
+def test_auto_observes_the_time_where_the_episodes_end_by_a_clock(env, by_clock):
+    from trajrl.config import validate
+
+    cfg = validate(trajrl.compose([*env, "env.observe_time=auto", "debug=smoke"]))
+    assert cfg.env.observe_time is by_clock  # resolved once: the run's config.yaml holds it
+
+
 def test_an_added_input_refuses_a_key_the_observation_has_already():
     import gymnasium as gym
 
