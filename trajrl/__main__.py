@@ -469,6 +469,7 @@ def check_environment(args: argparse.Namespace) -> None:
     check_env_id(env_id, module)
     env = gym.make(env_id, **dict(cfg.env.kwargs or {}))
     limit = env.spec.max_episode_steps if env.spec and env.spec.max_episode_steps else None
+    observed = gym.spaces.flatdim(env.observation_space)
     print(f"environment     {env_id}" + (f" (env.import_module={module})" if module else ""))
     print(f"observations    {env.observation_space}")
     print(f"actions         {env.action_space}")
@@ -479,9 +480,31 @@ def check_environment(args: argparse.Namespace) -> None:
     print(f"random steps    {seen.steps:,} (seed {args.seed}): {seen.episodes()}; rewards {low:.4g} .. {high:.4g}")
     for note in seen.notes:
         print(f"                {note}")
+    asked_time = cfg.env.get("observe_time")
     cfg = validate(cfg)
+    print(f"inputs          {added_inputs(cfg, observed, asked_time)}")
     command = shlex.join(["python", "-m", "trajrl", *args.overrides])
     print(f"algo={cfg.algo.name:<10} nothing refused: {command} trains on it")
+
+
+def added_inputs(cfg, observed: int, asked_time) -> str:
+    """What the agent observes besides the environment's ``observed`` numbers (its flat observation)."""
+    from trajrl.gym_envs import env_spaces, gym_options
+
+    options = gym_options(cfg.env)
+    parts = [f"the observation ({observed} numbers flat)"]
+    if options["time_scales"]:
+        parts.append(f"the episode's time (tanh(t / s), s = {', '.join(f'{s:g}' for s in options['time_scales'])})")
+    if options["previous_action"]:
+        parts.append("the previous action")
+    if options["previous_reward"]:
+        parts.append("the previous reward")
+    line = f"{env_spaces(cfg.env, cfg.algo.name).observations} numbers: " + ", ".join(parts)
+    if asked_time == "auto":
+        line += "; env.observe_time=auto: " + (
+            "every random episode terminated at one length (a clock)" if options["time_scales"] else "no clock"
+        )
+    return line
 
 
 if __name__ == "__main__":

@@ -54,10 +54,25 @@ def test_an_environment_that_behaves_is_described_and_nothing_refused(cli_forks,
     ), lines["random"]
     assert lines["random"].endswith("; rewards 1 .. 1")
     assert "observations come as float64, declared float32: trajrl casts them" in proc.stdout
+    assert lines["inputs"] == "4 numbers: the observation (4 numbers flat)"  # algo=r2d2 adds nothing
     assert lines["algo=r2d2"].strip() == (
         "nothing refused: python -m trajrl env=gym env.id=Float64Observation-v0 "
         "env.import_module=misbehaving_envs algo=r2d2 trains on it"
     )
+
+
+def test_the_inputs_added_to_the_observation_are_named(cli_forks, tmp_path):
+    """The default agent's previous action, and the episode's time where ``env.observe_time=auto`` finds a clock
+    (the 3-step recall: every episode terminated at step 50) and where it does not (a time limit's cut)."""
+    for env_id, clock, size in (("trajrl/RepeatPrevious-v0", True, 4 + 2 + 4), ("Float64Observation-v0", False, 4 + 2)):
+        proc = check_env(cli_forks, tmp_path, env_id, "env.observe_time=auto", "--steps", "120")
+        assert proc.returncode == 0, proc.stderr
+        inputs = dict(line.split(None, 1) for line in proc.stdout.splitlines() if line[:1] != " ")["inputs"]
+        time = "the episode's time (tanh(t / s), s = 16, 64), " if clock else ""
+        assert inputs == (
+            f"{size} numbers: the observation (4 numbers flat), {time}the previous action; env.observe_time=auto: "
+            + ("every random episode terminated at one length (a clock)" if clock else "no clock")
+        ), inputs
 
 
 @pytest.mark.parametrize(
