@@ -466,6 +466,15 @@ def wait_for_frames(pipe, frames, timeout=90.0):
         time.sleep(0.05)
 
 
+def collect_frames(pipe, frames: int) -> None:
+    """Start the pipeline's collector, wait until it has stored ``frames`` frames, and shut it down."""
+    pipe.collector.start()
+    try:
+        wait_for_frames(pipe, frames)
+    finally:
+        pipe.collector.async_shutdown()
+
+
 def acting_rollout(pipe, steps: int):
     """``steps`` steps acted by the pipeline's policy in one of its environments
     (episodes reset inside); the state it stores is zero at is_init and only there."""

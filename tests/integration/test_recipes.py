@@ -6,7 +6,7 @@ import copy
 
 import pytest
 import torch
-from helpers import acting_rollout, random_episodes, slices, wait_for_frames
+from helpers import acting_rollout, collect_frames, random_episodes, slices
 
 import trajrl
 from trajrl.algos.networks import recurrent_parameters
@@ -59,11 +59,7 @@ def test_the_previous_action_and_reward_are_the_step_befores_in_acting_and_in_th
             q = pipe.algo.qnet.sequence_q(steps["observation"][:end].unsqueeze(0), state)[0]
         torch.testing.assert_close(q, steps["action_value"][:end], rtol=1e-5, atol=1e-5)
         # Stored slices: the same relation inside each sampled slice, zero where a slice starts its episode.
-        pipe.collector.start()
-        try:
-            wait_for_frames(pipe, 600)
-        finally:
-            pipe.collector.async_shutdown()
+        collect_frames(pipe, 600)
         checked = 0
         for _ in range(5):
             batch = pipe.sequences.sample()
@@ -90,11 +86,7 @@ def test_the_episodes_time_is_observed_at_its_scales_in_acting_and_in_the_stored
         steps = acting_rollout(pipe, 300)
         assert steps["observation"].shape[-1] == 2 + 2 + 2  # CartPole's 2 numbers, the time, the previous action
         assert check(steps) > 200 and (steps["step_count"] == 0).sum() >= 3
-        pipe.collector.start()
-        try:
-            wait_for_frames(pipe, 600)
-        finally:
-            pipe.collector.async_shutdown()
+        collect_frames(pipe, 600)
         batch = pipe.sequences.sample()
         assert sum(check(batch[row][batch[row].get(MASK_KEY)]) for row in range(batch.shape[0])) > 50
 
