@@ -399,7 +399,8 @@ def _ends_by_clock(env_id: str, kwargs_json: str, import_module: str | None) -> 
 
     import_env_module(import_module)
     env = gym.make(env_id, **json.loads(kwargs_json))
-    lengths, t = [], 0
+    lengths: list[int] = []
+    t = 0
     try:
         env.action_space.seed(0)
         with stepping(env_id, f"trajrl played {CLOCK_PROBE_STEPS:,} random steps for env.observe_time=auto"):
@@ -410,7 +411,8 @@ def _ends_by_clock(env_id: str, kwargs_json: str, import_module: str | None) -> 
                 if truncated and not terminated:
                     return False
                 if terminated:
-                    lengths, t = [*lengths, t], 0
+                    lengths.append(t)
+                    t = 0
                     env.reset()
     finally:
         env.close()
