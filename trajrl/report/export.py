@@ -154,9 +154,9 @@ class GreedyStep(nn.Module):
         self.sizes = [layers * size for layers, size in self.core_shapes]
         if flat_action is not None:
             self.sizes.append(flat_action.size)
-        self.observes_time = bool(time_scales)
-        self.register_buffer("time_scales", torch.tensor(time_scales or (1.0,), dtype=torch.float32))
-        if self.observes_time:
+        # None: the run did not observe its episode's time
+        self.register_buffer("time_scales", torch.tensor(time_scales, dtype=torch.float32) if time_scales else None)
+        if time_scales:
             self.sizes.append(1)  # the steps since the episode began
         self.state_size = sum(self.sizes)
 
@@ -174,7 +174,7 @@ class GreedyStep(nn.Module):
         state = torch.where(start, torch.zeros_like(state), state)
         parts = list(state.split(self.sizes, -1)) if self.sizes else []
         inputs = [observation]
-        steps = parts.pop() if self.observes_time else None
+        steps = parts.pop() if self.time_scales is not None else None
         if steps is not None:
             inputs.append(torch.tanh(steps / self.time_scales))
         if self.flat_action is not None:
