@@ -6,8 +6,6 @@ import sys
 
 from helpers import REPO, TESTS
 
-ROOT = REPO
-
 
 def test_the_random_policys_return_on_a_users_environment_imports_its_module():
     """The baseline each row is read against (``random_policy``) makes the run's environment in the script's own
@@ -17,7 +15,7 @@ def test_the_random_policys_return_on_a_users_environment_imports_its_module():
         "target = b.default_target(['env=gym', 'env.id=UnboundedLine-v0', 'env.import_module=misbehaving_envs'], 0.0)\n"
         "print(target.import_module, b.random_policy(target, episodes=2))\n"
     )
-    env = {"PYTHONPATH": f"{ROOT / 'scripts'}:{TESTS}:{ROOT}", "PATH": ""}
+    env = {"PYTHONPATH": f"{REPO / 'scripts'}:{TESTS}:{REPO}", "PATH": ""}
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
     module, value = proc.stdout.split()
