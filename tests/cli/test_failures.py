@@ -12,6 +12,7 @@ to the run, whose handlers the CLI installs, only go through the CLI."""
 import multiprocessing
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 
@@ -229,19 +230,48 @@ def hold_the_write_lock(lock, held) -> None:
     time.sleep(3600)
 
 
+def off_policy_loop(pipe, cfg, run_dir):
+    """The loop a run of ``cfg`` trains with (its checkpoints in ``run_dir``), on ``pipe``."""
+    from trajrl.checkpoint import Checkpointer
+    from trajrl.settings import settings_of
+    from trajrl.training.loops import OffPolicyLoop, RunParts
+    from trajrl.training.metrics import MetricsLog
+    from trajrl.training.progress import Progress
+
+    parts = RunParts(
+        pipe.collector,
+        pipe.algo,
+        pipe.policy,
+        acting=pipe.acting,
+        evaluated=pipe.evaluated,
+        log=MetricsLog(None),
+        progress=Progress(cfg.total_frames, live=False),
+        version=pipe.version,
+        checkpoint=Checkpointer(run_dir, cfg.algo.name, pipe.algo, pipe.policy_state, pipe.replay),
+    )
+    return OffPolicyLoop(parts, pipe.sequences, pipe.exploration, settings_of(cfg, "loop"), cfg.total_frames)
+
+
+def kill_holding_the_write_lock(buffer) -> None:
+    """A process takes ``buffer``'s write lock and is SIGKILLed holding it (as a worker killed while writing)."""
+    context = multiprocessing.get_context("forkserver")
+    held = context.Event()
+    worker = context.Process(target=hold_the_write_lock, args=(buffer._write_lock, held))
+    worker.start()
+    assert held.wait(60)
+    os.kill(worker.pid, signal.SIGKILL)
+    worker.join()
+
+
 @pytest.mark.parametrize("wait", ["update", "metrics row", "checkpoint"])
 def test_a_worker_killed_while_writing_does_not_hang_the_learner(wait, tmp_path):
     """A process killed while it holds the shared buffer's write lock never releases
     it; each of the loop's waits on it (sampling for an update, reading the stored
     episodes for a metrics row, saving the buffer with a checkpoint) gives up after the
     stall timeout (the off-policy loop's own steps, on the pipeline's own buffer)."""
-    from trajrl.checkpoint import Checkpointer, checkpoint_path
+    from trajrl.checkpoint import checkpoint_path
     from trajrl.config import validate
     from trajrl.errors import CollectorFailed
-    from trajrl.settings import settings_of
-    from trajrl.training.loops import OffPolicyLoop, RunParts
-    from trajrl.training.metrics import MetricsLog
-    from trajrl.training.progress import Progress
 
     cfg = validate(
         trajrl.compose(
@@ -249,26 +279,8 @@ def test_a_worker_killed_while_writing_does_not_hang_the_learner(wait, tmp_path)
         )
     )
     with trajrl.build(cfg) as pipe:
-        checkpointer = Checkpointer(tmp_path, cfg.algo.name, pipe.algo, pipe.policy_state, pipe.replay)
-        parts = RunParts(
-            pipe.collector,
-            pipe.algo,
-            pipe.policy,
-            acting=pipe.acting,
-            evaluated=pipe.evaluated,
-            log=MetricsLog(None),
-            progress=Progress(cfg.total_frames, live=False),
-            version=pipe.version,
-            checkpoint=checkpointer,
-        )
-        loop = OffPolicyLoop(parts, pipe.sequences, pipe.exploration, settings_of(cfg, "loop"), cfg.total_frames)
-        context = multiprocessing.get_context("forkserver")
-        held = context.Event()
-        worker = context.Process(target=hold_the_write_lock, args=(pipe.buffer._write_lock, held))
-        worker.start()
-        assert held.wait(60)
-        os.kill(worker.pid, signal.SIGKILL)
-        worker.join()
+        loop = off_policy_loop(pipe, cfg, tmp_path)
+        kill_holding_the_write_lock(pipe.buffer)
         start = time.monotonic()
         step = {"update": loop.update, "metrics row": lambda: loop.write_row({}), "checkpoint": loop.save_checkpoint}
         with pytest.raises(CollectorFailed, match=f"an? {wait} waited on the replay buffer"):
@@ -276,6 +288,50 @@ def test_a_worker_killed_while_writing_does_not_hang_the_learner(wait, tmp_path)
         assert time.monotonic() - start < 5
         assert not checkpoint_path(tmp_path).exists()
         loop.collection.watch.close()  # the supervisor's, made with the loop
+
+
+def test_ctrl_c_during_an_update_whose_priorities_wait_on_a_dead_writers_lock_stops_the_learner(tmp_path):
+    """Prioritised slices: after its gradient step, an update writes the batch's priorities
+    under the write lock. A worker killed while writing (Ctrl-C reaches the workers too)
+    never releases it: a Ctrl-C then stops the learner at once, not after
+    ``loop.stall_timeout_s`` (the update and its weight push are whole: signals wait for
+    them, never for the lock)."""
+    from trajrl.config import validate
+    from trajrl.errors import RunInterrupted
+    from trajrl.signals import interrupts_raise
+
+    cfg = validate(
+        trajrl.compose(
+            [
+                "collector=multi_async",
+                "debug=smoke",
+                "sampler=prioritized_slice",
+                "loop.stall_timeout_s=60",
+                "algo.normalize_observations=false",
+            ]
+        )
+    )
+    with trajrl.build(cfg) as pipe:
+        loop = off_policy_loop(pipe, cfg, tmp_path)
+        learn = pipe.algo.update
+
+        def learn_then_a_writer_dies_and_ctrl_c(batch):
+            stats = learn(batch)
+            kill_holding_the_write_lock(pipe.buffer)
+            threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+            return stats
+
+        with interrupts_raise(), loop.collection.running(loop.stored()):
+            while pipe.buffer.write_count < 2 * cfg.loop.warmup_frames:
+                time.sleep(0.1)
+            loop.update()  # a first one, the lock free: priorities written
+            updates = pipe.algo.updates
+            pipe.algo.update = learn_then_a_writer_dies_and_ctrl_c
+            start = time.monotonic()
+            with pytest.raises(RunInterrupted, match="interrupted by SIGINT"):
+                loop.update()
+        assert time.monotonic() - start < 10  # the collectors shut down (the lock freed) included
+        assert pipe.algo.updates == updates + 1  # the update the signal came in was whole
 
 
 def alive(pid: int) -> bool:

@@ -243,8 +243,11 @@ class OffPolicyLoop(Loop):
         return (self.buffer.write_count - self.settings.warmup_frames) * self.settings.updates_per_frame
 
     def update(self) -> None:
-        """One sampled batch, one gradient update, and every K updates a weight push
-        (the whole of it limited by ``loop.stall_timeout_s``: sampling takes the write lock)."""
+        """One sampled batch, one gradient update, every K updates a weight push, then what the
+        update writes back into the buffer (priorities, stored states). Each wait is limited by
+        ``loop.stall_timeout_s``. A signal waits for the update and its push, never for the
+        buffer's write lock (a worker killed while writing never releases it): the buffer is
+        waited on outside ``critical()``, where a dead worker or a signal ends the wait."""
         t0 = time.monotonic()
         with self.collection.waiting_on_buffer("an update waited on the replay buffer"):
             batch = self.sequences.sample()
@@ -252,16 +255,16 @@ class OffPolicyLoop(Loop):
             self.audit.check_batch(batch)
         self.samples.add(batch, self.collection.policy_version)
         t1 = time.monotonic()
-        with self.collection.waiting_on_buffer("an update waited on the replay buffer or a weight push", learning=True):
-            with critical():  # a signal waits for the update and its weight push
-                self.train_stats = learnt_from(self.algo, batch)
-                self.sequences.update_priority(batch)
-                if self.state_refresh is not None:  # stored states from the current network
-                    self.state_refresh(self.algo.updates)
-                if self.algo.updates % self.settings.weight_sync_every == 0:
-                    self.collection.push_weights()
-            self.timings["sample"] += t1 - t0
-            self.timings["update"] += time.monotonic() - t1
+        with self.collection.waiting_on_buffer("an update waited on a weight push", learning=True), critical():
+            self.train_stats = learnt_from(self.algo, batch)
+            if self.algo.updates % self.settings.weight_sync_every == 0:
+                self.collection.push_weights()
+        with self.collection.waiting_on_buffer("an update's priorities or stored states waited on the replay buffer"):
+            self.sequences.update_priority(batch)
+            if self.state_refresh is not None:  # stored states from the current network
+                self.state_refresh(self.algo.updates)
+        self.timings["sample"] += t1 - t0
+        self.timings["update"] += time.monotonic() - t1
 
     def stored(self) -> tuple[int, int]:
         """The frames and episodes stored so far (the collector handed them over)."""
