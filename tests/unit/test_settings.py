@@ -104,11 +104,11 @@ def test_each_option_dataclass_is_what_hydra_composes_with_its_defaults():
     default, brings its loop and the previous action as an input: configs/algo/rsac.yaml)."""
     changed = {
         ("collector", "multi_async"): {"kind", "num_workers"},
-        ("sampler", "slice"): set(),
+        ("sampler", "prioritized_slice"): set(),
         ("algo", "rsac"): set(),
         ("storage", "lazy_tensor"): {"kind"},
         ("logger", ""): set(),
-        ("env", ""): {"id", "previous_action"},
+        ("env", ""): {"id", "previous_action", "observe_time"},
         ("loop", ""): {"warmup_frames", "updates_per_frame", "eval_every_frames"},
     }
     cfg = trajrl.compose([])
