@@ -159,14 +159,14 @@ def failed_with(proc, code: int, line: str, *texts: str, traceback: bool = False
 
 def collector_sampler_pairs(collectors, samplers, samplers_with: str = "multi_async") -> list:
     """Every collector x sampler pair as test parameters. Each sampler with the collector
-    ``samplers_with`` and each collector with the default sampler (slice) run by default;
+    ``samplers_with`` and each collector with the default sampler (prioritized_slice) run by default;
     the other pairs repeat those code paths (a sampler reads the buffer whichever collector
     filled it) and run with -m slow."""
     import pytest
 
     return [
         pytest.param(
-            collector, sampler, marks=() if collector == samplers_with or sampler == "slice" else pytest.mark.slow
+            collector, sampler, marks=() if collector == samplers_with or sampler == "prioritized_slice" else pytest.mark.slow
         )
         for collector in collectors
         for sampler in samplers

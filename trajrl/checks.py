@@ -70,7 +70,7 @@ def check(cfg: DictConfig) -> None:
     from trajrl.env_check import check_first_steps
     from trajrl.gym_envs import env_spaces  # gymnasium: only once the settings alone pass (a refusal is quicker)
 
-    spaces = env_spaces(cfg.env, cfg.algo.name)
+    spaces = env_spaces(cfg.env, cfg.algo.name, timeout_s=cfg.loop.stall_timeout_s)
     check_first_steps(cfg.env, timeout_s=cfg.loop.stall_timeout_s, refuse=cfg.collector.bad_steps != "drop")
     check_episode_fits_storage(cfg, spaces)
     check_slice_len(cfg, spaces)

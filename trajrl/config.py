@@ -105,7 +105,7 @@ def resolve_auto(cfg: DictConfig) -> None:
     if cfg.env.get("observe_time") == "auto":
         from trajrl.gym_envs import ends_by_clock
 
-        cfg.env.observe_time = ends_by_clock(cfg.env)
+        cfg.env.observe_time = ends_by_clock(cfg.env, cfg.loop.stall_timeout_s)
 
 
 # ---------------------------------------------------------------- types

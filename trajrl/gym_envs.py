@@ -364,12 +364,12 @@ def make_gym(
     return flat_observations(with_extras(env, previous_action, previous_reward, time_scales))
 
 
-def gym_options(env_cfg: Any) -> dict[str, Any]:
+def gym_options(env_cfg: Any, timeout_s: float | None = None) -> dict[str, Any]:
     """``env.previous_action``, ``env.previous_reward``, ``env.reward_scale`` and the scales of the
     episode's time (``env.time_scales`` where ``env.observe_time``, else none) as ``make_gym``'s
-    keyword arguments."""
+    keyword arguments. ``timeout_s``: ``ends_by_clock``'s, where ``env.observe_time`` is still auto."""
     observe_time = env_cfg.get("observe_time", False)
-    observe_time = ends_by_clock(env_cfg) if observe_time == "auto" else bool(observe_time)
+    observe_time = ends_by_clock(env_cfg, timeout_s) if observe_time == "auto" else bool(observe_time)
     return {
         "previous_action": bool(env_cfg.get("previous_action", False)),
         "previous_reward": bool(env_cfg.get("previous_reward", False)),
@@ -382,19 +382,20 @@ def gym_options(env_cfg: Any) -> dict[str, Any]:
 CLOCK_PROBE_STEPS = 1_000
 
 
-def ends_by_clock(env_cfg: Any) -> bool:
+def ends_by_clock(env_cfg: Any, timeout_s: float | None = None) -> bool:
     """Whether ``env_cfg``'s episodes end by a clock that is part of the task (``env.observe_time=auto``
     observes it there): under uniformly random actions (``CLOCK_PROBE_STEPS`` steps, seed 0) at least
     two episodes end, each terminated at one same length. An episode cut by a time limit (truncated)
-    says no: its targets bootstrap at the cut, and the agent needs no clock (Pardo et al., 2018)."""
+    says no: its targets bootstrap at the cut, and the agent needs no clock (Pardo et al., 2018).
+    ``timeout_s`` (``loop.stall_timeout_s``): an environment call that has not returned by then fails."""
     import json
 
     kwargs = json.dumps(dict(env_cfg.kwargs or {}), sort_keys=True, default=str)
-    return _ends_by_clock(str(env_cfg.id), kwargs, env_cfg.get("import_module"))
+    return _ends_by_clock(str(env_cfg.id), kwargs, env_cfg.get("import_module"), timeout_s)
 
 
 @functools.lru_cache(maxsize=32)
-def _ends_by_clock(env_id: str, kwargs_json: str, import_module: str | None) -> bool:
+def _ends_by_clock(env_id: str, kwargs_json: str, import_module: str | None, timeout_s: float | None) -> bool:
     import json
 
     import_env_module(import_module)
@@ -403,7 +404,7 @@ def _ends_by_clock(env_id: str, kwargs_json: str, import_module: str | None) -> 
     t = 0
     try:
         env.action_space.seed(0)
-        with stepping(env_id, f"trajrl played {CLOCK_PROBE_STEPS:,} random steps for env.observe_time=auto"):
+        with stepping(env_id, f"trajrl played {CLOCK_PROBE_STEPS:,} random steps for env.observe_time=auto", timeout_s):
             env.reset(seed=0)
             for _ in range(CLOCK_PROBE_STEPS):
                 _, _, terminated, truncated, _ = env.step(env.action_space.sample())
@@ -442,14 +443,14 @@ class EnvSpaces:
     action_parts: tuple[int, ...] = ()  # a MultiDiscrete action: the categories of each part
 
 
-def env_spaces(env_cfg: Any, algo: str | None = None) -> EnvSpaces:
+def env_spaces(env_cfg: Any, algo: str | None = None, timeout_s: float | None = None) -> EnvSpaces:
     """The sizes and step limit of ``env_cfg``'s environment, from one made instance
     (once per environment setting and process); refuses an unknown id, an observation
-    with no flat form, and actions ``algo`` cannot take."""
+    with no flat form, and actions ``algo`` cannot take. ``timeout_s``: ``gym_options``'."""
     import json
 
     kwargs = json.dumps(dict(env_cfg.kwargs or {}), sort_keys=True, default=str)
-    options = gym_options(env_cfg)
+    options = gym_options(env_cfg, timeout_s)
     extras = options["previous_action"], options["previous_reward"], options["time_scales"]
     return _env_spaces(str(env_cfg.id), kwargs, env_cfg.get("import_module"), algo, *extras)
 

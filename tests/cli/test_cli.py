@@ -37,11 +37,15 @@ def smoke_run_of(collector, sampler, tmp_path, request, train_in) -> tuple[str, 
 
 # each sampler with the collector that runs in the learner's process (the cheapest run); with
 # worker processes writing into a shared buffer: test_pipeline's pairs
-# -m slow as well: async_batched with slice, whose whole run is test_faults' (a worker killed, the run
-# reaching total_frames) and whose writes test_pipeline's; slice_without_replacement, whose batches
+# -m slow as well: async_batched with the default sampler, whose whole run is test_faults' (a worker killed,
+# the run reaching total_frames) and whose writes test_pipeline's; slice_without_replacement, whose batches
 # test_pipeline samples, audits and learns from (the loop runs them as any slice sampler's);
-# prioritized_slice, whose whole run (priorities written and resumed) is test_lanes'
-SLOW_SMOKE = (("async_batched", "slice"), ("sync", "slice_without_replacement"), ("sync", "prioritized_slice"))
+# prioritized_slice in the learner's thread, whose whole run (priorities written and resumed) is test_lanes'
+SLOW_SMOKE = (
+    ("async_batched", "prioritized_slice"),
+    ("sync", "slice_without_replacement"),
+    ("sync", "prioritized_slice"),
+)
 
 
 @pytest.mark.parametrize(

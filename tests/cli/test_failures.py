@@ -75,6 +75,7 @@ def test_an_environment_that_raises_during_evaluation_ends_the_run_with_one_line
         "env.import_module=bad_envs",
         "collector=multi_async",
         "algo.normalize_observations=false",
+        "env.observe_time=false",  # auto plays random steps in the learner's process (test_refusals)
         "loop.eval_every_frames=1000",
     )
     run.failed_with(
@@ -87,24 +88,28 @@ def test_an_environment_that_raises_during_evaluation_ends_the_run_with_one_line
     run.assert_checkpoint_loads()
 
 
-@pytest.mark.parametrize("case", ["measuring", "evaluating"])
+@pytest.mark.parametrize("case", ["measuring", "evaluating", "probing the clock"])
 def test_an_environment_that_hangs_in_the_learners_process_ends_the_run(case, train_in, capfd):
-    """Standardising observations and evaluating step the environment in the learner's
-    process: a call that does not return within the stall timeout ends the run. Trained in
+    """Standardising observations, evaluating and ``env.observe_time=auto``'s random steps step the
+    environment in the learner's process: a call that does not return within the stall timeout ends the run. Trained in
     the test's process (the CLI's line for an environment that fails in the learner's process:
     test_an_environment_that_raises_before_collection_ends_the_run_with_one_line)."""
     if case == "measuring":  # it hangs at its 1,001st step, within the 2,000 random steps, before any collector
         overrides = ["env.id=Hanging-v0", "+env.kwargs.after=1000", "collector=sync"]
         doing = "trajrl measured its observations"
-    else:
+    elif case == "evaluating":
         overrides = [
             "env.id=FailsInTheLearner-v0",
             "+env.kwargs.hang=true",
             "collector=multi_async",
             "algo.normalize_observations=false",
+            "env.observe_time=false",
             "loop.eval_every_frames=1000",
         ]
         doing = "trajrl evaluated the policy"
+    else:  # it hangs at its 101st step in the learner's process, within the 1,000 random steps
+        overrides = ["env.id=FailsInTheLearner-v0", "+env.kwargs.hang=true", "env.observe_time=auto"]
+        doing = "trajrl played 1,000 random steps for env.observe_time=auto"
     learner_steps_from_0()
     run = train_in("env=gym", "env.import_module=bad_envs", *overrides, "loop.stall_timeout_s=5")
     last = run.failed_with(1, "trajrl: run failed: the environment env.id=", within=60, capfd=capfd)
@@ -161,6 +166,36 @@ def test_workers_that_do_not_stop_are_killed_after_one_wait_for_them_all():
     took = time.monotonic() - start
     assert all(not proc.is_alive() and proc.exitcode == -signal.SIGKILL for proc in procs)
     assert took < 6.0, f"{took:.1f} s: a wait for each worker (8 s), not one for them all (2 s)"
+
+
+def test_the_worker_whose_death_made_torchrl_end_the_others_is_named():
+    """A worker SIGKILLed: TorchRL terminates the others (SIGTERM) and closes each 0.1 s later,
+    which raises ValueError in place of its report where one is still exiting (a loaded machine).
+    The run names the worker that died first (its exit code not SIGTERM's), whatever its index."""
+    from types import SimpleNamespace
+
+    from trajrl.collect.watch import CollectorWatch, death_behind
+
+    ctx = multiprocessing.get_context("forkserver")
+    procs = [ctx.Process(target=time.sleep, args=(600,), daemon=True) for _ in range(3)]
+    for proc in procs:
+        proc.start()
+    os.kill(procs[1].pid, signal.SIGKILL)
+    procs[1].join()
+    procs[0].terminate()  # as TorchRL ends the others
+    procs[0].join()
+    watch = CollectorWatch(SimpleNamespace(procs=procs))
+    try:
+        with pytest.raises(ValueError, match="Cannot close a process while it is still running") as closing:
+            procs[2].close()
+        assert str(watch.first_death()) == "collector worker 1 died (exit code -9)"
+        assert str(death_behind(closing.value, watch)) == "collector worker 1 died (exit code -9)"
+        other = ValueError("an environment's own error")
+        assert death_behind(other, watch) is other
+    finally:
+        watch.close()
+        procs[2].kill()
+        procs[2].join()
 
 
 @pytest.mark.parametrize("collector", ["multi_async", "multi_sync"])

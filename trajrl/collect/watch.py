@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import signal
 import threading
 import time
 
@@ -123,6 +124,19 @@ class CollectorWatch:
                 return index
         return None
 
+    def first_death(self) -> CollectorFailed | None:
+        """The worker whose death made TorchRL end the others (None: no worker has exited). TorchRL
+        ends them with SIGTERM, so the one that died otherwise (another exit code) comes first."""
+        dead = []
+        for index, proc in enumerate(getattr(self.collector, "procs", None) or []):
+            with contextlib.suppress(ValueError):  # closed: its exit code is gone
+                if not proc.is_alive():
+                    dead.append((proc.exitcode == -signal.SIGTERM, index, proc.exitcode))
+        if not dead:
+            return None
+        _, index, code = min(dead)
+        return CollectorFailed(f"collector worker {index} died (exit code {code})")
+
     def _error(self) -> BaseException | None:
         if self.thread_error is not None:
             return self.thread_error
@@ -156,6 +170,15 @@ def collection_failed(error: BaseException, noticed: BaseException | None = None
     if noticed is not None:
         cause += f" ({type(noticed).__name__}: {str(noticed).splitlines()[0] if str(noticed) else ''})"
     return CollectorFailed(f"collection failed: {cause}")
+
+
+def death_behind(error: Exception, watch: CollectorWatch) -> BaseException:
+    """``error``, or the worker death behind it where TorchRL lost that: on a dead worker it
+    terminates the others and closes each 0.1 s later, which raises this ValueError in place
+    of its own report where one is still exiting (a loaded machine)."""
+    if isinstance(error, ValueError) and str(error).startswith("Cannot close a process while it is still running"):
+        return watch.first_death() or error
+    return error
 
 
 def stalled(watch: CollectorWatch, timeout: float, what: str) -> CollectorFailed:

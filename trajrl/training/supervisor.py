@@ -18,7 +18,15 @@ from trajrl.algos.networks import CpuCopies, PolicyVersion
 from trajrl.collect.counters import WorkerCounters
 from trajrl.collect.faults import RestartLimit
 from trajrl.collect.ray_actors import RayEpisodes
-from trajrl.collect.watch import CollectorWatch, close_collector, collection_failed, end_workers, shutdown_args, stalled
+from trajrl.collect.watch import (
+    CollectorWatch,
+    close_collector,
+    collection_failed,
+    death_behind,
+    end_workers,
+    shutdown_args,
+    stalled,
+)
 from trajrl.errors import CollectorFailed, CollectorStalled, RunInterrupted
 from trajrl.replay.writer import redo_unfinished_writes
 from trajrl.signals import raise_after
@@ -146,7 +154,7 @@ class CollectorSupervisor:
             except CollectorFailed:  # the stall limit
                 raise
             except Exception as error:  # a worker, or the single-process collector's environment
-                raise collection_failed(self.watch.fatal_fault() or error) from error
+                raise collection_failed(self.watch.fatal_fault() or death_behind(error, self.watch)) from error
 
     def waiting_on_buffer(self, what: str, learning: bool = False):
         """A block that waits for the buffer's write lock, which a worker killed while
