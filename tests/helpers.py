@@ -166,7 +166,9 @@ def collector_sampler_pairs(collectors, samplers, samplers_with: str = "multi_as
 
     return [
         pytest.param(
-            collector, sampler, marks=() if collector == samplers_with or sampler == "prioritized_slice" else pytest.mark.slow
+            collector,
+            sampler,
+            marks=() if collector == samplers_with or sampler == "prioritized_slice" else pytest.mark.slow,
         )
         for collector in collectors
         for sampler in samplers
