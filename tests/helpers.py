@@ -697,3 +697,34 @@ def job_settings(job: dict) -> dict:
     for group, (selector, _) in GROUPS.items():
         values |= {f"{group}.{key}": value for key, value in job[group].items() if key != selector}
     return values
+
+
+def loop_of(pipe, cfg, run_dir, **parts):
+    """The loop a run of ``cfg`` trains with on ``pipe`` (``trajrl.train``'s, without its
+    evaluator, loggers and progress bar): checkpoints in ``run_dir``, ``parts`` added
+    (``evaluate=``, ``keep_best=True`` for ``best.pt``)."""
+    from trajrl.checkpoint import Checkpointer
+    from trajrl.settings import settings_of
+    from trajrl.training.loops import EpisodicLoop, OffPolicyLoop, RunParts
+    from trajrl.training.metrics import MetricsLog
+    from trajrl.training.progress import Progress
+
+    checkpointer = Checkpointer(run_dir, cfg.algo.name, pipe.algo, pipe.policy_state, pipe.replay)
+    if parts.pop("keep_best", False):
+        parts["keep_best"] = checkpointer.best
+    run_parts = RunParts(
+        pipe.collector,
+        pipe.algo,
+        pipe.policy,
+        acting=pipe.acting,
+        evaluated=pipe.evaluated,
+        log=MetricsLog(None),
+        progress=Progress(cfg.total_frames, live=False),
+        version=pipe.version,
+        checkpoint=checkpointer,
+        **parts,
+    )
+    settings = settings_of(cfg, "loop")
+    if cfg.algo.name == "ppo":
+        return EpisodicLoop(run_parts, settings, cfg.total_frames)
+    return OffPolicyLoop(run_parts, pipe.sequences, pipe.exploration, settings, cfg.total_frames)

@@ -7,17 +7,13 @@ import re
 
 import pytest
 import torch
-from helpers import failed_with
+from helpers import failed_with, loop_of
 from helpers import trajrl as trajrl_cli
 from omegaconf import OmegaConf
 
 import trajrl
-from trajrl.checkpoint import Checkpointer, checkpoint_path, load_checkpoint
+from trajrl.checkpoint import checkpoint_path, load_checkpoint
 from trajrl.config import validate
-from trajrl.settings import settings_of
-from trajrl.training.loops import EpisodicLoop, OffPolicyLoop, RunParts
-from trajrl.training.metrics import MetricsLog
-from trajrl.training.progress import Progress
 
 
 @pytest.mark.parametrize("algo", ["r2d2", "ppo"])
@@ -47,26 +43,7 @@ def test_best_pt_is_the_agent_of_the_best_evaluation(algo, tmp_path):
             return {"return": seen[-1][1]}
 
         net = "qnet" if algo == "r2d2" else "net"
-        checkpointer = Checkpointer(tmp_path, cfg.algo.name, pipe.algo, pipe.policy_state, pipe.replay)
-        parts = RunParts(
-            pipe.collector,
-            pipe.algo,
-            pipe.policy,
-            acting=pipe.acting,
-            evaluated=pipe.evaluated,
-            log=MetricsLog(None),
-            progress=Progress(cfg.total_frames, live=False),
-            evaluate=evaluate,
-            version=pipe.version,
-            checkpoint=checkpointer,
-            keep_best=checkpointer.best,
-        )
-        loop_settings = settings_of(cfg, "loop")
-        loop = (
-            EpisodicLoop(parts, loop_settings, cfg.total_frames)
-            if algo == "ppo"
-            else OffPolicyLoop(parts, pipe.sequences, pipe.exploration, loop_settings, cfg.total_frames)
-        )
+        loop = loop_of(pipe, cfg, tmp_path, evaluate=evaluate, keep_best=True)
         final = loop.run()
     assert len(seen) >= 4 and final["eval/best_return"] == 9.0, [score for _, score in seen]
     best_weights = seen[1][0]

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import loop_of
 
 import trajrl
 
@@ -265,28 +266,6 @@ def hold_the_write_lock(lock, held) -> None:
     time.sleep(3600)
 
 
-def off_policy_loop(pipe, cfg, run_dir):
-    """The loop a run of ``cfg`` trains with (its checkpoints in ``run_dir``), on ``pipe``."""
-    from trajrl.checkpoint import Checkpointer
-    from trajrl.settings import settings_of
-    from trajrl.training.loops import OffPolicyLoop, RunParts
-    from trajrl.training.metrics import MetricsLog
-    from trajrl.training.progress import Progress
-
-    parts = RunParts(
-        pipe.collector,
-        pipe.algo,
-        pipe.policy,
-        acting=pipe.acting,
-        evaluated=pipe.evaluated,
-        log=MetricsLog(None),
-        progress=Progress(cfg.total_frames, live=False),
-        version=pipe.version,
-        checkpoint=Checkpointer(run_dir, cfg.algo.name, pipe.algo, pipe.policy_state, pipe.replay),
-    )
-    return OffPolicyLoop(parts, pipe.sequences, pipe.exploration, settings_of(cfg, "loop"), cfg.total_frames)
-
-
 def kill_holding_the_write_lock(buffer) -> None:
     """A process takes ``buffer``'s write lock and is SIGKILLed holding it (as a worker killed while writing)."""
     context = multiprocessing.get_context("forkserver")
@@ -314,7 +293,7 @@ def test_a_worker_killed_while_writing_does_not_hang_the_learner(wait, tmp_path)
         )
     )
     with trajrl.build(cfg) as pipe:
-        loop = off_policy_loop(pipe, cfg, tmp_path)
+        loop = loop_of(pipe, cfg, tmp_path)
         kill_holding_the_write_lock(pipe.buffer)
         start = time.monotonic()
         step = {"update": loop.update, "metrics row": lambda: loop.write_row({}), "checkpoint": loop.save_checkpoint}
@@ -347,7 +326,7 @@ def test_ctrl_c_during_an_update_whose_priorities_wait_on_a_dead_writers_lock_st
         )
     )
     with trajrl.build(cfg) as pipe:
-        loop = off_policy_loop(pipe, cfg, tmp_path)
+        loop = loop_of(pipe, cfg, tmp_path)
         learn = pipe.algo.update
 
         def learn_then_a_writer_dies_and_ctrl_c(batch):
@@ -365,7 +344,7 @@ def test_ctrl_c_during_an_update_whose_priorities_wait_on_a_dead_writers_lock_st
             start = time.monotonic()
             with pytest.raises(RunInterrupted, match="interrupted by SIGINT"):
                 loop.update()
-        assert time.monotonic() - start < 10  # the collectors shut down (the lock freed) included
+        assert time.monotonic() - start < 30  # the collectors shut down (the lock freed) included; the stall: 60 s
         assert pipe.algo.updates == updates + 1  # the update the signal came in was whole
 
 
