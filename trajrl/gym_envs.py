@@ -387,7 +387,8 @@ def ends_by_clock(env_cfg: Any, timeout_s: float | None = None) -> bool:
     observes it there): under uniformly random actions (``CLOCK_PROBE_STEPS`` steps, seed 0) at least
     two episodes end, each terminated at one same length. An episode cut by a time limit (truncated)
     says no: its targets bootstrap at the cut, and the agent needs no clock (Pardo et al., 2018).
-    ``timeout_s`` (``loop.stall_timeout_s``): an environment call that has not returned by then fails."""
+    ``timeout_s`` (``loop.stall_timeout_s``): an environment call that has not returned by then fails; an
+    environment that raises meanwhile says no (its faults are the collectors' to handle, as configured)."""
     import json
 
     kwargs = json.dumps(dict(env_cfg.kwargs or {}), sort_keys=True, default=str)
@@ -405,16 +406,21 @@ def _ends_by_clock(env_id: str, kwargs_json: str, import_module: str | None, tim
     try:
         env.action_space.seed(0)
         with stepping(env_id, f"trajrl played {CLOCK_PROBE_STEPS:,} random steps for env.observe_time=auto", timeout_s):
-            env.reset(seed=0)
-            for _ in range(CLOCK_PROBE_STEPS):
-                _, _, terminated, truncated, _ = env.step(env.action_space.sample())
-                t += 1
-                if truncated and not terminated:
-                    return False
-                if terminated:
-                    lengths.append(t)
-                    t = 0
-                    env.reset()
+            try:
+                env.reset(seed=0)
+                for _ in range(CLOCK_PROBE_STEPS):
+                    _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+                    t += 1
+                    if truncated and not terminated:
+                        return False
+                    if terminated:
+                        lengths.append(t)
+                        t = 0
+                        env.reset()
+            except EnvironmentFailed:  # stuck past timeout_s: the run ends
+                raise
+            except Exception:  # an environment that raises at times tells no clock; its faults are collection's
+                return False
     finally:
         env.close()
     return len(lengths) >= 2 and len(set(lengths)) == 1
@@ -450,9 +456,11 @@ def env_spaces(env_cfg: Any, algo: str | None = None, timeout_s: float | None = 
     import json
 
     kwargs = json.dumps(dict(env_cfg.kwargs or {}), sort_keys=True, default=str)
-    options = gym_options(env_cfg, timeout_s)
-    extras = options["previous_action"], options["previous_reward"], options["time_scales"]
-    return _env_spaces(str(env_cfg.id), kwargs, env_cfg.get("import_module"), algo, *extras)
+    key = str(env_cfg.id), kwargs, env_cfg.get("import_module"), algo
+    previous = bool(env_cfg.get("previous_action", False)), bool(env_cfg.get("previous_reward", False))
+    spaces = _env_spaces(*key, *previous)  # an unknown id, bad kwargs, actions refused: before any random step
+    time_scales = gym_options(env_cfg, timeout_s)["time_scales"]
+    return _env_spaces(*key, *previous, time_scales) if time_scales else spaces
 
 
 @functools.lru_cache(maxsize=32)

@@ -304,10 +304,10 @@ def test_a_worker_killed_while_writing_does_not_hang_the_learner(wait, tmp_path)
         loop.collection.watch.close()  # the supervisor's, made with the loop
 
 
-def test_ctrl_c_during_an_update_whose_priorities_wait_on_a_dead_writers_lock_stops_the_learner(tmp_path):
+def test_a_signal_during_an_update_whose_priorities_wait_on_a_dead_writers_lock_stops_the_learner(tmp_path):
     """Prioritised slices: after its gradient step, an update writes the batch's priorities
     under the write lock. A worker killed while writing (Ctrl-C reaches the workers too)
-    never releases it: a Ctrl-C then stops the learner at once, not after
+    never releases it: a Ctrl-C or SIGTERM then stops the learner at once, not after
     ``loop.stall_timeout_s`` (the update and its weight push are whole: signals wait for
     them, never for the lock)."""
     from trajrl.config import validate
@@ -332,7 +332,7 @@ def test_ctrl_c_during_an_update_whose_priorities_wait_on_a_dead_writers_lock_st
         def learn_then_a_writer_dies_and_ctrl_c(batch):
             stats = learn(batch)
             kill_holding_the_write_lock(pipe.buffer)
-            threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+            threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGTERM)).start()  # SIGINT: ignored in a background job
             return stats
 
         with interrupts_raise(), loop.collection.running(loop.stored()):
@@ -342,7 +342,7 @@ def test_ctrl_c_during_an_update_whose_priorities_wait_on_a_dead_writers_lock_st
             updates = pipe.algo.updates
             pipe.algo.update = learn_then_a_writer_dies_and_ctrl_c
             start = time.monotonic()
-            with pytest.raises(RunInterrupted, match="interrupted by SIGINT"):
+            with pytest.raises(RunInterrupted, match="interrupted by SIGTERM"):
                 loop.update()
         assert time.monotonic() - start < 30  # the collectors shut down (the lock freed) included; the stall: 60 s
         assert pipe.algo.updates == updates + 1  # the update the signal came in was whole

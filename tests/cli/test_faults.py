@@ -22,6 +22,7 @@ FLAKY = [
     "env.id=Flaky-v0",
     "env.import_module=bad_envs",
     "algo.normalize_observations=false",
+    "env.observe_time=false",  # auto: 1,000 random steps in the learner's process, which Flaky-v0 counts
     "loop.eval_episodes=0",
     "audit=true",
     "audit_every=1",

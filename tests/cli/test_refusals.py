@@ -40,7 +40,7 @@ CASES = [
         ["sampler=random", "sampler.burn_in=3"],
         ["sampler.burn_in=3", "sampler=random has no such setting", "transitions_per_batch"],
     ),
-    (["+sampler.foo=1"], ["sampler.foo=1", "sampler=slice has no such setting", "slice_len"]),
+    (["sampler=slice", "+sampler.foo=1"], ["sampler.foo=1", "sampler=slice has no such setting", "slice_len"]),
     (["seed=[1,2"], ["seed=[1,2", "override_grammar"]),
     # types
     (["trajs_per_batch=abc"], ["trajs_per_batch='abc'", "must be an integer"]),
@@ -116,12 +116,15 @@ CASES = [
     (["sampler.slices_per_batch=null"], ["sampler.slices_per_batch=null", "must be >= 1 or auto"]),
     (["sampler.slices_per_batch=0"], ["sampler.slices_per_batch=0", "must be >= 1 or auto"]),
     # slices set aside for the terminal steps
-    (["sampler.terminal_share=1.5"], ["sampler.terminal_share=1.5", "must be between 0 and 1"]),
+    (["sampler=slice", "sampler.terminal_share=1.5"], ["sampler.terminal_share=1.5", "must be between 0 and 1"]),
     (
-        ["sampler.terminal_share=0.25", "sampler.weighting=episode"],
+        ["sampler=slice", "sampler.terminal_share=0.25", "sampler.weighting=episode"],
         ["sampler.terminal_share=0.25", "sampler.weighting=step"],
     ),
-    (["sampler.terminal_share=0.25", "trajs_per_batch=null"], ["sampler.terminal_share=0.25", "trajs_per_batch=4"]),
+    (
+        ["sampler=slice", "sampler.terminal_share=0.25", "trajs_per_batch=null"],
+        ["sampler.terminal_share=0.25", "trajs_per_batch=4"],
+    ),
     (
         ["sampler=prioritized_slice", "sampler.terminal_share=0.25"],
         ["sampler.terminal_share=0.25", "sampler=prioritized_slice has no such setting"],
@@ -129,7 +132,10 @@ CASES = [
     # the recurrent state kept every k steps only
     (["sampler.state_every=often"], ["sampler.state_every='often'", ">= 1, null or auto"]),
     (["sampler.state_every=0"], ["sampler.state_every=0", "must be >= 1, null or auto"]),
-    (["sampler.state_every=10", "sampler.weighting=episode"], ["sampler.state_every=10", "sampler.weighting=step"]),
+    (
+        ["sampler=slice", "sampler.state_every=10", "sampler.weighting=episode"],
+        ["sampler.state_every=10", "sampler.weighting=step"],
+    ),
     (["sampler.state_every=10", "trajs_per_batch=null"], ["sampler.state_every=10", "trajs_per_batch=4"]),
     (["sampler.state_every=10", "algo.initial_state=zero"], ["sampler.state_every=10", "no state is read"]),
     (

@@ -280,7 +280,7 @@ def test_a_time_limit_bootstraps_from_the_next_observation_and_a_termination_doe
     [
         ([], 30),  # slice_len 40 - burn_in 10
         (["sampler.slice_len=20", "sampler.burn_in=5"], 15),
-        (["sampler.weighting=episode"], None),  # TorchRL's slices start anywhere
+        (["sampler=slice", "sampler.weighting=episode"], None),  # TorchRL's slices start anywhere
         (["algo.initial_state=zero"], None),  # no stored state is read
         (["algo.refresh_states_every=100"], None),  # every step's state is recomputed
         (["trajs_per_batch=null"], None),  # fixed-frame lanes keep every step's state
