@@ -34,7 +34,7 @@ from trajrl import internals
 from trajrl.checks import check, check_resume, state_every_problem, storage_layout
 from trajrl.errors import ConfigError
 from trajrl.helptext import describe_settings
-from trajrl.settings import GROUPS, RunSettings, option_schema
+from trajrl.settings import GROUPS, RunSettings, bringing_options, brought_by, option_schema
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 _CHECKED = "trajrl_checked"  # the flag validate() leaves on the config it returns
@@ -42,7 +42,9 @@ _CHECKED = "trajrl_checked"  # the flag validate() leaves on the config it retur
 
 def register() -> None:
     """Put the settings dataclasses in Hydra's ConfigStore (``trajrl_<group>_<class>``, and
-    ``trajrl_run`` for the top level), where the YAML files of ``configs/`` extend them, and
+    ``trajrl_run`` for the top level), where the YAML files of ``configs/`` extend them, what an
+    option brings to the rest of the run (``trajrl_brought_<group>_<option>``, which its file
+    includes at the top level: ``brought_by``), and
     ``--help``'s list of every setting where ``configs/config.yaml`` asks for it (``${trajrl_settings:}``)."""
     if not OmegaConf.has_resolver("trajrl_settings"):
         OmegaConf.register_new_resolver("trajrl_settings", describe_settings)
@@ -51,6 +53,11 @@ def register() -> None:
     for group, (_, options) in GROUPS.items():
         for schema in set(options.values()):
             store.store(name=f"trajrl_{group}_{schema.__name__}", node=schema)
+    for group, option in bringing_options():
+        node = OmegaConf.create()
+        for key, value in brought_by(group, option).items():
+            OmegaConf.update(node, key, value, force_add=True)
+        store.store(name=f"trajrl_brought_{group}_{option}", node=node)
 
 
 register()

@@ -12,7 +12,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from trajrl.settings import GROUPS, RunSettings, option_schema
+from trajrl.settings import GROUPS, RunSettings, brought_by, option_schema
 
 
 def describe_settings(*, _root_: DictConfig) -> str:
@@ -33,9 +33,9 @@ def describe_settings(*, _root_: DictConfig) -> str:
 
 
 def set_by(choices: dict) -> dict[str, tuple[str, Any]]:
-    """``{dotted key: (group=option, value)}`` for every setting a chosen option's file under
-    ``configs/`` sets (``choices``: Hydra's ``runtime.choices``), the last in the defaults list
-    (``configs/config.yaml``) winning, as composition does."""
+    """``{dotted key: (group=option, value)}`` for every setting a chosen option brings (its
+    ``brought`` values) or its file under ``configs/`` sets (``choices``: Hydra's ``runtime.choices``),
+    the last in the defaults list (``configs/config.yaml``) winning, as composition does."""
     from trajrl.config import CONFIG_DIR
 
     order = OmegaConf.to_container(OmegaConf.load(CONFIG_DIR / "config.yaml").defaults)
@@ -45,6 +45,8 @@ def set_by(choices: dict) -> dict[str, tuple[str, Any]]:
         option, path = choices.get(group), CONFIG_DIR / group / f"{choices.get(group)}.yaml"
         if option is None or not path.exists():
             continue
+        for key, value in brought_by(group, option).items():
+            sources[key] = (f"{group}={option}", value)
         text = path.read_text()
         package = "" if "# @package _global_" in text else f"{group}."
         settings = OmegaConf.to_container(OmegaConf.load(path), resolve=False)

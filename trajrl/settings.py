@@ -15,7 +15,7 @@ Nothing here imports torch: a config is checked in about a second.
 from __future__ import annotations
 
 import math
-from dataclasses import MISSING, Field, dataclass, field
+from dataclasses import MISSING, Field, dataclass, field, fields
 from typing import Any
 
 from trajrl.errors import ConfigError
@@ -73,8 +73,12 @@ def setting(
     auto: bool = False,
     null: bool = True,
     checkpointed: bool = False,
+    brought: dict[str, Any] | None = None,
 ) -> Any:
     """A dataclass field with its description and its range (numbers) or choices (names);
+    ``brought``: the value a run gets where it picks a group's option (``{"algo=rsac": 16_000}``:
+    ``python -m trajrl algo=rsac`` runs 16,000 frames), the later group in ``configs/config.yaml``'s
+    defaults list winning where two chosen options bring one (``brought_by``);
     ``auto``: the value "auto" is admitted too (trajrl derives it from other settings);
     ``null=False``: a field typed ``Any`` (a number or auto) refuses null, which its type cannot;
     ``checkpointed``: what a checkpoint holds was made with it (the networks' shapes, the
@@ -87,6 +91,7 @@ def setting(
         "auto": auto,
         "null": null,
         "checkpointed": checkpointed,
+        "brought": dict(brought or {}),
     }
     if isinstance(default, (list, dict)):
         return field(default_factory=lambda: type(default)(default), metadata=metadata)
@@ -141,8 +146,10 @@ class EnvSettings:
         False,
         "observe the action taken at the step before as well (one-hot for "
         "discrete actions; zeros at an episode's first step), as POPGym and "
-        "Ni et al. (2022) feed recurrent agents",
+        "Ni et al. (2022) feed recurrent agents (algo=rsac: observed; recurrent SAC learns "
+        "CartPole without velocities with it, docs/results.md)",
         checkpointed=True,
+        brought={"algo=rsac": True},
     )
     previous_reward: bool = setting(
         False, "observe the reward of the step before as well (0 at an episode's first step)", checkpointed=True
@@ -152,10 +159,11 @@ class EnvSettings:
         "observe the steps t since the episode began as well, as tanh(t / s) for each s of time_scales, "
         "so that an agent can foresee the end of a task that stops at a fixed step (Pardo et al., 2018); "
         "auto: where a task's episodes end by such a clock (random actions: every episode terminated, "
-        "not truncated, at one length)",
+        "not truncated, at one length; algo=rsac's, docs/benchmarks/learning/tuning.md, ninth session)",
         choices=("true", "false", "auto"),
         null=False,
         checkpointed=True,
+        brought={"algo=rsac": "auto"},
     )
     time_scales: list[float] = setting(
         [16.0, 64.0],
@@ -719,9 +727,17 @@ class LoggerSettings:
 # ---------------------------------------------------------------- the loop and the run
 @dataclass
 class LoopSettings:
-    warmup_frames: int = setting(2_000, "off-policy: frames stored before the first update", range=at_least(0))
+    warmup_frames: int = setting(
+        2_000,
+        "off-policy: frames stored before the first update",
+        range=at_least(0),
+        brought={"algo=rsac": 1_000},
+    )
     updates_per_frame: float = setting(
-        0.5, "off-policy: gradient updates per stored frame (update-to-data ratio)", range=above(0)
+        0.5,
+        "off-policy: gradient updates per stored frame (update-to-data ratio)",
+        range=above(0),
+        brought={"algo=rsac": 1.0},
     )
     max_update_lag: int | None = setting(
         200,
@@ -733,7 +749,10 @@ class LoopSettings:
         10, "off-policy: push the learner's weights every this many updates", range=at_least(1)
     )
     eval_every_frames: int = setting(
-        5_000, "evaluate (deterministic policy) every this many frames; 0: only at the end", range=at_least(0)
+        5_000,
+        "evaluate (deterministic policy) every this many frames; 0: only at the end",
+        range=at_least(0),
+        brought={"algo=rsac": 2_000},
     )
     eval_episodes: int = setting(10, "episodes averaged in each evaluation; 0: no evaluation", range=at_least(0))
     log_every_frames: int = setting(
@@ -775,17 +794,26 @@ class RunSettings:
         choices=("cpu", "cuda", "auto"),
     )
     total_frames: int = setting(
-        60_000, "frames stored (PPO: learnt from) before the run stops; the step axis", range=at_least(1)
+        60_000,
+        "frames stored (PPO: learnt from) before the run stops; the step axis (algo=rsac's: CartPole without "
+        "velocities reaches 475 in about 9,000: docs/results.md)",
+        range=at_least(1),
+        brought={"algo=rsac": 16_000},
     )
     trajs_per_batch: int | None = setting(
         4,
-        "complete episodes a collector gathers per write (or PPO batch); null: fixed-frame batches",
+        "complete episodes a collector gathers per write (or PPO batch); null: fixed-frame batches (algo=rsac, "
+        "collector=async_batched: each episode written as soon as it ends; algo=ppo: a minibatch of "
+        "sampler.episodes_per_batch at least)",
         range=at_least(1),
+        brought={"collector=async_batched": 1, "algo=rsac": 1, "algo=ppo": 8},
     )
     traj_format: str = setting(
         "cat",
-        "cat: episodes one after the other; padded: [N, T] with ('collector', 'mask'), stored as valid steps",
+        "cat: episodes one after the other; padded: [N, T] with ('collector', 'mask'), stored as valid steps "
+        "(algo=ppo's: episodes reach its learner as [N, T] and a mask)",
         choices=("cat", "padded"),
+        brought={"algo=ppo": "padded"},
     )
     audit: bool = setting(False, "check the trajectory invariants while training (audit/... metrics)")
     audit_every: int = setting(
@@ -811,6 +839,29 @@ GROUPS: dict[str, tuple[str | None, dict[str, type]]] = {
     "logger": (None, {"": LoggerSettings}),
     "loop": (None, {"": LoopSettings}),
 }
+
+
+def brought_by(group: str, option: str) -> dict[str, Any]:
+    """``{dotted key: value}`` of every setting whose declaration says picking ``group=option`` brings a
+    value (``setting(..., brought=...)``): the top level's, the loop's and each group's. ``trajrl.config``
+    puts them in Hydra's ConfigStore (``trajrl_brought_<group>_<option>``), where the option's file
+    includes them; ``--help`` names the option as their source."""
+    schemas = [("", RunSettings), ("loop.", LoopSettings)]
+    schemas += [(f"{g}.", schema) for g, (_, options) in GROUPS.items() for schema in options.values()]
+    spec = f"{group}={option}"
+    return {
+        prefix + f.name: f.metadata["brought"][spec]
+        for prefix, schema in schemas
+        for f in fields(schema)
+        if spec in f.metadata.get("brought", {})
+    }
+
+
+def bringing_options() -> list[tuple[str, str]]:
+    """``(group, option)`` of every option some setting declares a ``brought`` value for."""
+    schemas = [RunSettings, LoopSettings, *(s for _, options in GROUPS.values() for s in options.values())]
+    specs = {spec for schema in schemas for f in fields(schema) for spec in f.metadata.get("brought", {})}
+    return sorted(tuple(spec.split("=", 1)) for spec in specs)
 
 
 # ---------------------------------------------------------------- a group's option: its dataclass

@@ -63,6 +63,47 @@ def differences(now: dict, was: dict, prefix: str = "") -> list[tuple[str, objec
     return found
 
 
+#: Groups whose option files are presets: they may set any key.
+PRESETS = ("experiment", "debug")
+
+
+def group_files() -> list[Path]:
+    """Every option file of a group that is not a preset (Hydra's own groups, under hydra/, left out)."""
+    groups = [p for p in sorted((REPO / "configs").iterdir()) if p.is_dir() and p.name not in (*PRESETS, "hydra")]
+    return [f for g in groups for f in sorted(g.glob("*.yaml"))]
+
+
+@pytest.mark.parametrize("path", group_files(), ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_a_group_option_file_sets_its_own_groups_keys_only(path):
+    """Its keys are its group's (the file's package, or under the group's key at the top level;
+    hparams_search's: Hydra's sweeper); what it brings to the rest of the run comes from the
+    declarations (``/trajrl_brought_<group>_<option>``), and it may pick other groups' options."""
+    import yaml
+
+    group, text = path.parent.name, path.read_text()
+    body = yaml.safe_load(text) or {}
+    entries = body.pop("defaults", [])
+    if "# @package _global_" in text:
+        others = set(body) - {group, "hydra"}
+        assert not others, f"{path.relative_to(REPO)} sets {sorted(others)}: declare them brought (trajrl/settings.py)"
+    for entry in entries:
+        if not isinstance(entry, str) or "@" not in entry:
+            continue  # the option's schema, _self_, or a pick of another group's option
+        name, package = entry.lstrip("/").split("@")
+        assert package == group or name == f"trajrl_brought_{group}_{path.stem}", (path, entry)
+
+
+@pytest.mark.parametrize("group, option", __import__("trajrl.settings").settings.bringing_options())
+def test_what_an_option_brings_is_what_a_run_that_picks_it_gets(group, option):
+    """Every ``brought`` value declared for ``group=option`` is in the config that picks it."""
+    import trajrl
+    from trajrl.settings import brought_by
+
+    cfg = trajrl.compose([*WITH.get(f"{group}={option}", []), f"{group}={option}"])
+    for key, value in brought_by(group, option).items():
+        assert OmegaConf.select(cfg, key) == value, (group, option, key)
+
+
 if __name__ == "__main__":
     RECORD.write_text(json.dumps(composed_values(), indent=1, sort_keys=True) + "\n")
     print(f"wrote {RECORD}")

@@ -101,7 +101,7 @@ def test_every_numeric_setting_declares_its_range_and_a_value_outside_it_is_refu
 def test_each_option_dataclass_is_what_hydra_composes_with_its_defaults():
     """The YAML files add no defaults of their own: a composed option's values are its
     dataclass's defaults, except the few an option file says it changes (algo=rsac, the
-    default, brings its loop and the previous action as an input: configs/algo/rsac.yaml)."""
+    default, brings its loop and the previous action as an input: ``brought`` in trajrl/settings.py)."""
     changed = {
         ("collector", "multi_async"): {"kind", "num_workers"},
         ("sampler", "prioritized_slice"): set(),

@@ -28,25 +28,27 @@ zero where ``is_init`` is set.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import torch
 from tensordict import TensorDictBase
 from tensordict.nn import TensorDictModuleBase
 from torch import nn
 
-from trajrl.settings import LINEAR_CORES
+from trajrl.settings import LINEAR_CORES, NetworkSettings, default_of
+
+_DECLARED = {f.name: default_of(f) for f in fields(NetworkSettings)}
 
 
 @dataclass(frozen=True)
 class Memory:
     """Which core, and its sizes (``algo.rnn``, ``algo.memory_size``, ``algo.memory_context``,
-    ``algo.memory_layers``); ``hidden_size`` (its outputs) is the network's."""
+    ``algo.memory_layers``, their defaults the settings'); ``hidden_size`` (its outputs) is the network's."""
 
-    kind: str = "lstm"
-    size: int = 64  # lru: complex state channels a layer; ffm: the trace's length
-    context: int = 4  # ffm: frequencies each trace element turns at
-    layers: int = 1  # lru: stacked blocks
+    kind: str = _DECLARED["rnn"]
+    size: int = _DECLARED["memory_size"]  # lru: complex state channels a layer; ffm: the trace's length
+    context: int = _DECLARED["memory_context"]  # ffm: frequencies each trace element turns at
+    layers: int = _DECLARED["memory_layers"]  # lru: stacked blocks
 
 
 def linear_scan(
@@ -195,7 +197,7 @@ class LRU(LinearMemory):
     ``hidden_size`` (a linear map first where the input is of another width), each with a
     complex state of ``size`` channels."""
 
-    def __init__(self, in_size: int, hidden_size: int, size: int = 64, layers: int = 1):
+    def __init__(self, in_size: int, hidden_size: int, size: int, layers: int = 1):
         super().__init__()
         self.num_layers, self.state_size, self.hidden_size = layers, 2 * size, hidden_size
         self.project = nn.Identity() if in_size == hidden_size else nn.Linear(in_size, hidden_size)
@@ -232,7 +234,7 @@ class FFM(LinearMemory):
     1,024 steps (both learnt); the output ``LayerNorm(mix(S_t)) * g + skip(x_t) * (1 - g)``, ``g`` a
     gate of the input."""
 
-    def __init__(self, in_size: int, hidden_size: int, size: int = 32, context: int = 4):
+    def __init__(self, in_size: int, hidden_size: int, size: int, context: int):
         super().__init__()
         self.num_layers, self.state_size, self.hidden_size = 1, 2 * size * context, hidden_size
         self.size, self.context = size, context
