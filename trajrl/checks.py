@@ -40,6 +40,9 @@ from trajrl.topology import fixed_frame_lanes, lane_ndim, starts_processes
 def check(cfg: DictConfig) -> None:
     """Every check, in order; the first that fails raises its ``ConfigError``. Makes one
     instance of the environment (gymnasium only) to check its id, spaces and step limit."""
+    from trajrl.gym_envs import import_env_module
+
+    import_env_module(cfg.env.get("import_module"))  # first: it may register a choice (a memory core)
     check_ranges(cfg)
     check_device(cfg)
     # collect

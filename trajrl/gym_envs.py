@@ -298,7 +298,7 @@ register()
 
 
 def import_env_module(module: str | None) -> None:
-    """Import the user's module that registers third-party ids (``env.import_module``)."""
+    """Import the user's module that registers third-party ids or memory cores (``env.import_module``)."""
     if module:
         try:
             importlib.import_module(module)

@@ -123,7 +123,11 @@ class EnvSettings:
     kwargs: dict[str, Any] = setting(
         {}, "keyword arguments for gymnasium.make (+env.kwargs.<name>=<value>)", checkpointed=True
     )
-    import_module: str | None = setting(None, "module to import first (where third-party ids register)")
+    import_module: str | None = setting(
+        None,
+        "module to import first, in the learner's process and in every worker: where third-party ids register "
+        "(and memory cores: trajrl.algos.memory.register_core)",
+    )
     num_envs: int = setting(
         1,
         "environments each collector worker steps together as one gymnasium vector env "
@@ -415,8 +419,12 @@ SLICE_SAMPLERS = ("slice", "slice_without_replacement", "prioritized_slice")
 
 
 # ---------------------------------------------------------------- learn: algorithms
-#: Memory cores whose whole sequence is one parallel pass and that restart inside it (``trajrl.algos.memory``).
-LINEAR_CORES = ("lru", "ffm")
+#: Memory cores (``algo.rnn``; ``trajrl.algos.memory``): torch's, stepped one step after another,
+#: then the linear ones, whose whole sequence is one parallel pass that restarts inside it at each
+#: episode start (``sampler=tape`` needs one). ``trajrl.algos.memory.register_core`` adds a linear one
+#: to both lists (the choices of ``algo.rnn`` are the list itself).
+LINEAR_CORES: list[str] = ["lru", "ffm"]
+MEMORY_CORES: list[str] = ["lstm", "gru", *LINEAR_CORES]
 
 
 @dataclass
@@ -427,7 +435,7 @@ class NetworkSettings:
         "memory core: lstm, gru (stepped through a sequence) | lru (Linear Recurrent Unit), ffm (Fast and "
         "Forgetful Memory): linear, a whole sequence in one pass, restarting inside it at each episode "
         "start (what sampler=tape needs)",
-        choices=("lstm", "gru", *LINEAR_CORES),
+        choices=MEMORY_CORES,
         checkpointed=True,
     )
     hidden_size: int = setting(64, "recurrent cells (the memory core's outputs)", range=at_least(1), checkpointed=True)

@@ -28,6 +28,7 @@ zero where ``is_init`` is set.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 
 import torch
@@ -35,7 +36,7 @@ from tensordict import TensorDictBase
 from tensordict.nn import TensorDictModuleBase
 from torch import nn
 
-from trajrl.settings import LINEAR_CORES, NetworkSettings, default_of
+from trajrl.settings import LINEAR_CORES, MEMORY_CORES, NetworkSettings, default_of
 
 _DECLARED = {f.name: default_of(f) for f in fields(NetworkSettings)}
 
@@ -146,8 +147,12 @@ def linear_step(
 
 
 class LinearMemory(nn.Module):
-    """What the linear cores share: their state ``[layers, B, state_size]`` (real numbers), zeros
-    when none is given, and ``forward(x, state=None, starts=None)``."""
+    """What a linear core is (``lru``, ``ffm``, and any ``register_core`` adds): ``forward(x, state=None,
+    starts=None)`` takes ``x [B, T, in]``, its state ``[num_layers, B, state_size]`` (real numbers;
+    None: ``initial_state``, zeros) and ``starts [B, T]`` (bool; None: no restart), and returns
+    ``(outputs [B, T, hidden_size], the state after the last step)``, the state back to zeros before
+    each step ``starts`` flags (a tape of episodes laid end to end; the one-step call, ``T = 1``, acts).
+    Its state is stored with every step, so its size is fixed at construction."""
 
     num_layers: int
     state_size: int
@@ -272,14 +277,33 @@ def restarted(state: torch.Tensor, starts: torch.Tensor | None) -> torch.Tensor:
     return state if starts is None else torch.where(starts.reshape(1, -1, 1), 0.0, state)
 
 
+#: How each memory core of ``algo.rnn`` is built: ``(in_size, hidden_size, memory) -> module``.
+BUILDERS: dict[str, Callable[[int, int, Memory], nn.Module]] = {
+    "lstm": lambda in_size, hidden_size, memory: nn.LSTM(in_size, hidden_size, batch_first=True),
+    "gru": lambda in_size, hidden_size, memory: nn.GRU(in_size, hidden_size, batch_first=True),
+    "lru": lambda in_size, hidden_size, memory: LRU(in_size, hidden_size, memory.size, memory.layers),
+    "ffm": lambda in_size, hidden_size, memory: FFM(in_size, hidden_size, memory.size, memory.context),
+}
+
+
+def register_core(name: str, build: Callable[[int, int, Memory], LinearMemory]) -> None:
+    """Add the memory core ``algo.rnn=<name>``: ``build(in_size, hidden_size, memory)`` returns a
+    ``LinearMemory`` (``memory``: ``algo.memory_size`` and the other sizes). Every algorithm, sampler
+    (``sampler=tape`` too) and collector takes it; a worker process that unpickles the policy imports
+    ``build``'s module, which registers it there (the same ``build`` again: nothing; another: an error)."""
+    if BUILDERS.get(name) is build:
+        return
+    if name in BUILDERS:
+        raise ValueError(f"algo.rnn={name} is registered already ({BUILDERS[name]!r})")
+    BUILDERS[name] = build
+    MEMORY_CORES.append(name)
+    LINEAR_CORES.append(name)
+
+
 def recurrent_core(memory: Memory | str, in_size: int, hidden_size: int) -> nn.Module:
     """The core ``memory`` names (a name alone: its default sizes), batch first."""
     memory = Memory(memory) if isinstance(memory, str) else memory
-    if memory.kind == "lru":
-        return LRU(in_size, hidden_size, memory.size, memory.layers)
-    if memory.kind == "ffm":
-        return FFM(in_size, hidden_size, memory.size, memory.context)
-    return {"lstm": nn.LSTM, "gru": nn.GRU}[memory.kind](in_size, hidden_size, batch_first=True)
+    return BUILDERS[memory.kind](in_size, hidden_size, memory)
 
 
 #: Every kind of core (``recurrent_parameters`` gives their parameters a learning rate of their own).

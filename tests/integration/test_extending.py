@@ -1,0 +1,75 @@
+"""What the walk-throughs of docs/development.md ("Adding things") promise: a memory core is
+added from a module of its own, with no edit to trajrl: ``register_core`` makes ``algo.rnn=<name>``
+a choice that every check, algorithm and sampler takes, and a run trains with it."""
+
+import pytest
+import torch
+from helpers import run_cli
+from toy_core import DecayingSum, decaying_sum
+
+import trajrl
+from trajrl.algos.memory import BUILDERS, Memory, recurrent_core, register_core
+from trajrl.errors import ConfigError
+
+
+def test_a_registered_core_follows_the_calling_convention_of_the_linear_cores():
+    core = recurrent_core(Memory("decaying_sum", size=3), 2, 4)
+    x = torch.randn(2, 5, 2)
+    out, state = core(x)
+    assert out.shape == (2, 5, 4) and state.shape == (1, 2, 3)
+    starts = torch.zeros(2, 5, dtype=torch.bool)
+    starts[:, 3] = True  # a restart before step 3: the steps from there as a sequence of their own
+    restarted, _ = core(x, None, starts)
+    alone, _ = core(x[:, 3:])
+    torch.testing.assert_close(restarted[:, 3:], alone)
+    stepped, after = core(x[:, :1])  # one step (acting) from zero, then the next from its state
+    second, _ = core(x[:, 1:2], after)
+    torch.testing.assert_close(torch.cat([stepped, second], 1), out[:, :2])
+
+
+def test_registering_another_core_under_a_taken_name_is_refused():
+    register_core("decaying_sum", decaying_sum)  # the same builder again (a re-import): nothing
+    with pytest.raises(ValueError, match="registered already"):
+        register_core("decaying_sum", lambda i, h, m: DecayingSum(i, h, m.size))
+    assert BUILDERS["decaying_sum"] is decaying_sum
+
+
+def test_its_name_is_a_choice_of_algo_rnn_that_the_checks_take_and_a_tape_needs():
+    from trajrl.config import validate
+
+    cfg = validate(trajrl.compose(["debug=smoke", "collector=sync", "sampler=tape", "algo.rnn=decaying_sum"]))
+    assert cfg.algo.rnn == "decaying_sum"
+    with pytest.raises(ConfigError) as refused:
+        validate(trajrl.compose(["debug=smoke", "algo.rnn=decaying_summ"]))
+    assert refused.value.setting == "algo.rnn" and "decaying_sum" in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        pytest.param(["algo=rsac"], id="rsac-slices"),
+        pytest.param(["algo=r2d2", "sampler=tape"], id="r2d2-tape"),
+        pytest.param(["algo=ppo", "algo.recurrent=true", "trajs_per_batch=4"], id="ppo"),
+    ],
+)
+def test_a_run_trains_with_a_registered_core(overrides, tmp_path):
+    """A smoke run (a thread collector: the toy core lives in this test module) with each learner."""
+    cfg = trajrl.compose(["debug=smoke", "collector=sync", "algo.rnn=decaying_sum", "algo.memory_size=8", *overrides])
+    metrics = trajrl.train(cfg, run_dir=tmp_path)
+    assert metrics["frames"] >= cfg.total_frames
+    saved = torch.load(tmp_path / "checkpoints" / "latest.pt", weights_only=False)
+    assert any(key.endswith("rnn.logit") for key in leaves(saved["algo"])), "the learner's core is not the toy's"
+
+
+def test_the_cli_trains_with_a_core_its_module_registers_in_the_learner_and_the_workers(tmp_path):
+    """``env.import_module`` names the module: imported before the checks, and in each worker process."""
+    done = run_cli(tmp_path, "debug=smoke", "algo.rnn=decaying_sum", "algo.memory_size=8", "env.import_module=toy_core")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "collector multi_async" in done.stderr + done.stdout
+
+
+def leaves(tree: dict, prefix: str = "") -> list[str]:
+    keys = []
+    for key, value in tree.items():
+        keys += leaves(value, f"{prefix}{key}.") if isinstance(value, dict) else [f"{prefix}{key}"]
+    return keys
