@@ -163,6 +163,7 @@ def train_from_the_command_line(typed: list[str]) -> None:
     """Train with the config Hydra composes from ``typed`` (overrides, ``--multirun``,
     ``--help``, ``--cfg``, ``hydra.*``: Hydra parses them from ``sys.argv``)."""
     stacks_on_sigusr1()
+    import_the_users_module(typed)
     workers_from_a_fork_server()
     sys.argv[1:] = resume_arguments(typed)
     os.environ["TRAJRL_FULL_ERROR"] = "1" if SHOW_TRACEBACK else "0"
@@ -173,6 +174,18 @@ def train_from_the_command_line(typed: list[str]) -> None:
         return train_one_run(cfg, typed)
 
     run()
+
+
+def import_the_users_module(typed: list[str]) -> None:
+    """The module ``env.import_module=<module>`` names on the command line, imported before Hydra
+    composes (it may register an option of a group: a sampler, ``trajrl.factory.replay.register_sampler``)
+    and before the fork server starts (its workers have it)."""
+    from trajrl.gym_envs import import_env_module
+
+    for arg in typed:
+        key, _, value = arg.partition("=")
+        if key.lstrip("+~") == "env.import_module" and value not in ("", "null"):
+            import_env_module(value)
 
 
 def train_one_run(cfg: DictConfig, typed: list[str]) -> float:

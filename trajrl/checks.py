@@ -29,8 +29,8 @@ from trajrl.settings import (
     OFF_POLICY_ONLY,
     ON_POLICY_ALGOS,
     ON_POLICY_COLLECTORS,
-    SLICE_SAMPLERS,
     RunSettings,
+    batches_of,
     default_of,
     option_schema,
 )
@@ -40,9 +40,6 @@ from trajrl.topology import fixed_frame_lanes, lane_ndim, starts_processes
 def check(cfg: DictConfig) -> None:
     """Every check, in order; the first that fails raises its ``ConfigError``. Makes one
     instance of the environment (gymnasium only) to check its id, spaces and step limit."""
-    from trajrl.gym_envs import import_env_module
-
-    import_env_module(cfg.env.get("import_module"))  # first: it may register a choice (a memory core)
     check_ranges(cfg)
     check_device(cfg)
     # collect
@@ -288,20 +285,22 @@ def check_lane_capacity(cfg: DictConfig) -> None:
 def check_tape(cfg: DictConfig) -> None:
     """``sampler=tape`` runs whole episodes laid end to end through one pass of the memory core,
     which restarts at each episode start inside it: a linear core, and no stored state read."""
-    if cfg.sampler.kind != "tape":
+    if batches_of(cfg.sampler) != "tape":
         return
     if cfg.algo.rnn not in LINEAR_CORES:
         raise ConfigError(
             "algo.rnn",
             cfg.algo.rnn,
-            f"sampler=tape restarts the memory core at every episode start inside one sequence, which {cfg.algo.rnn} "
+            f"sampler={cfg.sampler.kind} restarts the memory core at every episode start inside one sequence, which "
+            f"{cfg.algo.rnn} "
             f"cannot: use algo.rnn={' or algo.rnn='.join(LINEAR_CORES)}, or a slice sampler (sampler=slice)",
         )
     if cfg.algo.get("refresh_states_every") is not None:
         raise ConfigError(
             "algo.refresh_states_every",
             cfg.algo.refresh_states_every,
-            "sampler=tape starts every episode from a zero state and reads no stored state: leave it null",
+            f"sampler={cfg.sampler.kind} starts every episode from a zero state and reads no stored state: leave it "
+            "null",
         )
 
 
@@ -318,11 +317,11 @@ def check_refresh_states(cfg: DictConfig) -> None:
             "recomputes the stored states of complete episodes; with fixed-frame batches "
             "(trajs_per_batch=null) leave it null, or set trajs_per_batch=4",
         )
-    if cfg.algo.initial_state == "zero" or cfg.sampler.kind == "episode":
+    if cfg.algo.initial_state == "zero" or batches_of(cfg.sampler) == "episodes":
         why = (
             "algo.initial_state=zero starts every slice from a zero state"
             if cfg.algo.initial_state == "zero"
-            else "sampler=episode starts every sequence at its episode's first step, from a zero state"
+            else f"sampler={cfg.sampler.kind} starts every sequence at its episode's first step, from a zero state"
         )
         raise ConfigError(
             "algo.refresh_states_every",
@@ -377,7 +376,7 @@ def storage_layout(cfg: DictConfig) -> tuple[int, str]:
 def check_burn_in(cfg: DictConfig) -> None:
     """A slice keeps at least one step to learn from after its burn-in."""
     sampler = cfg.sampler
-    if sampler.kind in SLICE_SAMPLERS and sampler.burn_in >= sampler.slice_len:
+    if batches_of(sampler) == "slices" and sampler.burn_in >= sampler.slice_len:
         raise ConfigError(
             "sampler.burn_in",
             sampler.burn_in,

@@ -83,6 +83,10 @@ def validate(cfg: DictConfig) -> DictConfig:
     """
     if is_checked(cfg):
         return cfg
+    from trajrl.gym_envs import import_env_module
+
+    env = cfg.get("env")  # first: the module may register an option (a sampler, a memory core)
+    import_env_module(env.get("import_module") if isinstance(env, DictConfig) else None)
     cfg = typed(cfg)
     check(cfg)
     resolve_auto(cfg)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import MISSING, Field, dataclass, field, fields
-from typing import Any
+from typing import Any, ClassVar
 
 from trajrl.errors import ConfigError
 
@@ -125,8 +125,9 @@ class EnvSettings:
     )
     import_module: str | None = setting(
         None,
-        "module to import first, in the learner's process and in every worker: where third-party ids register "
-        "(and memory cores: trajrl.algos.memory.register_core)",
+        "module to import first, in the learner's process and in every worker (on the command line: before the "
+        "config is composed): where third-party ids register, and memory cores and samplers "
+        "(trajrl.algos.memory.register_core, trajrl.factory.replay.register_sampler)",
     )
     num_envs: int = setting(
         1,
@@ -314,8 +315,18 @@ def her_state() -> Any:
     )
 
 
+#: What a sampler's batches are (its settings' ``batches``), which the checks and the buffer read, never
+#: its name: ``slices`` (``[N, slice_len]`` rows inside episodes, padded, with burn-in: ``slice_len``
+#: and ``burn_in`` among its settings), ``episodes`` (``[N, T]`` rows of whole episodes, padded),
+#: ``tape`` (``[1, N]``: whole episodes end to end, each closed by a masked cell, ``is_init`` at each
+#: start: ``trajrl.replay.tapes``) or ``transitions`` (``[N, 1]`` single steps). What each learner
+#: reads of a batch is in the batch itself (``trajrl.algos.sequences``).
+BATCHES = ("slices", "episodes", "tape", "transitions")
+
+
 @dataclass
 class SliceSamplerSettings:
+    batches: ClassVar[str] = "slices"
     kind: str = option("slice_without_replacement")
     slices_per_batch: Any = setting(
         "auto",
@@ -381,6 +392,7 @@ class PrioritizedSliceSamplerSettings(SliceSamplerSettings):
 
 @dataclass
 class EpisodeSamplerSettings:
+    batches: ClassVar[str] = "episodes"
     kind: str = option("episode")
     episodes_per_batch: int = setting(8, "whole episodes per batch (algo=ppo: per minibatch)", range=at_least(1))
     her_ratio: float = her_ratio()
@@ -389,6 +401,7 @@ class EpisodeSamplerSettings:
 
 @dataclass
 class RandomSamplerSettings:
+    batches: ClassVar[str] = "transitions"
     kind: str = option("random")
     transitions_per_batch: int = setting(
         256, "single transitions per batch (no burn-in: nothing before them)", range=at_least(1)
@@ -397,6 +410,7 @@ class RandomSamplerSettings:
 
 @dataclass
 class TapeSamplerSettings:
+    batches: ClassVar[str] = "tape"
     kind: str = option("tape")
     tape_frames: int = setting(
         1000,
@@ -415,7 +429,11 @@ SAMPLERS: dict[str, type] = {
     "random": RandomSamplerSettings,
     "tape": TapeSamplerSettings,
 }
-SLICE_SAMPLERS = ("slice", "slice_without_replacement", "prioritized_slice")
+
+
+def batches_of(sampler: Any) -> str:
+    """What the batches of the sampler a config's ``sampler`` section picks are (``BATCHES``)."""
+    return SAMPLERS[sampler.kind].batches
 
 
 # ---------------------------------------------------------------- learn: algorithms

@@ -1,6 +1,10 @@
-"""What the walk-throughs of docs/development.md ("Adding things") promise: a memory core is
-added from a module of its own, with no edit to trajrl: ``register_core`` makes ``algo.rnn=<name>``
-a choice that every check, algorithm and sampler takes, and a run trains with it."""
+"""What the walk-throughs of docs/development.md ("Adding things") promise: a memory core and a
+sampler are added from a module of their own, with no edit to trajrl. ``register_core`` makes
+``algo.rnn=<name>`` a choice that every check, algorithm and sampler takes; ``register_sampler`` makes
+``sampler=<kind>`` an option that composes, is checked by what its batches are, and feeds every
+off-policy learner; a run trains with each (``tests/toy_core.py``, ``tests/toy_sampler.py``)."""
+
+import csv
 
 import pytest
 import torch
@@ -66,6 +70,52 @@ def test_the_cli_trains_with_a_core_its_module_registers_in_the_learner_and_the_
     done = run_cli(tmp_path, "debug=smoke", "algo.rnn=decaying_sum", "algo.memory_size=8", "env.import_module=toy_core")
     assert done.returncode == 0, done.stderr[-2000:]
     assert "collector multi_async" in done.stderr + done.stdout
+
+
+@pytest.mark.parametrize("algo", ["rsac", "r2d2"])
+def test_the_cli_trains_with_a_sampler_its_module_registers(algo, tmp_path):
+    """``sampler=torchrl_slices`` composes once ``env.import_module=toy_sampler`` is imported (before
+    composition), its slices never cross an episode (the audit) and both off-policy learners take them."""
+    done = run_cli(
+        tmp_path, "debug=smoke", f"algo={algo}", "env.import_module=toy_sampler", "sampler=torchrl_slices", "audit=true"
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "sampler torchrl_slices" in done.stderr + done.stdout
+    with next(tmp_path.glob("outputs/*/*/metrics.csv")).open() as f:
+        audited = [row for row in csv.DictReader(f) if row.get("audit/batches_checked")]
+    assert float(audited[-1]["audit/batches_checked"]) > 0
+    assert float(audited[-1]["audit/violations"]) == 0, audited[-1]
+
+
+@pytest.fixture
+def registries():
+    """The samplers' registries as they were, again after the test (a registration stays in its process)."""
+    from trajrl.factory.replay import SAMPLER_BUILDERS
+    from trajrl.settings import SAMPLERS
+
+    kept = dict(SAMPLERS), dict(SAMPLER_BUILDERS)
+    yield
+    for registry, was in zip((SAMPLERS, SAMPLER_BUILDERS), kept):
+        registry.clear()
+        registry.update(was)
+
+
+def test_a_sampler_is_refused_under_a_taken_kind_or_without_saying_what_its_batches_are(registries):
+    from dataclasses import dataclass
+
+    from trajrl.factory.replay import SAMPLER_BUILDERS, register_sampler
+    from trajrl.settings import EpisodeSamplerSettings, option
+
+    with pytest.raises(ValueError, match="registered already"):
+        register_sampler(EpisodeSamplerSettings, lambda s, capacity: None)
+    register_sampler(EpisodeSamplerSettings, SAMPLER_BUILDERS["episode"])  # the same pair: nothing
+
+    @dataclass
+    class Unsaid:
+        kind: str = option("unsaid")
+
+    with pytest.raises(ValueError, match="batches must be one of"):
+        register_sampler(Unsaid, lambda s, capacity: None)
 
 
 def leaves(tree: dict, prefix: str = "") -> list[str]:

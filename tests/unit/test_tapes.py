@@ -138,7 +138,7 @@ def test_the_recurrent_dqn_learns_on_a_tape_what_it_learns_on_rows_of_the_same_e
     torch.manual_seed(0)
     qnet = RecurrentQNet(2, 2, [8], 8, Memory("lru", size=4))
     settings = R2D2Settings(n_step=3, initial_state="zero")
-    on_rows, on_tape = R2D2(copy.deepcopy(qnet), settings), R2D2(copy.deepcopy(qnet), settings, tape=True)
+    on_rows, on_tape = R2D2(copy.deepcopy(qnet), settings), R2D2(copy.deepcopy(qnet), settings)
     for _ in range(3):
         a, b = on_rows.update(rows), on_tape.update(tape)
         assert a["loss"] == pytest.approx(b["loss"], rel=1e-5, abs=1e-6)
@@ -156,7 +156,7 @@ def test_recurrent_sac_discrete_learns_on_a_tape_what_it_learns_on_rows_of_the_s
     critics = twin_critics(lambda: RecurrentCritic(2, 2, [8], 8, memory, discrete=True), shared=False)
     settings = RSACSettings(n_step=2, initial_state="zero")
     on_rows = RSAC(copy.deepcopy(actor), copy.deepcopy(critics), settings)
-    on_tape = RSAC(copy.deepcopy(actor), copy.deepcopy(critics), settings, tape=True)
+    on_tape = RSAC(copy.deepcopy(actor), copy.deepcopy(critics), settings)
     for _ in range(3):
         a, b = on_rows.update(rows), on_tape.update(tape)
         for key in ("critic_loss", "actor_loss", "entropy", "q_mean"):
@@ -169,7 +169,7 @@ def test_a_core_that_cannot_restart_inside_a_sequence_refuses_a_tape():
     tape.set("recurrent_state_h", torch.zeros(*tape.shape, 1, 8))
     tape.set("recurrent_state_c", torch.zeros(*tape.shape, 1, 8))
     with pytest.raises(ValueError, match="cannot restart inside a sequence"):
-        R2D2(RecurrentQNet(2, 2, [8], 8), R2D2Settings(), tape=True).update(tape)
+        R2D2(RecurrentQNet(2, 2, [8], 8), R2D2Settings()).update(tape)
 
 
 def test_the_audit_passes_a_tape_and_counts_what_breaks_one():

@@ -161,12 +161,11 @@ class R2D2:
         settings: R2D2Settings,
         burn_in: int = 0,
         planned_updates: int = 0,
-        tape: bool = False,
     ):
         """``burn_in``: the sampler's (``sampler.burn_in``); ``planned_updates``: the run's,
-        over which the learning rate decays to ``settings.lr_end``; ``tape``: batches are tapes
-        of whole episodes (``sampler=tape``, ``trajrl.replay.tapes``) rather than rows of slices."""
-        self.qnet, self.tape = qnet, tape
+        over which the learning rate decays to ``settings.lr_end``. Batches are rows of slices or
+        episodes, or tapes of whole episodes (``trajrl.algos.sequences.is_tape``)."""
+        self.qnet = qnet
         self.target = copy.deepcopy(qnet).requires_grad_(False)
         self.params, self.target_params = list(qnet.parameters()), list(self.target.parameters())  # listed once
         self.settings, self.burn_in, self.planned_updates = settings, burn_in, planned_updates
@@ -194,12 +193,12 @@ class R2D2:
         """
         s = self.settings
         full, batch = batch, batch.to(self.device)  # the learner's device
-        batch = batch if self.tape else without_padding_columns(batch)
+        batch = without_padding_columns(batch)
         mask = batch.get(("collector", "mask"))
         n_seq, horizon = mask.shape
         if s.observation_stats == "running":  # standardise with the statistics of what is learnt from
             track_observations([self.qnet, self.target], batch.get("observation")[mask], s.observation_rate)
-        sequence, starts = sequence_of(batch, self.tape)  # T + 1 observations
+        sequence, starts = sequence_of(batch)  # T + 1 observations
         state = self.initial_state(batch)
         burn_in = min(self.burn_in, horizon - 1)
         learn, starts_episode = learned_steps(batch, burn_in)

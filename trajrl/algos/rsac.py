@@ -362,16 +362,13 @@ class RSAC:
         critics: nn.ModuleList,
         settings: RSACSettings,
         burn_in: int = 0,
-        tape: bool = False,
         planned_updates: int = 0,
     ):
-        """``burn_in``: the sampler's (``sampler.burn_in``); ``tape``: batches are tapes of whole
-        episodes (``sampler=tape``, ``trajrl.replay.tapes``) rather than rows of slices;
-        ``planned_updates``: the run's, over which the actor's and critics' rates decay to
-        ``settings.lr_end``."""
+        """``burn_in``: the sampler's (``sampler.burn_in``); ``planned_updates``: the run's, over which
+        the actor's and critics' rates decay to ``settings.lr_end``. Batches are rows of slices or
+        episodes, or tapes of whole episodes (``trajrl.algos.sequences.is_tape``)."""
         self.actor, self.critics, self.settings, self.burn_in = actor, critics, settings, burn_in
         self.planned_updates = planned_updates
-        self.tape = tape
         self.critics_act = settings.critic_core == "acting"  # the actor reads the critics' core
         self.target_critics = copy.deepcopy(critics).requires_grad_(False)
         # each network's parameters, listed once: an update clips, freezes and averages them
@@ -423,14 +420,14 @@ class RSAC:
         s = self.settings
         full = batch
         batch = batch.to(self.device)  # the learner's device
-        batch = batch if self.tape else without_padding_columns(batch)
+        batch = without_padding_columns(batch)
         mask = batch.get(MASK_KEY)
         n_seq, horizon = mask.shape
         if s.observation_stats == "running":  # standardise with the statistics of what is learnt from
             track_observations(
                 [self.actor, self.critics, self.target_critics], batch.get("observation")[mask], s.observation_rate
             )
-        sequence, starts = sequence_of(batch, self.tape)  # T + 1 observations
+        sequence, starts = sequence_of(batch)  # T + 1 observations
         action = (
             batch.get("action").reshape(n_seq, horizon)
             if self.actor.discrete

@@ -7,7 +7,7 @@ import torch
 from tensordict import TensorDictBase
 from torch import nn
 
-from trajrl.keys import MASK_KEY
+from trajrl.keys import CLOSING_KEY, MASK_KEY
 
 
 def observations_with_next(batch: TensorDictBase) -> torch.Tensor:
@@ -21,13 +21,20 @@ def observations_with_next(batch: TensorDictBase) -> torch.Tensor:
     return sequence
 
 
-def sequence_of(batch: TensorDictBase, tape: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+def is_tape(batch: TensorDictBase) -> bool:
+    """Whether ``batch`` is one tape of whole episodes laid end to end, which marks itself: its
+    closing cells (``trajrl.replay.tapes``), rather than rows of slices or episodes. No learner
+    needs to know which sampler made a batch."""
+    return batch.get(CLOSING_KEY, None) is not None
+
+
+def sequence_of(batch: TensorDictBase) -> tuple[torch.Tensor, torch.Tensor | None]:
     """``(observations [B, T + 1, obs], starts)``: what a core runs over, one observation past
     each valid step. Rows of slices: ``observations_with_next``, no starts (a row begins from its
-    state). A tape: its own observations (each episode's closing cell holds the observation
+    state). A tape (``is_tape``): its own observations (each episode's closing cell holds the observation
     after its last step; ``trajrl.replay.tapes``) and one cell more, with ``is_init`` flagging
     each episode's first step, where a linear core restarts."""
-    if not tape:
+    if not is_tape(batch):
         return observations_with_next(batch), None
     obs = batch.get("observation")
     starts = batch.get("is_init").reshape(obs.shape[:2])
@@ -43,7 +50,10 @@ def stored_state(batch: TensorDictBase, keys: list[str], zero: bool = False) -> 
 
 def without_padding_columns(batch: TensorDictBase) -> TensorDictBase:
     """``batch[:, :T']`` where ``T'`` is the longest row: columns that are padding in
-    every row change no result (padding follows the valid steps), only the cost."""
+    every row change no result (padding follows the valid steps), only the cost. A tape as it is
+    (its masked cells are its episodes' closing cells)."""
+    if is_tape(batch):
+        return batch
     longest = int(batch.get(MASK_KEY).sum(-1).max())
     return batch if longest == batch.shape[1] else batch[:, :longest]
 

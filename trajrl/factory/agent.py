@@ -130,7 +130,6 @@ def build_r2d2(a: R2D2Settings, cfg, spaces: EnvSpaces, inputs: Inputs, device: 
         a,
         burn_in=int(cfg.sampler.get("burn_in", 0)),
         planned_updates=planned_updates(cfg),
-        tape=cfg.sampler.kind == "tape",
     )
     shown = algo.target if a.eval_network == "target" else qnet  # target: the slowly averaged network is evaluated
     return Agent(
@@ -212,7 +211,6 @@ def build_rsac(a: RSACSettings, cfg, spaces: EnvSpaces, inputs: Inputs, device: 
         critics,
         a,
         burn_in=int(cfg.sampler.get("burn_in", 0)),
-        tape=cfg.sampler.kind == "tape",
         planned_updates=planned_updates(cfg),
     )
     return Agent(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from torchrl.data import LazyMemmapStorage, LazyTensorStorage, TensorDictReplayBuffer
 from torchrl.data.replay_buffers.samplers import RandomSampler, Sampler, SliceSampler, SliceSamplerWithoutReplacement
@@ -21,7 +22,7 @@ from trajrl.replay.slices import StepSliceSampler
 from trajrl.replay.states import SparseStates
 from trajrl.replay.tapes import TapeSampler
 from trajrl.replay.writer import EpisodeWriter, counters_without_locks
-from trajrl.settings import SLICE_SAMPLERS, section_settings
+from trajrl.settings import SAMPLERS, section_settings
 
 #: What every step carries that the buffer does not store, since what it stores
 #: gives it: the done flags before the step (those after the step before it), and
@@ -72,6 +73,30 @@ SAMPLER_BUILDERS: dict[str, Callable] = {
     "random": lambda s, capacity: (RandomSampler(), s.transitions_per_batch),
     "tape": lambda s, capacity: (TapeSampler(capacity), s.tape_frames),
 }
+
+
+def register_sampler(settings: type, build: Callable[[Any, int], tuple[Sampler, int]]) -> None:
+    """Add the sampler ``sampler=<kind>`` from a module of its own (``env.import_module=<module>`` on the
+    command line imports it before anything is composed). ``settings``: the dataclass of its settings,
+    ``kind: str = option("<kind>")`` first, each other field a ``setting(...)`` (``trajrl.settings``), and
+    the class attribute ``batches``, what its samples are (``trajrl.settings.BATCHES``; ``slices`` need
+    ``slice_len``, ``burn_in`` and ``slices_per_batch`` among the settings; settings with ``eta`` are
+    prioritised: the learner's TD errors go back to the sampler's ``update_priority``). ``build(settings,
+    capacity)``: the TorchRL sampler and the buffer's batch size (stored steps, or episodes, a sample).
+    Registering the same pair again does nothing; another under a taken kind is an error."""
+    from hydra.core.config_store import ConfigStore
+
+    from trajrl.settings import BATCHES
+
+    kind = settings.kind
+    if SAMPLERS.get(kind) is settings and SAMPLER_BUILDERS.get(kind) is build:
+        return
+    if kind in SAMPLERS:
+        raise ValueError(f"sampler={kind} is registered already ({SAMPLERS[kind].__name__})")
+    if getattr(settings, "batches", None) not in BATCHES:
+        raise ValueError(f"{settings.__name__}.batches must be one of {', '.join(BATCHES)}")
+    SAMPLERS[kind], SAMPLER_BUILDERS[kind] = settings, build
+    ConfigStore.instance().store(group="sampler", name=kind, node=settings)
 
 
 def build_sampler(sampler_cfg, capacity: int) -> tuple[Sampler, int]:
@@ -145,14 +170,14 @@ def build_buffer(
     )  # rb.extend(flat, or padded [N, T] + mask): complete episodes or refused
     buffer.append_transform(DropFaultedEpisodes())  # no episode a fault ended is stored
     buffer.append_transform(ExcludeTransform(*DERIVED, *not_stored), invert=True)  # run by rb.extend
-    kind = sampler_cfg.kind
+    batches = SAMPLERS[sampler_cfg.kind].batches  # what its samples are, laid out as the learner's batches
     return SequenceSampler(
         buffer,
-        transitions=kind == "random",
-        horizon=1 if kind == "random" else (int(sampler_cfg.slice_len) if kind in SLICE_SAMPLERS else None),
-        priority_eta=float(sampler_cfg.eta) if kind == "prioritized_slice" else None,
+        transitions=batches == "transitions",
+        horizon={"transitions": 1, "slices": sampler_cfg.get("slice_len")}.get(batches),
+        priority_eta=sampler_cfg.get("eta"),
         hindsight=hindsight,
-        tape=kind == "tape",
+        tape=batches == "tape",
     )
 
 
