@@ -35,7 +35,7 @@ run: install
 	$(PY) -m trajrl $(ARGS)
 
 # The rules a machine checks (pyproject.toml: [tool.ruff], [tool.importlinter]; no private name of
-# a dependency read outside trajrl/internals.py: scripts/check_private.py), then the tests.
+# a dependency read outside trajrl/base/internals.py: scripts/check_private.py), then the tests.
 lint: install-test
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .

@@ -27,9 +27,9 @@ from tensordict import TensorDict
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 import trajrl
-from trajrl.config import validate
+from trajrl.configuration.compose import validate
+from trajrl.envs.gym_envs import env_spaces
 from trajrl.factory.agent import build_agent
-from trajrl.gym_envs import env_spaces
 from trajrl.report.export import (
     SIDECAR,
     Exported,

@@ -20,7 +20,7 @@ differences between settings.
 Two-seed screens rank candidates; a row's claim stands on a *confirmation run* (``--confirm``):
 ten seeds that no screen used (1000 .. 1009), each count reported as k/n with its 90 % Wilson
 interval. ``--suite`` trains the default agent (``python -m trajrl env=gym env.id=<task>
-total_frames=<its budget>``) on every task of the travel suite (``trajrl.tasks.SUITE``: six
+total_frames=<its budget>``) on every task of the travel suite (``trajrl.envs.tasks.SUITE``: six
 partially observable tasks, each with a threshold fixed before the default was tuned on it) and
 prints one table: per task, the seeds whose final evaluation and whose best agent are at or
 above the threshold, and scores normalised to 0 = the random policy, 1 = the threshold.
@@ -54,11 +54,11 @@ import numpy as np
 import yaml
 
 os.environ.setdefault("RL_LOGGING_LEVEL", "WARNING")  # TorchRL's INFO lines (the kept agents' evaluation) stay out
-import trajrl.gym_envs  # noqa: E402
+import trajrl.envs.gym_envs  # noqa: E402
+from trajrl.envs.tasks import SUITE, SuiteTask  # noqa: E402
 from trajrl.report.summary import wilson_interval  # noqa: E402
-from trajrl.tasks import SUITE, SuiteTask  # noqa: E402
 
-trajrl.gym_envs.register()  # trajrl's environment ids (idempotent)
+trajrl.envs.gym_envs.register()  # trajrl's environment ids (idempotent)
 
 #: A confirmation run's seeds: no screen uses them (screens take 0 .. 999).
 CONFIRM_SEEDS = list(range(1000, 1010))
@@ -121,7 +121,7 @@ def default_target(overrides: list[str], threshold: float) -> Target:
 def random_policy(target: Target, episodes: int = 20, seed: int = 0) -> float:
     """The target's metric under uniformly random actions: the mean return, or the share
     of episodes that end at their goal (``info["is_success"]`` at the last step)."""
-    from trajrl.gym_envs import import_env_module
+    from trajrl.envs.gym_envs import import_env_module
 
     import_env_module(target.import_module)
     env = gym.make(target.env_id, **(target.kwargs or {}))

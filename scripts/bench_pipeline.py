@@ -65,7 +65,7 @@ import torch
 
 import trajrl
 from trajrl.algos.networks import SideThread
-from trajrl.keys import TRAJ_KEY
+from trajrl.base.keys import TRAJ_KEY
 from trajrl.replay.audit import audit_storage
 from trajrl.replay.episodes import buffer_locked
 from trajrl.training.progress import Progress

@@ -33,7 +33,7 @@ from torchrl.envs.utils import ExplorationType, set_exploration_type
 import trajrl
 from trajrl.checkpoint import load_checkpoint, restore
 from trajrl.collect.collector_env import make_env
-from trajrl.gym_envs import env_spaces, gym_options
+from trajrl.envs.gym_envs import env_spaces, gym_options
 from trajrl.report.evaluate_run import load_run
 
 
@@ -174,5 +174,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    trajrl.gym_envs.register()  # trajrl's environment ids (idempotent)
+    trajrl.envs.gym_envs.register()  # trajrl's environment ids (idempotent)
     main()

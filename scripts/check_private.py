@@ -1,4 +1,4 @@
-"""Fail on a private name of a dependency read anywhere in ``trajrl/`` but ``trajrl/internals.py``
+"""Fail on a private name of a dependency read anywhere in ``trajrl/`` but ``trajrl/base/internals.py``
 (``make lint`` runs it): ``python scripts/check_private.py [root]``.
 
 What it flags, by reading the source (AST), never importing it:
@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 #: The one module allowed to read a dependency's private names.
-INTERNALS = Path("trajrl/internals.py")
+INTERNALS = Path("trajrl/base/internals.py")
 #: The dependencies whose private names trajrl must not share by accident.
 DEPENDENCIES = ("torchrl", "tensordict", "multiprocessing")
 #: Documented public names that begin with one underscore.

@@ -9,9 +9,9 @@ runs of docs/benchmarks/learning/tuning.md:
 import gymnasium as gym
 import numpy as np
 
-import trajrl.gym_envs
+import trajrl.envs.gym_envs
 
-trajrl.gym_envs.register()  # trajrl's environment ids (idempotent)
+trajrl.envs.gym_envs.register()  # trajrl's environment ids (idempotent)
 
 
 class PreviousAction(gym.Wrapper):

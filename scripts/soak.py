@@ -43,7 +43,7 @@ import random
 
 import gymnasium as gym
 
-from trajrl.gym_envs import make_cartpole_novel
+from trajrl.envs.gym_envs import make_cartpole_novel
 
 
 class Flaky(gym.Wrapper):

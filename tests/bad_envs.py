@@ -10,7 +10,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.envs.classic_control import CartPoleEnv
 
-from trajrl.env_check import CHECKED_STEPS
+from trajrl.envs.env_check import CHECKED_STEPS
 
 _learner_steps = 0  # FailsInTheLearner-v0's: over every instance of the learner's process
 

@@ -9,7 +9,7 @@ CLI's do (``trajrl.__main__.workers_from_a_fork_server``); the API's default, To
 ``spawn``, is what the README's examples run with.
 
 Every test runs under pytest-timeout (``--timeout`` in pyproject.toml, signal method):
-``trajrl.signals.raise_after`` keeps the timer it finds running, so an
+``trajrl.base.signals.raise_after`` keeps the timer it finds running, so an
 in-process ``build()`` or ``train()`` leaves the test's timeout live.
 """
 

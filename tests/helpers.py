@@ -18,7 +18,7 @@ from process_groups import processes_in_group, processes_now
 from tensordict import TensorDict
 from torchrl.data import LazyTensorStorage, TensorDictReplayBuffer
 
-from trajrl.keys import LOG_PROB_KEY, MASK_KEY, TRAJ_KEY
+from trajrl.base.keys import LOG_PROB_KEY, MASK_KEY, TRAJ_KEY
 from trajrl.replay.episodes import EpisodeSampler, as_sequences
 from trajrl.report import runs
 
@@ -691,7 +691,7 @@ def help_settings(text: str) -> dict:
 def job_settings(job: dict) -> dict:
     """``{name: value}`` of a composed job config (``--cfg job``'s) as ``--help`` names them:
     top-level values and each group's keys but the option's selector (``kind``, ``name``)."""
-    from trajrl.settings import GROUPS
+    from trajrl.configuration.settings import GROUPS
 
     values = {key: value for key, value in job.items() if key not in GROUPS}
     for group, (selector, _) in GROUPS.items():
@@ -704,7 +704,7 @@ def loop_of(pipe, cfg, run_dir, **parts):
     evaluator, loggers and progress bar): checkpoints in ``run_dir``, ``parts`` added
     (``evaluate=``, ``keep_best=True`` for ``best.pt``)."""
     from trajrl.checkpoint import Checkpointer
-    from trajrl.settings import settings_of
+    from trajrl.configuration.settings import settings_of
     from trajrl.training.loops import EpisodicLoop, OffPolicyLoop, RunParts
     from trajrl.training.metrics import MetricsLog
     from trajrl.training.progress import Progress

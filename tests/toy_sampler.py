@@ -7,9 +7,9 @@ from typing import ClassVar
 
 from torchrl.data.replay_buffers.samplers import SliceSampler
 
+from trajrl.base.keys import TRAJ_KEY
+from trajrl.configuration.settings import at_least, option, setting
 from trajrl.factory.replay import register_sampler
-from trajrl.keys import TRAJ_KEY
-from trajrl.settings import at_least, option, setting
 
 
 @dataclass

@@ -8,14 +8,15 @@ Python API::
     final = trajrl.train(cfg)            # what the CLI runs; returns the final metrics
     agent = trajrl.load_agent(final["run_dir"])  # the trained agent, from the run's checkpoint
 
-Names are imported on first use, so that checking a configuration (``trajrl.config``)
+Names are imported on first use, so that checking a configuration (``trajrl.configuration.compose``)
 does not load torch.
 
-The packages follow the data: ``collect`` (environments, episode assembly, workers),
-``replay`` (storage layouts, samplers, audit), ``algos`` (the learners), ``training`` (the
-loops, evaluation, metrics, checkpoints), ``report`` (plots and summaries of finished
-runs); ``settings`` declares every setting, ``config`` composes a config, ``checks`` checks
-it, ``factory`` builds.
+The packages follow the data: ``configuration`` (every setting declared, a config composed and
+checked), ``envs`` (trajrl's tasks, spaces, a user's environment checked), ``factory`` (config ->
+objects), ``collect`` (environments, episode assembly, workers), ``replay`` (storage layouts,
+samplers, audit), ``algos`` (the learners, memory cores), ``training`` (the loops, evaluation,
+metrics, checkpoints), ``report`` (plots and summaries of finished runs), all on ``base``
+(errors, keys, signals, processes, dependency internals).
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ from __future__ import annotations
 import importlib
 
 _HOME = {
-    "CheckpointError": "trajrl.errors",
-    "ConfigError": "trajrl.errors",
-    "compose": "trajrl.config",
+    "CheckpointError": "trajrl.base.errors",
+    "ConfigError": "trajrl.base.errors",
+    "compose": "trajrl.configuration.compose",
     "Pipeline": "trajrl.factory",
     "build": "trajrl.factory",
     "load_agent": "trajrl.factory",

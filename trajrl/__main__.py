@@ -26,9 +26,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.errors import HydraException
 from omegaconf import DictConfig
 
-from trajrl.checks import check_launcher, check_overrides, key_of
-from trajrl.config import CONFIG_DIR, compose, explain, validate
-from trajrl.errors import (
+from trajrl.base.errors import (
     CheckpointError,
     CollectorFailed,
     ConfigError,
@@ -36,9 +34,11 @@ from trajrl.errors import (
     LearnerFailed,
     RunInterrupted,
 )
-from trajrl.processes import end_child_processes, exit_now, start_fork_server, workers_from_a_fork_server
-from trajrl.signals import interrupts_raise, stacks_on_sigusr1
-from trajrl.topology import starts_processes
+from trajrl.base.processes import end_child_processes, exit_now, start_fork_server, workers_from_a_fork_server
+from trajrl.base.signals import interrupts_raise, stacks_on_sigusr1
+from trajrl.configuration.checks import check_launcher, check_overrides, key_of
+from trajrl.configuration.compose import CONFIG_DIR, compose, explain, validate
+from trajrl.configuration.topology import starts_processes
 
 log = logging.getLogger("trajrl")
 #: HYDRA_FULL_ERROR=1 as the user set it: errors show their traceback instead of one line.
@@ -143,7 +143,7 @@ def subcommand_line(err: BaseException) -> tuple[str, int] | None:
 
 
 def composition_error(err: Exception) -> str:
-    """A value of the wrong type or an unknown key as trajrl's one line (``trajrl.config.explain``);
+    """A value of the wrong type or an unknown key as trajrl's one line (``trajrl.configuration.compose.explain``);
     otherwise Hydra's or YAML's message without the config search path (the options it lists stay)."""
     explained = explain(err)
     if explained is not None:
@@ -180,7 +180,7 @@ def import_the_users_module(typed: list[str]) -> None:
     """The module ``env.import_module=<module>`` names on the command line, imported before Hydra
     composes (it may register an option of a group: a sampler, ``trajrl.factory.replay.register_sampler``)
     and before the fork server starts (its workers have it)."""
-    from trajrl.gym_envs import import_env_module
+    from trajrl.envs.gym_envs import import_env_module
 
     for arg in typed:
         key, _, value = arg.partition("=")
@@ -202,7 +202,7 @@ def train_one_run(cfg: DictConfig, typed: list[str]) -> float:
                 cfg.collector.get("env_backend", "threading"),
             )
             check_overrides(list(hydra_cfg.overrides.task), cfg.algo.name)
-        except (ConfigError, EnvironmentFailed):  # EnvironmentFailed: its first steps (trajrl.env_check)
+        except (ConfigError, EnvironmentFailed):  # EnvironmentFailed: its first steps (trajrl.envs.env_check)
             resumed = cfg.get("resume")
             if resumed is None or Path(str(resumed)).resolve() != run_dir.resolve():  # never a resumed run's own
                 discard_run_dir(run_dir)
@@ -474,8 +474,8 @@ def check_environment(args: argparse.Namespace) -> None:
     run the checks a run makes (a refusal: its one line, exit 2)."""
     import gymnasium as gym
 
-    from trajrl.env_check import check_first_steps
-    from trajrl.gym_envs import check_env_id
+    from trajrl.envs.env_check import check_first_steps
+    from trajrl.envs.gym_envs import check_env_id
 
     cfg = compose(args.overrides)
     env_id, module = str(cfg.env.id), cfg.env.get("import_module")
@@ -502,7 +502,7 @@ def check_environment(args: argparse.Namespace) -> None:
 
 def added_inputs(cfg, observed: int, asked_time) -> str:
     """What the agent observes besides the environment's ``observed`` numbers (its flat observation)."""
-    from trajrl.gym_envs import env_spaces, gym_options
+    from trajrl.envs.gym_envs import env_spaces, gym_options
 
     options = gym_options(cfg.env)
     parts = [f"the observation ({observed} numbers flat)"]

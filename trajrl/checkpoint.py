@@ -20,10 +20,10 @@ from typing import Any
 
 import torch
 
-from trajrl import internals
-from trajrl.errors import CheckpointError, LearnerFailed
+from trajrl.base import internals
+from trajrl.base.errors import CheckpointError, LearnerFailed
+from trajrl.base.signals import critical
 from trajrl.replay.episodes import buffer_locked
-from trajrl.signals import critical
 
 FORMAT = "trajrl-checkpoint/2"
 
@@ -81,7 +81,7 @@ class Checkpointer:
 
     def __call__(self, loop: LoopState) -> Path:
         """``checkpoints/latest.pt``: the run as it is now (collection paused or over), written
-        whole before a signal is let through (``trajrl.signals.critical``)."""
+        whole before a signal is let through (``trajrl.base.signals.critical``)."""
         with critical():
             if self.buffer is None:
                 return save_checkpoint(self.path, self.state(loop))

@@ -13,7 +13,7 @@ from omegaconf import OmegaConf
 
 import trajrl
 from trajrl.checkpoint import checkpoint_path, load_checkpoint
-from trajrl.config import validate
+from trajrl.configuration.compose import validate
 
 
 @pytest.mark.parametrize("algo", ["r2d2", "ppo"])
@@ -60,7 +60,7 @@ def test_best_pt_is_the_agent_of_the_best_evaluation(algo, tmp_path):
 
 
 def test_load_agent_refuses_a_checkpoint_a_run_does_not_keep(tmp_path):
-    from trajrl.errors import CheckpointError
+    from trajrl.base.errors import CheckpointError
 
     with pytest.raises(CheckpointError, match="which='first'"):
         trajrl.load_agent(tmp_path, which="first")
@@ -78,6 +78,21 @@ def test_evaluate_a_finished_run_prints_its_return_and_writes_a_video(smoke_run,
     video = tmp_path / "videos" / "best-episode-0.mp4"
     assert f"video: {video}" in proc.stdout and video.stat().st_size > 1000
     assert proc.stderr.strip() == "", proc.stderr
+
+
+def test_a_run_made_before_the_package_tree_moved_still_evaluates(tmp_path):
+    """``tests/data/run_e5c87d8``: a smoke run's config.yaml and best.pt made at e5c87d8, before the root's
+    modules moved into configuration/, envs/ and base/ (a checkpoint holds tensors and names, no class)."""
+    import shutil
+
+    from helpers import REPO
+
+    run_dir = shutil.copytree(REPO / "tests" / "data" / "run_e5c87d8", tmp_path / "run")
+    proc = trajrl_cli("evaluate", str(run_dir), "--episodes", "2", cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert re.search(r"\(best agent\): return -?[\d.]+ ± [\d.]+ over 2 deterministic episodes", proc.stdout), (
+        proc.stdout
+    )
 
 
 def test_evaluate_without_the_video_extra_names_it_and_leaves_no_folder(smoke_run, tmp_path):

@@ -9,7 +9,7 @@ import pytest
 import torch
 from helpers import REPO, collector_sampler_pairs, help_settings, job_settings, read_metrics, trajrl
 
-from trajrl.settings import LOCAL_COLLECTORS
+from trajrl.configuration.settings import LOCAL_COLLECTORS
 
 SAMPLERS = ("slice", "slice_without_replacement", "prioritized_slice", "episode", "random")
 

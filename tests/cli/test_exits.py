@@ -40,7 +40,7 @@ def test_the_command_ends_after_its_threads_exit_handlers_and_output_not_its_tea
     script = textwrap.dedent(
         """
         import atexit, sys, threading, time
-        from trajrl.processes import exit_now
+        from trajrl.base.processes import exit_now
         atexit.register(lambda: open(sys.argv[1], "w").write("the handler ran"))
         threading.Thread(target=lambda: (time.sleep(0.3), print("the thread ended"))).start()
         sys.stdout.write("written, not flushed")
@@ -114,7 +114,7 @@ def test_a_signal_while_the_learner_samples_a_batch_still_stops_the_run():
     from torchrl.data import LazyTensorStorage, TensorDictReplayBuffer
     from torchrl.envs.transforms import Transform
 
-    from trajrl.errors import RunInterrupted
+    from trajrl.base.errors import RunInterrupted
     from trajrl.replay.batches import SequenceSampler
 
     class SignalArrives(Transform):

@@ -106,7 +106,7 @@ def test_a_continuous_agent_with_a_linear_core_and_its_previous_reward_exported(
 def test_export_refuses_what_it_cannot_do_in_one_line(smoke_run, tmp_path, monkeypatch):
     """A directory without a run (through the CLI: one line, exit 2), a file named for another format,
     and the ONNX format without its packages: refused before anything is written."""
-    from trajrl.errors import ConfigError
+    from trajrl.base.errors import ConfigError
     from trajrl.report.export import export_agent
 
     _, run_dir = smoke_run

@@ -283,9 +283,9 @@ def test_a_worker_killed_while_writing_does_not_hang_the_learner(wait, tmp_path)
     it; each of the loop's waits on it (sampling for an update, reading the stored
     episodes for a metrics row, saving the buffer with a checkpoint) gives up after the
     stall timeout (the off-policy loop's own steps, on the pipeline's own buffer)."""
+    from trajrl.base.errors import CollectorFailed
     from trajrl.checkpoint import checkpoint_path
-    from trajrl.config import validate
-    from trajrl.errors import CollectorFailed
+    from trajrl.configuration.compose import validate
 
     cfg = validate(
         trajrl.compose(
@@ -310,9 +310,9 @@ def test_a_signal_during_an_update_whose_priorities_wait_on_a_dead_writers_lock_
     never releases it: a Ctrl-C or SIGTERM then stops the learner at once, not after
     ``loop.stall_timeout_s`` (the update and its weight push are whole: signals wait for
     them, never for the lock)."""
-    from trajrl.config import validate
-    from trajrl.errors import RunInterrupted
-    from trajrl.signals import interrupts_raise
+    from trajrl.base.errors import RunInterrupted
+    from trajrl.base.signals import interrupts_raise
+    from trajrl.configuration.compose import validate
 
     cfg = validate(
         trajrl.compose(

@@ -14,8 +14,8 @@ import pytest
 import torch
 from helpers import episodes, rows_of, zero_padded
 
+from trajrl.base.keys import TRAJ_KEY
 from trajrl.collect.faults import NEXT_FAULT, without_faulted
-from trajrl.keys import TRAJ_KEY
 
 FLAKY = [
     "env=gym",

@@ -13,8 +13,8 @@ from tensordict import TensorDict
 
 import trajrl
 from trajrl.__main__ import resume_arguments
+from trajrl.base.keys import TRAJ_KEY
 from trajrl.checkpoint import load_checkpoint
-from trajrl.keys import TRAJ_KEY
 from trajrl.replay.audit import audit_storage
 from trajrl.training.progress import Progress
 

@@ -13,9 +13,9 @@ import trajrl
 from trajrl.algos.rsac import (
     run_core,
 )
+from trajrl.base.keys import LOG_PROB_KEY, MASK_KEY, TRAJ_KEY
 from trajrl.collect.assembly import EpisodeCollector
 from trajrl.collect.collector_env import env_factory
-from trajrl.keys import LOG_PROB_KEY, MASK_KEY, TRAJ_KEY
 from trajrl.replay import as_sequences
 from trajrl.replay.audit import audit_batch, audit_storage
 

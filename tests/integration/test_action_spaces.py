@@ -10,11 +10,11 @@ from torch.distributions import Bernoulli, Categorical
 
 import trajrl
 from trajrl.algos.ppo import ActorCritic, Bernoullis, MultiCategorical
-from trajrl.config import validate
-from trajrl.errors import ConfigError
-from trajrl.gym_envs import env_spaces
-from trajrl.keys import LOG_PROB_KEY
-from trajrl.spaces import MULTI_BINARY, MULTI_DISCRETE
+from trajrl.base.errors import ConfigError
+from trajrl.base.keys import LOG_PROB_KEY
+from trajrl.configuration.compose import validate
+from trajrl.envs.gym_envs import env_spaces
+from trajrl.envs.spaces import MULTI_BINARY, MULTI_DISCRETE
 from trajrl.training.progress import Progress
 
 

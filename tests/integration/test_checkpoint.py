@@ -5,8 +5,8 @@ import pytest
 import torch
 
 import trajrl
+from trajrl.base.errors import CheckpointError
 from trajrl.checkpoint import checkpoint_path, load_checkpoint
-from trajrl.errors import CheckpointError
 
 
 @pytest.mark.parametrize(
@@ -41,9 +41,9 @@ def test_a_run_leaves_a_checkpoint_that_restores_its_agent(overrides, tmp_path):
         acting = list(policy.parameters())
         assert acting and all(any(torch.equal(p.detach(), w) for w in tensors) for p in acting)
     # A new agent (same config, not restored) differs: the comparison above can fail.
-    from trajrl.config import validate
+    from trajrl.configuration.compose import validate
+    from trajrl.envs.gym_envs import env_spaces
     from trajrl.factory.agent import build_agent
-    from trajrl.gym_envs import env_spaces
 
     cfg = validate(cfg)
     spaces = env_spaces(cfg.env, cfg.algo.name)

@@ -13,7 +13,7 @@ from toy_core import DecayingSum, decaying_sum
 
 import trajrl
 from trajrl.algos.memory import BUILDERS, Memory, recurrent_core, register_core
-from trajrl.errors import ConfigError
+from trajrl.base.errors import ConfigError
 
 
 def test_a_registered_core_follows_the_calling_convention_of_the_linear_cores():
@@ -39,7 +39,7 @@ def test_registering_another_core_under_a_taken_name_is_refused():
 
 
 def test_its_name_is_a_choice_of_algo_rnn_that_the_checks_take_and_a_tape_needs():
-    from trajrl.config import validate
+    from trajrl.configuration.compose import validate
 
     cfg = validate(trajrl.compose(["debug=smoke", "collector=sync", "sampler=tape", "algo.rnn=decaying_sum"]))
     assert cfg.algo.rnn == "decaying_sum"
@@ -90,8 +90,8 @@ def test_the_cli_trains_with_a_sampler_its_module_registers(algo, tmp_path):
 @pytest.fixture
 def registries():
     """The samplers' registries as they were, again after the test (a registration stays in its process)."""
+    from trajrl.configuration.settings import SAMPLERS
     from trajrl.factory.replay import SAMPLER_BUILDERS
-    from trajrl.settings import SAMPLERS
 
     kept = dict(SAMPLERS), dict(SAMPLER_BUILDERS)
     yield
@@ -103,8 +103,8 @@ def registries():
 def test_a_sampler_is_refused_under_a_taken_kind_or_without_saying_what_its_batches_are(registries):
     from dataclasses import dataclass
 
+    from trajrl.configuration.settings import EpisodeSamplerSettings, option
     from trajrl.factory.replay import SAMPLER_BUILDERS, register_sampler
-    from trajrl.settings import EpisodeSamplerSettings, option
 
     with pytest.raises(ValueError, match="registered already"):
         register_sampler(EpisodeSamplerSettings, lambda s, capacity: None)

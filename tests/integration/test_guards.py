@@ -9,8 +9,8 @@ import torch
 from tensordict import TensorDict
 
 import trajrl
+from trajrl.base.keys import TRAJ_KEY
 from trajrl.collect.watch import CollectorWatch
-from trajrl.keys import TRAJ_KEY
 from trajrl.replay.audit import audit_storage
 from trajrl.replay.writer import redo_unfinished_writes
 
@@ -140,7 +140,7 @@ def test_writes_with_clashing_ids_merge_episodes_unless_the_writer_renews_ids():
     from helpers import episodes, padded_buffer, zero_padded
     from torchrl.data import LazyTensorStorage, RoundRobinWriter, TensorDictReplayBuffer
 
-    from trajrl.keys import MASK_KEY
+    from trajrl.base.keys import MASK_KEY
     from trajrl.replay.writer import EpisodeWriter
 
     first, second = zero_padded(episodes([3, 5], first_id=0)), zero_padded(episodes([4, 2], first_id=1))

@@ -20,11 +20,11 @@ from helpers import read_metrics
 from tensordict.nn import TensorDictModule
 
 import trajrl
+from trajrl.base.errors import ConfigError
+from trajrl.base.keys import GOAL_KEY, MASK_KEY, RELABELLED_KEY, TRAJ_KEY
 from trajrl.collect.collector_env import eval_env_factory
-from trajrl.config import validate
-from trajrl.errors import ConfigError
-from trajrl.gym_envs import BitFlipping
-from trajrl.keys import GOAL_KEY, MASK_KEY, RELABELLED_KEY, TRAJ_KEY
+from trajrl.configuration.compose import validate
+from trajrl.envs.gym_envs import BitFlipping
 from trajrl.replay.audit import audit_batch
 from trajrl.replay.hindsight import HindsightGoals
 from trajrl.training.evaluator import Evaluator
@@ -179,7 +179,7 @@ def test_her_ratio_zero_gives_exactly_the_batch_without_hindsight():
     cfg = bit_flipping("prioritized_slice")
     with filled(cfg) as pipe:
         sampler = pipe.buffer._sampler
-        spaces_goal = trajrl.gym_envs.env_spaces(cfg.env).goal
+        spaces_goal = trajrl.envs.gym_envs.env_spaces(cfg.env).goal
         batches = []
         for hindsight in (None, HindsightGoals(spaces_goal, 0.0, "future", BitFlipping(BITS).compute_reward)):
             sampler.hindsight = pipe.sequences.hindsight = hindsight

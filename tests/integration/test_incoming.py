@@ -16,8 +16,8 @@ from helpers import zero_padded
 from tensordict import TensorDict
 
 import trajrl
-from trajrl.errors import RefusedBatch
-from trajrl.keys import MASK_KEY, TRAJ_KEY
+from trajrl.base.errors import RefusedBatch
+from trajrl.base.keys import MASK_KEY, TRAJ_KEY
 from trajrl.replay.audit import audit_batch, audit_storage
 from trajrl.replay.episodes import find_episodes, run_steps
 from trajrl.replay.states import SparseStates
@@ -322,7 +322,7 @@ def test_long_episodes_written_without_states_are_sampled_from_their_first_steps
 
 def test_an_on_policy_pipeline_says_it_keeps_no_buffer_and_how_its_batches_are_learnt():
     """``pipe.buffer`` of ``algo=ppo``: one line instead of ``None.extend``'s AttributeError."""
-    from trajrl.errors import NoReplayBuffer
+    from trajrl.base.errors import NoReplayBuffer
 
     with trajrl.build(trajrl.compose(["algo=ppo", "collector=sync", "debug=smoke"])) as pipe:
         with pytest.raises(NoReplayBuffer, match=r"algo=ppo\) keeps no replay buffer: .*pipe\.algo\.update\(batch\)"):

@@ -9,7 +9,7 @@ from tensordict import TensorDict
 
 import trajrl
 from trajrl.algos.networks import Standardize
-from trajrl.keys import MASK_KEY
+from trajrl.base.keys import MASK_KEY
 from trajrl.replay.episodes import as_sequences
 
 
@@ -144,9 +144,9 @@ def test_ppo_tracks_after_learning_so_that_acting_and_learning_use_the_same_stat
 )
 def test_squash_observations_reaches_every_network_of_each_algorithm(algo, env):
     from trajrl.algos.networks import ObservationInputs
-    from trajrl.config import validate
+    from trajrl.configuration.compose import validate
+    from trajrl.envs.gym_envs import env_spaces
     from trajrl.factory.agent import build_agent
-    from trajrl.gym_envs import env_spaces
 
     for squash in (False, True):
         cfg = validate(

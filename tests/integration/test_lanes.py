@@ -20,16 +20,16 @@ import torch
 from torchrl.data import LazyTensorStorage, TensorDictReplayBuffer
 
 import trajrl
+from trajrl.base.errors import ConfigError
+from trajrl.base.keys import MASK_KEY
 from trajrl.checkpoint import load_checkpoint
 from trajrl.collect.collector_env import make_env
-from trajrl.config import validate
-from trajrl.errors import ConfigError
-from trajrl.keys import MASK_KEY
+from trajrl.configuration.compose import validate
+from trajrl.configuration.settings import COLLECTORS
 from trajrl.replay.audit import audit_batch, audit_lanes
 from trajrl.replay.batches import SequenceSampler
 from trajrl.replay.episodes import buffer_locked
 from trajrl.replay.lanes import LaneSliceSampler, LaneWriter, PrioritizedLaneSliceSampler, in_time_order
-from trajrl.settings import COLLECTORS
 
 LANE_LEN = 40
 LAYOUTS = {  # name -> (overrides, storage.ndim, lanes)

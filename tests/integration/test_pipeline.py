@@ -15,8 +15,8 @@ import pytest
 from helpers import collector_sampler_pairs, wait_for_frames
 
 import trajrl
+from trajrl.configuration.settings import LOCAL_COLLECTORS
 from trajrl.replay.audit import audit_batch, audit_storage
-from trajrl.settings import LOCAL_COLLECTORS
 
 SAMPLERS = {  # name -> overrides
     "slice": ["sampler=slice", "sampler.slice_len=12"],

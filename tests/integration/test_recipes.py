@@ -13,8 +13,8 @@ from trajrl.algos.networks import recurrent_parameters
 from trajrl.algos.ppo import PPO, ActorCritic
 from trajrl.algos.r2d2 import R2D2, RecurrentQNet
 from trajrl.algos.rsac import RSAC, RecurrentActor, RecurrentCritic
-from trajrl.keys import MASK_KEY
-from trajrl.settings import PPOSettings, R2D2Settings, RSACSettings
+from trajrl.base.keys import MASK_KEY
+from trajrl.configuration.settings import PPOSettings, R2D2Settings, RSACSettings
 
 PREVIOUS = ["env.previous_action=true", "env.previous_reward=true"]
 
@@ -102,7 +102,7 @@ def test_the_episodes_time_is_observed_at_its_scales_in_acting_and_in_the_stored
     ],
 )
 def test_auto_observes_the_time_where_the_episodes_end_by_a_clock(env, by_clock):
-    from trajrl.config import validate
+    from trajrl.configuration.compose import validate
 
     cfg = validate(trajrl.compose([*env, "env.observe_time=auto", "debug=smoke"]))
     assert cfg.env.observe_time is by_clock  # resolved once: the run's config.yaml holds it
@@ -111,8 +111,8 @@ def test_auto_observes_the_time_where_the_episodes_end_by_a_clock(env, by_clock)
 def test_an_added_input_refuses_a_key_the_observation_has_already():
     import gymnasium as gym
 
-    from trajrl.errors import ConfigError
-    from trajrl.gym_envs import with_extras
+    from trajrl.base.errors import ConfigError
+    from trajrl.envs.gym_envs import with_extras
 
     timed = gym.wrappers.TimeAwareObservation(gym.make("CartPole-v1"), flatten=False)  # a Dict with a "time" key
     with pytest.raises(ConfigError, match="env.observe_time.*'time'"):
@@ -123,8 +123,8 @@ def test_an_added_input_refuses_a_key_the_observation_has_already():
 def test_a_goal_environment_keeps_its_goals_beside_the_previous_action():
     """The previous action joins a Dict observation as a key of its own: the goals' place in the
     flat observation still names the goals (hindsight relabels them)."""
-    from trajrl.config import validate
-    from trajrl.gym_envs import env_spaces
+    from trajrl.configuration.compose import validate
+    from trajrl.envs.gym_envs import env_spaces
 
     plain = validate(trajrl.compose(["experiment=r2d2_bit_flipping_her", "debug=smoke"]))
     cfg = validate(trajrl.compose(["experiment=r2d2_bit_flipping_her", "debug=smoke", "env.previous_action=true"]))
@@ -288,7 +288,7 @@ def test_a_time_limit_bootstraps_from_the_next_observation_and_a_termination_doe
     ],
 )
 def test_state_every_auto_keeps_a_state_where_slices_can_start_and_every_step_elsewhere(overrides, expected):
-    from trajrl.config import validate
+    from trajrl.configuration.compose import validate
 
     cfg = validate(trajrl.compose(["sampler.state_every=auto", *overrides]))
     assert cfg.sampler.state_every == expected
@@ -296,8 +296,8 @@ def test_state_every_auto_keeps_a_state_where_slices_can_start_and_every_step_el
 
 @pytest.mark.parametrize("value", ["0", "-3", "often"])
 def test_state_every_out_of_its_range_is_refused_naming_what_works(value):
-    from trajrl.config import validate
-    from trajrl.errors import ConfigError
+    from trajrl.base.errors import ConfigError
+    from trajrl.configuration.compose import validate
 
     with pytest.raises(ConfigError, match=r"sampler.state_every=.*must be >= 1, null or auto"):
         validate(trajrl.compose([f"sampler.state_every={value}"]))
@@ -315,7 +315,7 @@ def test_state_every_out_of_its_range_is_refused_naming_what_works(value):
     ],
 )
 def test_slices_per_batch_auto_is_four_for_recurrent_sac_and_sixteen_for_the_others(overrides, expected):
-    from trajrl.config import validate
+    from trajrl.configuration.compose import validate
 
     assert validate(trajrl.compose(overrides)).sampler.slices_per_batch == expected
 
@@ -332,8 +332,8 @@ def test_the_default_run_learns_from_batches_of_four_slices():
 
 @pytest.mark.parametrize("value", ["null", "0", "many"])
 def test_slices_per_batch_refuses_null_and_what_is_out_of_its_range(value):
-    from trajrl.config import validate
-    from trajrl.errors import ConfigError
+    from trajrl.base.errors import ConfigError
+    from trajrl.configuration.compose import validate
 
     with pytest.raises(ConfigError, match=r"sampler.slices_per_batch=.*must be >= 1 or auto; the default is auto"):
         validate(trajrl.compose([f"sampler.slices_per_batch={value}"]))

@@ -11,10 +11,10 @@ from space_envs import KINDS
 
 import trajrl
 from trajrl.algos.networks import Inputs, ObservationInputs
-from trajrl.config import validate
-from trajrl.errors import ConfigError
-from trajrl.keys import LOG_PROB_KEY, MASK_KEY, SAMPLE_KEY
-from trajrl.spaces import CODES, IMAGE, NUMBERS, flat_observations, parts_of
+from trajrl.base.errors import ConfigError
+from trajrl.base.keys import LOG_PROB_KEY, MASK_KEY, SAMPLE_KEY
+from trajrl.configuration.compose import validate
+from trajrl.envs.spaces import CODES, IMAGE, NUMBERS, flat_observations, parts_of
 
 
 def spaces_env(kind: str, actions: str = "discrete") -> list[str]:

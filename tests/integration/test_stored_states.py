@@ -10,7 +10,7 @@ from helpers import wait_for_frames
 
 import trajrl
 from trajrl.algos.networks import states_along
-from trajrl.keys import TRAJ_KEY
+from trajrl.base.keys import TRAJ_KEY
 from trajrl.replay.episodes import find_runs, run_steps
 from trajrl.replay.states import refresh_states
 
@@ -146,7 +146,7 @@ def test_with_state_every_slices_start_only_where_the_state_is_kept_and_from_the
 
 
 def test_the_kept_states_are_saved_with_the_buffer_and_a_buffer_that_keeps_them_otherwise_is_refused():
-    from trajrl.errors import CheckpointError
+    from trajrl.base.errors import CheckpointError
 
     def pipeline(every):
         return trajrl.build(

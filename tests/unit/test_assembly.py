@@ -5,8 +5,8 @@ Collector: tests/integration/test_acting_and_learning.py)."""
 import torch
 from tensordict import TensorDict
 
+from trajrl.base.keys import TRAJ_KEY
 from trajrl.collect.assembly import EpisodesUnderWay
-from trajrl.keys import TRAJ_KEY
 
 
 def steps_of(ids, done, t) -> TensorDict:

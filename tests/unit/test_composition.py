@@ -20,6 +20,8 @@ sys.path.insert(0, str(HERE.parent))
 
 from helpers import REPO  # noqa: E402
 
+from trajrl.configuration.settings import bringing_options  # noqa: E402
+
 RECORD = REPO / "tests" / "data" / "composed.json"
 
 #: Options composed with others they need (the default run's sampler does not suit PPO, ...).
@@ -85,7 +87,9 @@ def test_a_group_option_file_sets_its_own_groups_keys_only(path):
     entries = body.pop("defaults", [])
     if "# @package _global_" in text:
         others = set(body) - {group, "hydra"}
-        assert not others, f"{path.relative_to(REPO)} sets {sorted(others)}: declare them brought (trajrl/settings.py)"
+        assert not others, (
+            f"{path.relative_to(REPO)} sets {sorted(others)}: declare them brought (trajrl/configuration/settings.py)"
+        )
     for entry in entries:
         if not isinstance(entry, str) or "@" not in entry:
             continue  # the option's schema, _self_, or a pick of another group's option
@@ -93,11 +97,11 @@ def test_a_group_option_file_sets_its_own_groups_keys_only(path):
         assert package == group or name == f"trajrl_brought_{group}_{path.stem}", (path, entry)
 
 
-@pytest.mark.parametrize("group, option", __import__("trajrl.settings").settings.bringing_options())
+@pytest.mark.parametrize("group, option", bringing_options())
 def test_what_an_option_brings_is_what_a_run_that_picks_it_gets(group, option):
     """Every ``brought`` value declared for ``group=option`` is in the config that picks it."""
     import trajrl
-    from trajrl.settings import brought_by
+    from trajrl.configuration.settings import brought_by
 
     cfg = trajrl.compose([*WITH.get(f"{group}={option}", []), f"{group}={option}"])
     for key, value in brought_by(group, option).items():

@@ -7,7 +7,7 @@ from tensordict import TensorDict
 from torchrl.data import LazyTensorStorage, TensorDictReplayBuffer
 from torchrl.data.replay_buffers.samplers import SliceSampler
 
-from trajrl.keys import MASK_KEY, TRAJ_KEY
+from trajrl.base.keys import MASK_KEY, TRAJ_KEY
 from trajrl.replay import EpisodeSampler, as_sequences, find_episodes
 from trajrl.replay.audit import audit_batch, audit_storage
 
@@ -222,7 +222,7 @@ def test_a_prioritized_slice_is_weighted_by_the_probability_that_it_is_drawn():
 def test_priorities_are_written_on_the_steps_learnt_from_alone():
     """A sequence's priority goes to its steps with a TD error (the learnt ones); its burn-in and
     padding keep theirs."""
-    from trajrl.keys import TD_KEY
+    from trajrl.base.keys import TD_KEY
     from trajrl.replay.batches import SequenceSampler
     from trajrl.replay.slices import StepSliceSampler
 
@@ -286,7 +286,7 @@ def with_mask(padded, mask):
     ],
 )
 def test_a_malformed_mask_is_refused_before_anything_is_written(case, words):
-    from trajrl.errors import MalformedMask
+    from trajrl.base.errors import MalformedMask
 
     buffer = padded_buffer()
     padded = zero_padded(episodes([5, 2, 3]))

@@ -1,12 +1,12 @@
-"""What an environment returns against what it declares (trajrl.env_check): each way an observation
+"""What an environment returns against what it declares (trajrl.envs.env_check): each way an observation
 or a reward misbehaves, named; what trajrl casts, passed."""
 
 import gymnasium as gym
 import numpy as np
 import pytest
 
-from trajrl.env_check import CheckedSteps, first_steps, observation_problem, reward_problem
-from trajrl.errors import BadStep, EnvironmentFailed
+from trajrl.base.errors import BadStep, EnvironmentFailed
+from trajrl.envs.env_check import CheckedSteps, first_steps, observation_problem, reward_problem
 
 BOX = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
 

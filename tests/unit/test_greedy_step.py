@@ -7,9 +7,9 @@ import pytest
 import torch
 
 import trajrl
-from trajrl.config import validate
+from trajrl.configuration.compose import validate
+from trajrl.envs.gym_envs import env_spaces
 from trajrl.factory.agent import build_agent
-from trajrl.gym_envs import env_spaces
 from trajrl.report.export import (
     Exported,
     describe,

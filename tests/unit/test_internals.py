@@ -1,4 +1,4 @@
-"""One test per private internal of a dependency that trajrl relies on (``trajrl/internals.py``):
+"""One test per private internal of a dependency that trajrl relies on (``trajrl/base/internals.py``):
 each fails, naming the internal and the installed versions, where it is gone or has changed
 shape (an attribute missing, a signature changed, a hook no longer called). Fast: no process
 started, no training; the objects are the smallest that hold the internal."""
@@ -28,7 +28,7 @@ from torchrl.data.replay_buffers.samplers import Sampler
 from torchrl.data.replay_buffers.writers import Writer
 from torchrl.envs import EnvBase, GymWrapper, Transform
 
-from trajrl import internals
+from trajrl.base import internals
 
 VERSIONS = (
     f"torchrl {torchrl.__version__}, tensordict {tensordict.__version__}, torch {torch.__version__}, "
@@ -44,8 +44,8 @@ def internal(name: str) -> Iterator[None]:
     except Exception as err:  # an assertion, a missing attribute, a changed signature: all mean the same
         message = (
             f"private internal {name} is gone or has changed shape under {VERSIONS}: "
-            f"{type(err).__name__}: {err}. trajrl relies on it (trajrl/internals.py says why): "
-            "adapt trajrl/internals.py to the new version"
+            f"{type(err).__name__}: {err}. trajrl relies on it (trajrl/base/internals.py says why): "
+            "adapt trajrl/base/internals.py to the new version"
         )
         raise pytest.fail.Exception(message, pytrace=False) from None
 

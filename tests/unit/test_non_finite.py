@@ -11,9 +11,9 @@ import torch
 from torch import nn
 
 from trajrl.algos.networks import adam, clipped_step
+from trajrl.base.errors import LearnerFailed, NonFiniteUpdate
 from trajrl.checkpoint import Checkpointer, LoopState, checkpoint_path, non_finite_entry
-from trajrl.env_check import reward_problem
-from trajrl.errors import LearnerFailed, NonFiniteUpdate
+from trajrl.envs.env_check import reward_problem
 from trajrl.training.evaluator import Evaluations
 
 

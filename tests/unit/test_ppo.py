@@ -5,8 +5,8 @@ import torch
 from helpers import random_episodes
 
 from trajrl.algos.ppo import PPO, ActorCritic, masked_gae
-from trajrl.keys import LOG_PROB_KEY, MASK_KEY
-from trajrl.settings import PPOSettings
+from trajrl.base.keys import LOG_PROB_KEY, MASK_KEY
+from trajrl.configuration.settings import PPOSettings
 
 
 def gae_of_one_episode(reward, value, next_value, terminated, gamma, lam):

@@ -8,9 +8,9 @@ from tensordict import TensorDict
 import trajrl
 from trajrl.algos.r2d2 import R2D2, RecurrentQNet, signed_hyperbolic, signed_parabolic
 from trajrl.algos.sequences import n_step_return
-from trajrl.keys import TD_KEY
+from trajrl.base.keys import TD_KEY
+from trajrl.configuration.settings import R2D2Settings
 from trajrl.replay.batches import sequence_priority
-from trajrl.settings import R2D2Settings
 
 
 def brute_force_target(reward, terminated, bootstrap, length, gamma, n):
@@ -105,9 +105,9 @@ def test_evaluation_acts_with_the_network_it_is_asked_for(network):
     """algo.eval_network: the greedy (evaluation) policy acts on a CPU copy that ``evaluated.pull()``
     fills with the online network's weights, or the target network's, and only those; the
     behaviour policy acts on another copy, of the online network (``acting.pull()``)."""
-    from trajrl.config import validate
+    from trajrl.configuration.compose import validate
+    from trajrl.envs.gym_envs import env_spaces
     from trajrl.factory.agent import build_agent
-    from trajrl.gym_envs import env_spaces
 
     cfg = trajrl.compose(["debug=smoke", "algo=r2d2", f"algo.eval_network={network}"])
     agent = build_agent(validate(cfg), env_spaces(cfg.env, "r2d2"))
@@ -146,9 +146,9 @@ def test_lr_decays_linearly_to_lr_end_over_the_planned_updates():
     """algo.lr_end: the factory plans (total_frames - warmup) * updates_per_frame updates;
     the lr falls linearly from lr to lr_end over them, then stays."""
 
-    from trajrl.config import validate
+    from trajrl.configuration.compose import validate
+    from trajrl.envs.gym_envs import env_spaces
     from trajrl.factory.agent import build_agent
-    from trajrl.gym_envs import env_spaces
 
     cfg = trajrl.compose(
         [
@@ -223,7 +223,7 @@ def test_spread_epsilon_gives_each_environment_of_a_vector_its_own_and_evaluatio
     from torchrl.envs.utils import ExplorationType, set_exploration_type
 
     from trajrl.algos.r2d2 import SpreadEpsilonGreedy
-    from trajrl.keys import WORKER_KEY
+    from trajrl.base.keys import WORKER_KEY
 
     module = SpreadEpsilonGreedy(Categorical(4), 0.5, 0.5, 1, spread=3.0, actors=6, per_slot=3)
     td = TensorDict({"action": torch.zeros(3, dtype=torch.long), WORKER_KEY: torch.full((3,), 1)}, [3])

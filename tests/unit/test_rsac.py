@@ -21,8 +21,8 @@ from trajrl.algos.rsac import (
     run_core,
     twin_critics,
 )
-from trajrl.keys import MASK_KEY, TD_KEY
-from trajrl.settings import RSACSettings
+from trajrl.base.keys import MASK_KEY, TD_KEY
+from trajrl.configuration.settings import RSACSettings
 
 
 def test_squashed_gaussian_log_prob_is_the_change_of_variables():
@@ -341,9 +341,9 @@ def test_acting_critic_core_starts_the_critics_from_the_stored_state_and_the_act
 def test_the_factory_builds_the_critics_and_the_actor_the_settings_name():
     """``algo.dueling`` and ``algo.critic_core=acting`` reach the networks the run trains: dueling
     heads on both critics; one core, the critics', in the actor and in the policy that acts."""
-    from trajrl.config import compose, validate
+    from trajrl.configuration.compose import compose, validate
+    from trajrl.envs.gym_envs import env_spaces
     from trajrl.factory.agent import build_agent
-    from trajrl.gym_envs import env_spaces
 
     cfg = validate(compose(["debug=smoke", "algo.dueling=true", "algo.critic_core=acting"]))
     agent = build_agent(cfg, env_spaces(cfg.env, "rsac"))
@@ -376,9 +376,9 @@ def test_actor_and_critic_rates_decay_linearly_to_lr_end_and_the_temperatures_st
     """``algo.lr_end``: over the planned updates the actor's and the critics' rates fall linearly from
     ``lr`` to ``lr_end`` (the memory cores' ``rnn_lr`` in the same proportion), then stay; the
     temperature's rate does not move. The factory plans (total_frames - warmup) x updates_per_frame."""
-    from trajrl.config import validate
+    from trajrl.configuration.compose import validate
+    from trajrl.envs.gym_envs import env_spaces
     from trajrl.factory.agent import build_agent
-    from trajrl.gym_envs import env_spaces
 
     cfg = trajrl.compose(["debug=smoke", "total_frames=2400", "loop.warmup_frames=400", "loop.updates_per_frame=0.5"])
     assert build_agent(validate(cfg), env_spaces(cfg.env, "rsac")).algo.planned_updates == 1000

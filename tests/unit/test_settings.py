@@ -1,4 +1,4 @@
-"""One place per setting: every option's dataclass (trajrl/settings.py) is what Hydra
+"""One place per setting: every option's dataclass (trajrl/configuration/settings.py) is what Hydra
 composes and what the code reads; every numeric setting declares its range, and a
 value outside it is refused before anything is built (table-driven over the registry,
 so that a new field without a range, or with one nobody checks, fails here)."""
@@ -14,9 +14,9 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import ReadonlyConfigError
 
 import trajrl
-from trajrl import settings as S
-from trajrl.config import CONFIG_DIR, validate
-from trajrl.errors import ConfigError
+from trajrl.base.errors import ConfigError
+from trajrl.configuration import settings as S
+from trajrl.configuration.compose import CONFIG_DIR, validate
 
 #: How to compose a config that has each group's option (the default config has the others).
 OPTION_OVERRIDES = {
@@ -101,7 +101,7 @@ def test_every_numeric_setting_declares_its_range_and_a_value_outside_it_is_refu
 def test_each_option_dataclass_is_what_hydra_composes_with_its_defaults():
     """The YAML files add no defaults of their own: a composed option's values are its
     dataclass's defaults, except the few an option file says it changes (algo=rsac, the
-    default, brings its loop and the previous action as an input: ``brought`` in trajrl/settings.py)."""
+    default, brings its loop and the previous action as an input: ``brought`` in trajrl/configuration/settings.py)."""
     changed = {
         ("collector", "multi_async"): {"kind", "num_workers"},
         ("sampler", "prioritized_slice"): set(),

@@ -13,10 +13,10 @@ from trajrl.algos.memory import Memory
 from trajrl.algos.r2d2 import R2D2, RecurrentQNet
 from trajrl.algos.rsac import RSAC, RecurrentActor, RecurrentCritic, twin_critics
 from trajrl.algos.sequences import n_step_return
-from trajrl.keys import CLOSING_KEY, MASK_KEY, TD_KEY
+from trajrl.base.keys import CLOSING_KEY, MASK_KEY, TD_KEY
+from trajrl.configuration.settings import R2D2Settings, RSACSettings
 from trajrl.replay.episodes import as_sequences
 from trajrl.replay.tapes import TapeSampler, as_tape
-from trajrl.settings import R2D2Settings, RSACSettings
 
 LENGTHS = [5, 1, 7, 3, 12, 2]
 

@@ -1,4 +1,4 @@
-"""The travel suite's tasks (trajrl.tasks): spaces, resets, steps, rewards; a scripted policy with
+"""The travel suite's tasks (trajrl.envs.tasks): spaces, resets, steps, rewards; a scripted policy with
 the memory each task asks for reaches the suite's threshold, one without it does not; and the
 interval a confirmation run reports."""
 
@@ -6,9 +6,9 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-import trajrl.gym_envs  # noqa: F401  (registers the ids)
+import trajrl.envs.gym_envs  # noqa: F401  (registers the ids)
+from trajrl.envs.tasks import SUITE, PointMassNoVel, RepeatFirst, RepeatPrevious, RunningSum
 from trajrl.report.summary import wilson_interval
-from trajrl.tasks import SUITE, PointMassNoVel, RepeatFirst, RepeatPrevious, RunningSum
 
 
 def mean_return(env: gym.Env, act, episodes: int = 100) -> float:

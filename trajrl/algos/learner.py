@@ -15,7 +15,7 @@ class Learner(Protocol):
     everything a checkpoint needs to continue.
 
     ``update(batch)``: one update (PPO: its passes over one batch of complete episodes); returns its
-    statistics (``train/<name>`` in metrics.csv). Raises ``trajrl.errors.NonFiniteUpdate`` instead
+    statistics (``train/<name>`` in metrics.csv). Raises ``trajrl.base.errors.NonFiniteUpdate`` instead
     of taking a step whose loss or gradient is not finite. An off-policy learner may write each
     step's ``|TD error|`` into ``batch`` for a prioritised sampler.
     ``updates``: gradient steps so far. ``device``: where it learns.

@@ -36,7 +36,7 @@ from tensordict import TensorDictBase
 from tensordict.nn import TensorDictModuleBase
 from torch import nn
 
-from trajrl.settings import LINEAR_CORES, MEMORY_CORES, NetworkSettings, default_of
+from trajrl.configuration.settings import LINEAR_CORES, MEMORY_CORES, NetworkSettings, default_of
 
 _DECLARED = {f.name: default_of(f) for f in fields(NetworkSettings)}
 

@@ -16,10 +16,10 @@ from tensordict.nn import TensorDictModule
 from torch import nn
 from torchrl.modules import MLP
 
-from trajrl import internals
 from trajrl.algos.memory import CORES, run_memory, state_shape
-from trajrl.errors import NonFiniteUpdate
-from trajrl.spaces import IMAGE, NUMBERS, Part
+from trajrl.base import internals
+from trajrl.base.errors import NonFiniteUpdate
+from trajrl.envs.spaces import IMAGE, NUMBERS, Part
 
 
 class Standardize(internals.StateDictDefaults, nn.Module):
@@ -58,7 +58,7 @@ class Standardize(internals.StateDictDefaults, nn.Module):
         self.tracked += 1
 
 
-#: An observation's parts (``trajrl.spaces.parts_of``), or the size of a vector of numbers.
+#: An observation's parts (``trajrl.envs.spaces.parts_of``), or the size of a vector of numbers.
 Parts = tuple[Part, ...] | int
 
 
@@ -78,7 +78,7 @@ class Inputs:
 
 
 class ObservationInputs(nn.Module):
-    """The flat observation (``trajrl.spaces``) as the MLP's input: numbers standardised
+    """The flat observation (``trajrl.envs.spaces``) as the MLP's input: numbers standardised
     (and with ``squash``, passed through ``symlog``), one-hot codes and bits as they are,
     each image through a small convolution (pixels / 255).
 
@@ -209,7 +209,7 @@ class DuelingHead(nn.Module):
 
 class KeyedModule(internals.WriteOutputsWithSet, TensorDictModule):
     """``TensorDictModule`` for modules that return tensors: writes each output with
-    ``set`` (``trajrl.internals.WriteOutputsWithSet``). tensordict 0.14 passes every output
+    ``set`` (``trajrl.base.internals.WriteOutputsWithSet``). tensordict 0.14 passes every output
     through ``TensorDict.from_any``, which looks pandas up with ``importlib.util.find_spec``
     on each call (about 0.1 ms when pandas is not installed): on a policy's per-step path, a
     few of those cost as much as the network."""

@@ -3,7 +3,7 @@
 Read top to bottom: the actor-critic network, the acting policy built around it,
 masked GAE, then one ``update(batch)`` on a ``[N, T]`` batch of whole episodes
 padded with ``("collector", "mask")``. Its settings (``PPOSettings``) are in
-``trajrl.settings``.
+``trajrl.configuration.settings``.
 
 Discrete actions come from a categorical policy; ``MultiDiscrete`` ones from one categorical
 per part and ``MultiBinary`` ones from one Bernoulli per bit, each part independent (the
@@ -42,9 +42,9 @@ from trajrl.algos.networks import (
     track_observations,
 )
 from trajrl.algos.sequences import observations_with_next, without_padding_columns
-from trajrl.errors import RefusedBatch
-from trajrl.keys import LOG_PROB_KEY, MASK_KEY, SAMPLE_KEY
-from trajrl.settings import PPOSettings
+from trajrl.base.errors import RefusedBatch
+from trajrl.base.keys import LOG_PROB_KEY, MASK_KEY, SAMPLE_KEY
+from trajrl.configuration.settings import PPOSettings
 
 
 # ---------------------------------------------------------------- network

@@ -2,7 +2,7 @@
 
 Read top to bottom: the Q-network, the acting policy built around it, then one
 ``update(batch)`` on a ``[B, T]`` batch of slices (or whole episodes). Its settings
-(``R2D2Settings``: type, default, range and description of each) are in ``trajrl.settings``.
+(``R2D2Settings``: type, default, range and description of each) are in ``trajrl.configuration.settings``.
 
 Why a loss of our own rather than ``torchrl.objectives.DQNLoss``: in recurrent
 mode that loss starts the next-step (target) sequence from a zero state while
@@ -36,8 +36,8 @@ from trajrl.algos.networks import (
     track_observations,
 )
 from trajrl.algos.sequences import learned_steps, n_step_return, sequence_of, stored_state, without_padding_columns
-from trajrl.keys import TD_KEY, WORKER_KEY
-from trajrl.settings import R2D2Settings
+from trajrl.base.keys import TD_KEY, WORKER_KEY
+from trajrl.configuration.settings import R2D2Settings
 
 
 # ---------------------------------------------------------------- network

@@ -5,7 +5,7 @@ Read top to bottom: the networks (an LSTM/GRU actor with a squashed Gaussian hea
 categorical one; twin recurrent critics, Q(h, a) for a continuous action, Q(h, .) over
 every discrete action, each with its own core or both on one), the acting policy, then
 one ``update(batch)`` on a ``[B, T]`` batch of slices with ``("collector", "mask")``. Its
-settings (``RSACSettings``) are in ``trajrl.settings``.
+settings (``RSACSettings``) are in ``trajrl.configuration.settings``.
 
 With discrete actions every expectation over the policy is exact (a sum over the
 actions weighted by their probabilities) where the continuous case samples one action:
@@ -58,8 +58,8 @@ from trajrl.algos.sequences import (
     stored_state,
     without_padding_columns,
 )
-from trajrl.keys import MASK_KEY, TD_KEY
-from trajrl.settings import RSACSettings
+from trajrl.base.keys import MASK_KEY, TD_KEY
+from trajrl.configuration.settings import RSACSettings
 
 #: Discrete actions' target entropy by default, as a fraction of log |A| (Ni et al., 2022; Christodoulou's
 #: 0.98 keeps a two-action policy almost uniform).

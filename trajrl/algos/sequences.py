@@ -7,7 +7,7 @@ import torch
 from tensordict import TensorDictBase
 from torch import nn
 
-from trajrl.keys import CLOSING_KEY, MASK_KEY
+from trajrl.base.keys import CLOSING_KEY, MASK_KEY
 
 
 def observations_with_next(batch: TensorDictBase) -> torch.Tensor:

@@ -8,7 +8,7 @@ stepping them. ``EpisodeCollector`` is TorchRL's ``Collector`` with that one ste
 replaced by ``EpisodesUnderWay`` when it writes into a replay buffer: it writes the
 same episodes, in the same order, in the same writes (tests/unit/test_assembly.py
 compares the two buffers). The collector's private methods it overrides are in
-``trajrl.internals.EpisodeAssemblyOverride``.
+``trajrl.base.internals.EpisodeAssemblyOverride``.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import torch
 from tensordict import TensorDictBase
 from torchrl.collectors import Collector
 
-from trajrl import internals
-from trajrl.keys import TRAJ_KEY
+from trajrl.base import internals
+from trajrl.base.keys import TRAJ_KEY
 
 
 class EpisodesUnderWay:

@@ -21,13 +21,13 @@ from torchrl.envs import Compose, EnvBase, GymWrapper, InitTracker, RewardSum, S
 from torchrl.envs.libs.gym import default_info_dict_reader
 from torchrl.envs.transforms import Transform
 
+from trajrl.base.keys import WORKER_KEY
+from trajrl.base.signals import stacks_on_sigusr1
 from trajrl.collect.counters import CountSteps, WorkerCounters, parent_alive
 from trajrl.collect.faults import FaultLog, RestartOnError, read_faults
 from trajrl.collect.lean import LeanEnv
-from trajrl.env_check import CheckedSteps
-from trajrl.gym_envs import gym_options, make_gym, make_vector, stepping
-from trajrl.keys import WORKER_KEY
-from trajrl.signals import stacks_on_sigusr1
+from trajrl.envs.env_check import CheckedSteps
+from trajrl.envs.gym_envs import gym_options, make_gym, make_vector, stepping
 
 _became_a_worker = False
 

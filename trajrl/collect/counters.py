@@ -15,8 +15,8 @@ import torch
 from tensordict import MemoryMappedTensor, TensorDictBase
 from torchrl.envs.transforms import Transform
 
+from trajrl.base.keys import FAULT_KEY
 from trajrl.collect.faults import FaultLog
-from trajrl.keys import FAULT_KEY
 
 
 class WorkerCounters:

@@ -13,7 +13,7 @@ go straight to the learner). More than ``max_restarts`` restarts of one environm
 within ``window_s`` seconds: the error is raised, and the run ends as it would have
 without restarts. An environment whose ``reset`` raises is not restarted.
 
-A step that returns what trajrl cannot store (``BadStep``, from ``trajrl.env_check.CheckedSteps``
+A step that returns what trajrl cannot store (``BadStep``, from ``trajrl.envs.env_check.CheckedSteps``
 inside) is no fault to rebuild for: it ends the run, reported as the cause
 (``collector.bad_steps=stop``), or its episode ends there and is dropped and counted as above,
 without a rebuild (``drop``).
@@ -37,9 +37,9 @@ from torchrl.data import Categorical, Composite
 from torchrl.envs.libs.gym import default_info_dict_reader
 from torchrl.envs.transforms import Transform
 
-from trajrl import internals
-from trajrl.errors import BadStep, CollectorFailed, log_fault
-from trajrl.keys import FAULT_KEY, TRAJ_KEY
+from trajrl.base import internals
+from trajrl.base.errors import BadStep, CollectorFailed, log_fault
+from trajrl.base.keys import FAULT_KEY, TRAJ_KEY
 
 #: Where a step says that its environment raised and was rebuilt (the episode it ends is dropped).
 NEXT_FAULT = ("next", FAULT_KEY)

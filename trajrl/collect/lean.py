@@ -23,9 +23,9 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 from torchrl.envs import EnvBase, TransformedEnv
 
-from trajrl import internals
+from trajrl.base import internals
+from trajrl.base.keys import FAULT_KEY, WORKER_KEY
 from trajrl.collect.counters import CountSteps
-from trajrl.keys import FAULT_KEY, WORKER_KEY
 
 #: What TorchRL's path names each step's bookkeeping.
 COUNT, RETURN, INIT, SUCCESS = "step_count", "episode_reward", "is_init", "is_success"

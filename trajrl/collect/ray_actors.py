@@ -24,8 +24,8 @@ from collections.abc import Callable, Iterator
 
 from torchrl.data import ReplayBuffer
 
+from trajrl.base.errors import CollectorFailed
 from trajrl.collect.assembly import EpisodeCollector
-from trajrl.errors import CollectorFailed
 
 FOREVER = 2**62  # RayCollector stops at total_frames; the loop decides when to stop
 

@@ -10,9 +10,9 @@ import time
 
 from torchrl.collectors import BaseCollector, MultiCollector
 
-from trajrl import internals
+from trajrl.base import internals
+from trajrl.base.errors import BadStep, CollectorFailed, CollectorStalled
 from trajrl.collect.faults import FaultLog
-from trajrl.errors import BadStep, CollectorFailed, CollectorStalled
 
 STUCK_SHUTDOWN_S = 2.0  # a stalled collector's workers: TorchRL's shutdown timeout (its default otherwise)
 

@@ -19,25 +19,25 @@ from torchrl.envs import EnvBase
 from trajrl.algos.learner import Learner
 from trajrl.algos.networks import CpuCopies, PolicyVersion, PrefixStates, states_along
 from trajrl.algos.r2d2 import SpreadEpsilonGreedy
+from trajrl.base.errors import CheckpointError, NoReplayBuffer
+from trajrl.base.keys import WORKER_KEY
 from trajrl.checkpoint import WHICH, LoopState, load_checkpoint, restore
 from trajrl.collect.collector_env import Restarts, env_factory, eval_env_factory
 from trajrl.collect.counters import WorkerCounters
 from trajrl.collect.faults import RestartLimit
 from trajrl.collect.watch import close_collector
-from trajrl.config import validate
-from trajrl.errors import CheckpointError, NoReplayBuffer
+from trajrl.configuration.compose import validate
+from trajrl.configuration.settings import PROCESS_COLLECTORS, settings_of
+from trajrl.configuration.topology import fixed_frame_lanes
+from trajrl.envs.gym_envs import env_spaces, make_gym
 from trajrl.factory.agent import Agent, action_spec, build_agent
 from trajrl.factory.collector import build_collector, collector_slots
 from trajrl.factory.logger import build_loggers
 from trajrl.factory.replay import build_buffer
-from trajrl.gym_envs import env_spaces, make_gym
-from trajrl.keys import WORKER_KEY
 from trajrl.replay.batches import SequenceSampler
 from trajrl.replay.hindsight import HindsightGoals
 from trajrl.replay.incoming import ActionRange
 from trajrl.replay.states import StateRefresh
-from trajrl.settings import PROCESS_COLLECTORS, settings_of
-from trajrl.topology import fixed_frame_lanes
 
 log = logging.getLogger("trajrl")
 

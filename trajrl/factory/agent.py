@@ -1,5 +1,5 @@
 """Agent factory: the networks, the acting policies around them, and the learner, for
-each algorithm of ``trajrl.settings.ALGOS``.
+each algorithm of ``trajrl.configuration.settings.ALGOS``.
 
 The learner's networks are on ``device`` (``learner_device``); the policies act on CPU
 copies of them (``CpuCopies``): the collector's, which the loop refreshes on each weight
@@ -22,12 +22,12 @@ from trajrl.algos.networks import CpuCopies, Inputs, KeyedModule, PolicyVersion
 from trajrl.algos.ppo import PPO, ActorCritic, make_actor
 from trajrl.algos.r2d2 import R2D2, RecurrentQNet, make_policies
 from trajrl.algos.rsac import RSAC, RecurrentActor, RecurrentCritic, make_policy, twin_critics
+from trajrl.base.keys import VERSION_KEY
 from trajrl.collect.collector_env import make_env, observation_stats
+from trajrl.configuration.settings import NetworkSettings, PPOSettings, R2D2Settings, RSACSettings, settings_of
+from trajrl.envs.gym_envs import EnvSpaces
+from trajrl.envs.spaces import CONTINUOUS, DISCRETE, MULTI_BINARY
 from trajrl.factory.collector import collector_slots
-from trajrl.gym_envs import EnvSpaces
-from trajrl.keys import VERSION_KEY
-from trajrl.settings import NetworkSettings, PPOSettings, R2D2Settings, RSACSettings, settings_of
-from trajrl.spaces import CONTINUOUS, DISCRETE, MULTI_BINARY
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""Collector factory: each collector kind of ``trajrl.settings.COLLECTORS`` as a TorchRL
+"""Collector factory: each collector kind of ``trajrl.configuration.settings.COLLECTORS`` as a TorchRL
 collector that, once ``start()``-ed, writes complete episodes into the buffer."""
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from torchrl.data import ReplayBuffer
 from torchrl.weight_update import SharedMemWeightSyncScheme
 
 from trajrl.collect.assembly import EpisodeCollector, StampTrajectoryIds
+from trajrl.configuration.settings import CollectorSettings
+from trajrl.configuration.topology import rollout_frames
 from trajrl.replay.incoming import storage_layout_write
-from trajrl.settings import CollectorSettings
-from trajrl.topology import rollout_frames
 
 
 def collector_slots(kind: str, num_workers: int, num_envs: int) -> int:

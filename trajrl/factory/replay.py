@@ -1,4 +1,4 @@
-"""Replay buffer factory: the storage and the sampler of ``trajrl.settings.STORAGES`` and
+"""Replay buffer factory: the storage and the sampler of ``trajrl.configuration.settings.STORAGES`` and
 ``SAMPLERS`` in a TorchRL buffer, and the ``SequenceSampler`` that draws [N, T] batches from it."""
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ from torchrl.data import LazyMemmapStorage, LazyTensorStorage, TensorDictReplayB
 from torchrl.data.replay_buffers.samplers import RandomSampler, Sampler, SliceSampler, SliceSamplerWithoutReplacement
 from torchrl.envs.transforms import ExcludeTransform
 
+from trajrl.base.keys import TRAJ_KEY
 from trajrl.collect.faults import DropFaultedEpisodes
-from trajrl.keys import TRAJ_KEY
+from trajrl.configuration.settings import SAMPLERS, section_settings
 from trajrl.replay.batches import SequenceSampler
 from trajrl.replay.episodes import EpisodeSampler
 from trajrl.replay.hindsight import HindsightGoals
@@ -22,7 +23,6 @@ from trajrl.replay.slices import StepSliceSampler
 from trajrl.replay.states import SparseStates
 from trajrl.replay.tapes import TapeSampler
 from trajrl.replay.writer import EpisodeWriter, counters_without_locks
-from trajrl.settings import SAMPLERS, section_settings
 
 #: What every step carries that the buffer does not store, since what it stores
 #: gives it: the done flags before the step (those after the step before it), and
@@ -78,15 +78,15 @@ SAMPLER_BUILDERS: dict[str, Callable] = {
 def register_sampler(settings: type, build: Callable[[Any, int], tuple[Sampler, int]]) -> None:
     """Add the sampler ``sampler=<kind>`` from a module of its own (``env.import_module=<module>`` on the
     command line imports it before anything is composed). ``settings``: the dataclass of its settings,
-    ``kind: str = option("<kind>")`` first, each other field a ``setting(...)`` (``trajrl.settings``), and
-    the class attribute ``batches``, what its samples are (``trajrl.settings.BATCHES``; ``slices`` need
+    ``kind: str = option("<kind>")`` first, each other field a ``setting(...)`` (``trajrl.configuration.settings``), and
+    the class attribute ``batches``, what its samples are (``trajrl.configuration.settings.BATCHES``; ``slices`` need
     ``slice_len``, ``burn_in`` and ``slices_per_batch`` among the settings; settings with ``eta`` are
     prioritised: the learner's TD errors go back to the sampler's ``update_priority``). ``build(settings,
     capacity)``: the TorchRL sampler and the buffer's batch size (stored steps, or episodes, a sample).
     Registering the same pair again does nothing; another under a taken kind is an error."""
     from hydra.core.config_store import ConfigStore
 
-    from trajrl.settings import BATCHES
+    from trajrl.configuration.settings import BATCHES
 
     kind = settings.kind
     if SAMPLERS.get(kind) is settings and SAMPLER_BUILDERS.get(kind) is build:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 from tensordict import TensorDictBase
 
-from trajrl.keys import CLOSING_KEY, MASK_KEY, TRAJ_KEY
+from trajrl.base.keys import CLOSING_KEY, MASK_KEY, TRAJ_KEY
 from trajrl.replay.episodes import as_sequences, buffer_locked, find_runs, run_steps
 from trajrl.replay.lanes import LaneWriter, in_time_order
 

@@ -9,8 +9,8 @@ import torch
 from tensordict import TensorDictBase
 from torchrl.data import TensorDictReplayBuffer
 
-from trajrl.errors import RunInterrupted
-from trajrl.keys import MASK_KEY, TD_KEY
+from trajrl.base.errors import RunInterrupted
+from trajrl.base.keys import MASK_KEY, TD_KEY
 from trajrl.replay.episodes import as_sequences
 from trajrl.replay.hindsight import HindsightGoals
 from trajrl.replay.tapes import as_tape

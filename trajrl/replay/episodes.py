@@ -11,8 +11,8 @@ from tensordict import TensorDictBase
 from torchrl.data.replay_buffers.samplers import Sampler
 from torchrl.data.replay_buffers.storages import Storage
 
-from trajrl import internals
-from trajrl.keys import MASK_KEY, TRAJ_KEY, VERSION_KEY
+from trajrl.base import internals
+from trajrl.base.keys import MASK_KEY, TRAJ_KEY, VERSION_KEY
 
 
 @contextlib.contextmanager

@@ -4,7 +4,7 @@ steps, a goal its own episode achieved, and each step's reward is recomputed for
 
 A goal environment (gymnasium's convention) observes a ``Dict`` of ``observation``,
 ``achieved_goal`` and ``desired_goal``, which trajrl flattens into one ``observation``
-(``trajrl.spaces.GoalLayout`` says where each goal lies in it), and gives
+(``trajrl.envs.spaces.GoalLayout`` says where each goal lies in it), and gives
 ``compute_reward(achieved_goal, desired_goal, info)`` for batches of goals.
 
 Two halves, in the order data flows:
@@ -38,10 +38,10 @@ import torch
 from tensordict import TensorDictBase
 from torchrl.data.replay_buffers.storages import Storage
 
-from trajrl.keys import GOAL_KEY, RELABELLED_KEY, STATE_KEY
+from trajrl.base.keys import GOAL_KEY, RELABELLED_KEY, STATE_KEY
+from trajrl.configuration.settings import HER_STRATEGIES
+from trajrl.envs.spaces import GoalLayout
 from trajrl.replay.episodes import run_steps
-from trajrl.settings import HER_STRATEGIES
-from trajrl.spaces import GoalLayout
 
 
 class HindsightGoals:

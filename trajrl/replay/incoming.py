@@ -34,9 +34,9 @@ import torch
 from tensordict import TensorDictBase
 from torchrl.envs.transforms import Transform
 
-from trajrl import internals
-from trajrl.errors import MalformedMask, RefusedBatch, log_fault
-from trajrl.keys import MASK_KEY, TRAJ_KEY
+from trajrl.base import internals
+from trajrl.base.errors import MalformedMask, RefusedBatch, log_fault
+from trajrl.base.keys import MASK_KEY, TRAJ_KEY
 
 DONE_KEY = ("next", "done")
 

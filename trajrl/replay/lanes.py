@@ -30,8 +30,8 @@ import torch
 from tensordict import TensorDictBase
 from torchrl.data.replay_buffers.storages import Storage
 
-from trajrl import internals
-from trajrl.keys import TRAJ_KEY, WORKER_KEY
+from trajrl.base import internals
+from trajrl.base.keys import TRAJ_KEY, WORKER_KEY
 from trajrl.replay.episodes import StatelessSampler, run_steps
 from trajrl.replay.writer import EpisodeWriter
 

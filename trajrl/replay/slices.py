@@ -21,8 +21,8 @@ import torch
 from torchrl.data.replay_buffers.samplers import Sampler
 from torchrl.data.replay_buffers.storages import Storage
 
-from trajrl import internals
-from trajrl.keys import TRAJ_KEY
+from trajrl.base import internals
+from trajrl.base.keys import TRAJ_KEY
 from trajrl.replay.episodes import find_runs, run_steps
 from trajrl.replay.states import SparseStates
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import torch
 from tensordict import TensorDict
 
-from trajrl.errors import RefusedBatch
-from trajrl.keys import TRAJ_KEY
+from trajrl.base.errors import RefusedBatch
+from trajrl.base.keys import TRAJ_KEY
 from trajrl.replay.episodes import buffer_locked, find_runs, run_steps
 
 #: ``(observations [N, obs], run [N], offset [N], lengths of the runs (longest first), initial state

@@ -21,8 +21,8 @@ import torch
 from tensordict import TensorDictBase
 from torchrl.data.replay_buffers.storages import Storage
 
-from trajrl import internals
-from trajrl.keys import CLOSING_KEY, MASK_KEY
+from trajrl.base import internals
+from trajrl.base.keys import CLOSING_KEY, MASK_KEY
 from trajrl.replay.slices import StepSliceSampler
 
 

@@ -18,7 +18,7 @@ both made under that lock in whichever process writes:
   had finished it: a reader never sees part of one.
 
 The counts, locks and storage internals of TorchRL's this needs are read through
-``trajrl.internals``.
+``trajrl.base.internals``.
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ import torch
 from tensordict import TensorDictBase
 from torchrl.data import RoundRobinWriter
 
-from trajrl import internals
-from trajrl.errors import CheckpointError, RefusedBatch
-from trajrl.keys import TRAJ_KEY
+from trajrl.base import internals
+from trajrl.base.errors import CheckpointError, RefusedBatch
+from trajrl.base.keys import TRAJ_KEY
 from trajrl.replay.states import SparseStates
 
 
@@ -237,7 +237,7 @@ class EpisodeWriter(RoundRobinWriter):
 
 def counters_without_locks(buffer) -> None:
     """Give ``buffer``'s shared counters that move only under its write lock
-    (``trajrl.internals.WRITE_LOCKED_COUNTERS``) no lock of their own (TorchRL makes each
+    (``trajrl.base.internals.WRITE_LOCKED_COUNTERS``) no lock of their own (TorchRL makes each
     an ``mp.Value`` with one). A worker SIGKILLed while it moved one would leave that lock
     held, and every later read (the learner's ``write_count`` and ``len``, each loop turn)
     would wait on it for ever; the buffer's write lock already orders their writes."""

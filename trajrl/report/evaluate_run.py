@@ -9,14 +9,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from trajrl.errors import ConfigError
+from trajrl.base.errors import ConfigError
 
 
 def load_run(run_dir: str | Path, which: str = "best"):
     """``(checked config, agent)`` of a finished run: its ``which`` agent (``load_agent``)."""
     from omegaconf import OmegaConf
 
-    from trajrl.config import validate
+    from trajrl.configuration.compose import validate
     from trajrl.factory import load_agent
 
     agent = load_agent(run_dir, which)
@@ -26,7 +26,7 @@ def load_run(run_dir: str | Path, which: str = "best"):
 def evaluate_run(cfg, agent, episodes: int = 10, seed: int = 0) -> dict[str, float]:
     """Mean and std of the return of ``agent`` (of a run of ``cfg``) over ``episodes`` deterministic episodes."""
     from trajrl.collect.collector_env import eval_env_factory
-    from trajrl.gym_envs import env_spaces
+    from trajrl.envs.gym_envs import env_spaces
     from trajrl.training.evaluator import Evaluator
 
     spaces = env_spaces(cfg.env, cfg.algo.name)
@@ -46,7 +46,7 @@ def record_video(cfg, agent, folder: str | Path, which: str = "best", seed: int 
     from torchrl.envs.utils import ExplorationType, set_exploration_type
 
     from trajrl.collect.collector_env import make_env
-    from trajrl.gym_envs import env_spaces, gym_options
+    from trajrl.envs.gym_envs import env_spaces, gym_options
 
     folder = Path(folder)
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # pygame draws off-screen: no display needed

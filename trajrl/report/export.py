@@ -34,7 +34,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from trajrl.errors import ConfigError
+from trajrl.base.errors import ConfigError
 
 #: The formats, and the suffix of each one's file.
 FORMATS = {"onnx": ".onnx", "torch": ".pt2"}
@@ -100,7 +100,7 @@ class BoundedMean(nn.Module):
 
 
 class FlatAction(nn.Module):
-    """An action -> gymnasium's flat form of it, as ``trajrl.gym_envs.ExtraInputs`` observes
+    """An action -> gymnasium's flat form of it, as ``trajrl.envs.gym_envs.ExtraInputs`` observes
     it: one-hot codes (``Discrete``, each part of a ``MultiDiscrete``), bits, or numbers within
     the space's bounds."""
 
@@ -202,7 +202,7 @@ def greedy_step(cfg, agent) -> GreedyStep:
     from trajrl.algos.ppo import ActorCritic
     from trajrl.algos.r2d2 import RecurrentQNet
     from trajrl.algos.rsac import RecurrentActor
-    from trajrl.gym_envs import gym_options
+    from trajrl.envs.gym_envs import gym_options
 
     net = agent.greedy_net
     if isinstance(net, RecurrentQNet):
@@ -240,7 +240,7 @@ def raw_spaces(env_cfg) -> tuple:
     if key not in _SPACES:
         import gymnasium as gym
 
-        from trajrl.gym_envs import import_env_module
+        from trajrl.envs.gym_envs import import_env_module
 
         import_env_module(env_cfg.get("import_module"))
         env = gym.make(str(env_cfg.id), **dict(env_cfg.kwargs or {}))
@@ -257,7 +257,7 @@ def describe(cfg, step: GreedyStep, which: str, fmt: str) -> dict:
 
     import gymnasium as gym
 
-    from trajrl.gym_envs import gym_options
+    from trajrl.envs.gym_envs import gym_options
 
     observations, actions = raw_spaces(cfg.env)
     options = gym_options(cfg.env)
@@ -435,7 +435,7 @@ def play_exported(agent: Exported, seeds: list[int], steer: list | None = None) 
     import gymnasium as gym
     import numpy as np
 
-    from trajrl.gym_envs import import_env_module
+    from trajrl.envs.gym_envs import import_env_module
 
     spec = agent.spec
     import_env_module(spec.get("env_import_module"))
@@ -470,7 +470,7 @@ def play_trajrl(cfg, agent, seeds: list[int]) -> tuple[list, list[float]]:
     from tensordict import TensorDict
     from torchrl.envs.utils import ExplorationType, set_exploration_type
 
-    from trajrl.gym_envs import gym_options, make_gym
+    from trajrl.envs.gym_envs import gym_options, make_gym
 
     options = gym_options(cfg.env)
     env = make_gym(str(cfg.env.id), dict(cfg.env.kwargs or {}), cfg.env.get("import_module"), **options)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import NamedTuple
 
-from trajrl.settings import LoopSettings
+from trajrl.configuration.settings import LoopSettings
 
 
 def next_multiple(frames: int, every: int) -> int | None:

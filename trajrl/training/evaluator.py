@@ -14,7 +14,7 @@ from torchrl.envs import EnvBase
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 from trajrl.algos.networks import CpuCopies
-from trajrl.gym_envs import stepping
+from trajrl.envs.gym_envs import stepping
 
 log = logging.getLogger("trajrl")
 

@@ -31,16 +31,16 @@ from tensordict import TensorDictBase
 
 from trajrl.algos.learner import Learner
 from trajrl.algos.networks import CpuCopies, PolicyVersion
+from trajrl.base.errors import CollectorFailed, LearnerFailed, NonFiniteUpdate, RunInterrupted
+from trajrl.base.keys import MASK_KEY, TRAJ_KEY
+from trajrl.base.signals import critical
 from trajrl.checkpoint import LoopState
 from trajrl.collect.counters import WorkerCounters
 from trajrl.collect.faults import RestartLimit, without_faulted
-from trajrl.errors import CollectorFailed, LearnerFailed, NonFiniteUpdate, RunInterrupted
-from trajrl.keys import MASK_KEY, TRAJ_KEY
+from trajrl.configuration.settings import LoopSettings
 from trajrl.replay.audit import LiveAudit
 from trajrl.replay.episodes import as_sequences, buffer_locked, without_stale
 from trajrl.replay.states import StateRefresh
-from trajrl.settings import LoopSettings
-from trajrl.signals import critical
 from trajrl.training.cadence import Cadence
 from trajrl.training.evaluator import Evaluations
 from trajrl.training.metrics import MaskTally, MetricsLog, StoredEpisodeStats, buffer_stats, episode_stats

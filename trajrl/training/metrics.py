@@ -22,8 +22,8 @@ from tensordict import TensorDictBase
 from torchrl.data import ReplayBuffer
 from torchrl.record.loggers import Logger
 
+from trajrl.base.keys import MASK_KEY, RELABELLED_KEY, TRAJ_KEY, VERSION_KEY
 from trajrl.collect.faults import NEXT_FAULT
-from trajrl.keys import MASK_KEY, RELABELLED_KEY, TRAJ_KEY, VERSION_KEY
 from trajrl.replay.episodes import buffer_locked, find_episodes
 from trajrl.replay.lanes import LaneWriter, in_time_order
 

@@ -11,13 +11,13 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from trajrl.base.signals import interrupts_raise
 from trajrl.checkpoint import Checkpointer, LoopState, checkpoint_path
-from trajrl.config import validate
+from trajrl.configuration.compose import validate
+from trajrl.configuration.settings import ON_POLICY_ALGOS, settings_of
 from trajrl.factory import build
 from trajrl.factory.logger import flat_hparams
 from trajrl.replay.audit import LiveAudit
-from trajrl.settings import ON_POLICY_ALGOS, settings_of
-from trajrl.signals import interrupts_raise
 from trajrl.training.evaluator import Evaluator
 from trajrl.training.loops import EpisodicLoop, OffPolicyLoop, RunParts
 from trajrl.training.metrics import MetricsLog

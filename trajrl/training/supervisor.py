@@ -15,6 +15,8 @@ from tensordict import TensorDict, TensorDictBase
 from torchrl.collectors import AsyncBatchedCollector, BaseCollector, MultiCollector
 
 from trajrl.algos.networks import CpuCopies, PolicyVersion
+from trajrl.base.errors import CollectorFailed, CollectorStalled, RunInterrupted
+from trajrl.base.signals import raise_after
 from trajrl.collect.counters import WorkerCounters
 from trajrl.collect.faults import RestartLimit
 from trajrl.collect.ray_actors import RayEpisodes
@@ -27,9 +29,7 @@ from trajrl.collect.watch import (
     shutdown_args,
     stalled,
 )
-from trajrl.errors import CollectorFailed, CollectorStalled, RunInterrupted
 from trajrl.replay.writer import redo_unfinished_writes
-from trajrl.signals import raise_after
 
 log = logging.getLogger("trajrl")
 

@@ -20,7 +20,7 @@ import time
 from multiprocessing import forkserver
 from typing import NoReturn
 
-from trajrl import internals
+from trajrl.base import internals
 
 
 def workers_from_a_fork_server() -> None:

@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
-from trajrl.errors import RunInterrupted
+from trajrl.base.errors import RunInterrupted
 
 
 def stacks_on_sigusr1() -> None:

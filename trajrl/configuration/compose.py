@@ -1,9 +1,9 @@
 """Compose the run configuration and check it, once, before anything is built.
 
 ``compose(overrides)`` is the config the CLI would run with (Hydra's compose API, over the
-dataclasses of ``trajrl.settings`` that ``register`` puts in Hydra's ConfigStore).
+dataclasses of ``trajrl.configuration.settings`` that ``register`` puts in Hydra's ConfigStore).
 ``validate(cfg)`` merges each group into its option's dataclass (``typed``), runs every
-check (``trajrl.checks``), fills in what ``auto`` stands for, and returns a read-only config
+check (``trajrl.configuration.checks``), fills in what ``auto`` stands for, and returns a read-only config
 marked as checked, which ``build`` and ``train`` take without checking it again.
 ``explain`` turns an error Hydra raised while composing into trajrl's one line.
 """
@@ -30,13 +30,13 @@ from omegaconf.errors import (
     ValidationError,
 )
 
-from trajrl import internals
-from trajrl.checks import check, check_resume, state_every_problem, storage_layout
-from trajrl.errors import ConfigError
-from trajrl.helptext import describe_settings
-from trajrl.settings import GROUPS, RunSettings, bringing_options, brought_by, option_schema
+from trajrl.base import internals
+from trajrl.base.errors import ConfigError
+from trajrl.configuration.checks import check, check_resume, state_every_problem, storage_layout
+from trajrl.configuration.helptext import describe_settings
+from trajrl.configuration.settings import GROUPS, RunSettings, bringing_options, brought_by, option_schema
 
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
 _CHECKED = "trajrl_checked"  # the flag validate() leaves on the config it returns
 
 
@@ -83,7 +83,7 @@ def validate(cfg: DictConfig) -> DictConfig:
     """
     if is_checked(cfg):
         return cfg
-    from trajrl.gym_envs import import_env_module
+    from trajrl.envs.gym_envs import import_env_module
 
     env = cfg.get("env")  # first: the module may register an option (a sampler, a memory core)
     import_env_module(env.get("import_module") if isinstance(env, DictConfig) else None)
@@ -114,7 +114,7 @@ def resolve_auto(cfg: DictConfig) -> None:
     if cfg.storage.kind != "none":
         cfg.storage.ndim = storage_layout(cfg)[0]
     if cfg.env.get("observe_time") == "auto":
-        from trajrl.gym_envs import ends_by_clock
+        from trajrl.envs.gym_envs import ends_by_clock
 
         cfg.env.observe_time = ends_by_clock(cfg.env, cfg.loop.stall_timeout_s)
 

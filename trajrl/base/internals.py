@@ -15,7 +15,7 @@ the internals test checks that they are still there), and ``os._exit``, document
 
 This module imports nothing from trajrl (it is the lowest layer: pyproject.toml's
 ``[tool.importlinter]``), and neither torch nor TorchRL when it is imported: checking a
-configuration (``trajrl.config``) and ending processes (``trajrl.processes``) use it
+configuration (``trajrl.configuration.compose``) and ending processes (``trajrl.base.processes``) use it
 without loading them.
 """
 

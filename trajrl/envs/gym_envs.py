@@ -16,10 +16,10 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from trajrl import tasks
-from trajrl.errors import ConfigError, EnvironmentFailed
-from trajrl.signals import raise_after
-from trajrl.spaces import (
+from trajrl.base.errors import ConfigError, EnvironmentFailed
+from trajrl.base.signals import raise_after
+from trajrl.envs import tasks
+from trajrl.envs.spaces import (
     CONTINUOUS,
     DISCRETE,
     GOAL_KEYS,
@@ -353,7 +353,7 @@ def make_gym(
     reward_scale: float = 1.0,
     time_scales: tuple[float, ...] = (),
 ) -> gym.Env:
-    """One gymnasium environment observing one flat vector (``trajrl.spaces``), its rewards
+    """One gymnasium environment observing one flat vector (``trajrl.envs.spaces``), its rewards
     multiplied by ``reward_scale`` (``env.reward_scale``), with its episode's time, its previous
     action and its previous reward where asked (``with_extras``); picklable by reference: async
     vector envs make theirs in subprocesses, where trajrl's ids and the user's module must be registered."""
@@ -438,13 +438,13 @@ def make_vector(make: Callable[[], gym.Env], num_envs: int, vectorization: str =
 
 @dataclass(frozen=True)
 class EnvSpaces:
-    observations: int  # size of the flat observation (trajrl.spaces)
+    observations: int  # size of the flat observation (trajrl.envs.spaces)
     parts: tuple[Part, ...]  # what each stretch of it is
     actions: int  # number of discrete actions, size of a continuous or MultiBinary action, or the
-    # categories of a MultiDiscrete one altogether (trajrl.spaces.action_size)
+    # categories of a MultiDiscrete one altogether (trajrl.envs.spaces.action_size)
     action_kind: str  # DISCRETE, CONTINUOUS, MULTI_DISCRETE or MULTI_BINARY
     step_limit: int  # most steps an episode can last (gymnasium's TimeLimit; 1000 when it has none)
-    goal: GoalLayout | None = None  # a goal environment's goals in the flat observation (trajrl.spaces)
+    goal: GoalLayout | None = None  # a goal environment's goals in the flat observation (trajrl.envs.spaces)
     goal_problem: str = ""  # why it is not a goal environment hindsight can relabel ("" when it is)
     action_parts: tuple[int, ...] = ()  # a MultiDiscrete action: the categories of each part
 
@@ -568,7 +568,7 @@ ACTION_SPACES = {
     MULTI_BINARY: "MultiBinary (1-D)",
 }
 #: Why an algorithm does not take a kind of actions.
-#: The kinds of actions (trajrl.spaces) each algorithm acts with.
+#: The kinds of actions (trajrl.envs.spaces) each algorithm acts with.
 ACTIONS = {
     "r2d2": (DISCRETE,),
     "ppo": (DISCRETE, CONTINUOUS, MULTI_DISCRETE, MULTI_BINARY),

@@ -5,7 +5,7 @@ reward finite. gymnasium's passive checker (which ``gymnasium.make`` wraps every
 only warns, once; here the first misbehaviour is named with its step and what would work.
 
 ``first_steps`` plays them and reports what it saw (``trajrl check-env`` prints it);
-``check_first_steps`` is the config check (``trajrl.checks``): a ``ConfigError`` on ``env.id``.
+``check_first_steps`` is the config check (``trajrl.configuration.checks``): a ``ConfigError`` on ``env.id``.
 ``CheckedSteps`` checks every step of a collector's environment the same way while a run trains.
 """
 
@@ -22,8 +22,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from trajrl.errors import BadStep, ConfigError, EnvironmentFailed
-from trajrl.gym_envs import stepping
+from trajrl.base.errors import BadStep, ConfigError, EnvironmentFailed
+from trajrl.envs.gym_envs import stepping
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 
@@ -152,7 +152,7 @@ def observation_problem(space: gym.Space, obs: Any, key: str = "") -> str:
             return f"of type {type(obs).__name__}{at} where the space declares a Tuple of {len(space.spaces)}"
         return next((p for i, s in enumerate(space.spaces) if (p := observation_problem(s, obs[i], f"{key}[{i}]"))), "")
     if not isinstance(space, (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)):
-        return ""  # a space trajrl refuses by its kind (trajrl.spaces.parts_of), not by what it returns
+        return ""  # a space trajrl refuses by its kind (trajrl.envs.spaces.parts_of), not by what it returns
     return array_problem(space, obs, at)
 
 

@@ -1,5 +1,5 @@
 """The travel suite's own tasks: small partially observable gymnasium environments, each of one
-kind of memory (gymnasium only: no torch is loaded). ``trajrl.gym_envs.register`` gives them ids.
+kind of memory (gymnasium only: no torch is loaded). ``trajrl.envs.gym_envs.register`` gives them ids.
 
 - ``PointMassNoVel``: control with the velocity hidden (a mass on a line, its position observed,
   a force in [-1, 1]); rewards of a few hundredths a step.

@@ -1,13 +1,13 @@
 """How a collector lays out its work: which collectors start processes, how many frames a
 rollout steps, and the lanes fixed-frame batches are written in (``storage.ndim``).
 
-Arithmetic on the collector's settings only, shared by the checks (``trajrl.checks``), the
+Arithmetic on the collector's settings only, shared by the checks (``trajrl.configuration.checks``), the
 CLI and the factory; nothing here imports torch.
 """
 
 from __future__ import annotations
 
-from trajrl.settings import PROCESS_COLLECTORS
+from trajrl.configuration.settings import PROCESS_COLLECTORS
 
 
 def starts_processes(collector: str, env_backend: str | None = None) -> bool:

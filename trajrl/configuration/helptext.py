@@ -1,8 +1,8 @@
 """The settings part of ``python -m trajrl [group=option ...] --help``: every setting of the run
 those groups compose, one line each (name = value | range or choices: description), the value
 the run gets (what ``--cfg job`` prints), the range and description from the dataclasses of
-``trajrl.settings``. ``configs/config.yaml`` asks for it as ``${trajrl_settings:}``, a resolver
-``trajrl.config`` registers; OmegaConf hands it the composed config (``_root_``)."""
+``trajrl.configuration.settings``. ``configs/config.yaml`` asks for it as ``${trajrl_settings:}``, a resolver
+``trajrl.configuration.compose`` registers; OmegaConf hands it the composed config (``_root_``)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from trajrl.settings import GROUPS, RunSettings, brought_by, option_schema
+from trajrl.configuration.settings import GROUPS, RunSettings, brought_by, option_schema
 
 
 def describe_settings(*, _root_: DictConfig) -> str:
@@ -36,7 +36,7 @@ def set_by(choices: dict) -> dict[str, tuple[str, Any]]:
     """``{dotted key: (group=option, value)}`` for every setting a chosen option brings (its
     ``brought`` values) or its file under ``configs/`` sets (``choices``: Hydra's ``runtime.choices``),
     the last in the defaults list (``configs/config.yaml``) winning, as composition does."""
-    from trajrl.config import CONFIG_DIR
+    from trajrl.configuration.compose import CONFIG_DIR
 
     order = OmegaConf.to_container(OmegaConf.load(CONFIG_DIR / "config.yaml").defaults)
     groups = [next(iter(entry)) for entry in order if isinstance(entry, dict)]

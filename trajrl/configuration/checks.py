@@ -1,11 +1,11 @@
 """The checks of a composed config, in one pass: every value against the range or choices
-declared beside its setting (``trajrl.settings``), then the rules between settings, one
+declared beside its setting (``trajrl.configuration.settings``), then the rules between settings, one
 named function each, in the order the data flows: the machine, the collector, what an
 on-policy learner needs, the replay buffer and its sampler, the learner, when to stop, the
 environment, the run to resume.
 
 ``check(cfg)`` runs them all, on a config already merged into its dataclasses (its keys and
-types checked: ``trajrl.config.typed``); each rule raises the one-line ``ConfigError``
+types checked: ``trajrl.configuration.compose.typed``); each rule raises the one-line ``ConfigError``
 naming the setting, the value and what would work. ``check_overrides`` and
 ``check_launcher`` are what the CLI checks besides the config. Nothing here imports torch
 but ``check_device``, where ``device=cuda`` asks.
@@ -22,8 +22,8 @@ from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from trajrl.errors import ConfigError
-from trajrl.settings import (
+from trajrl.base.errors import ConfigError
+from trajrl.configuration.settings import (
     GROUPS,
     LINEAR_CORES,
     OFF_POLICY_ONLY,
@@ -34,7 +34,7 @@ from trajrl.settings import (
     default_of,
     option_schema,
 )
-from trajrl.topology import fixed_frame_lanes, lane_ndim, starts_processes
+from trajrl.configuration.topology import fixed_frame_lanes, lane_ndim, starts_processes
 
 
 def check(cfg: DictConfig) -> None:
@@ -67,8 +67,8 @@ def check(cfg: DictConfig) -> None:
     check_clip_schedule(cfg)
     check_stop(cfg)
     # against the environment
-    from trajrl.env_check import check_first_steps
-    from trajrl.gym_envs import env_spaces  # gymnasium: only once the settings alone pass (a refusal is quicker)
+    from trajrl.envs.env_check import check_first_steps
+    from trajrl.envs.gym_envs import env_spaces  # gymnasium: only once the settings alone pass (a refusal is quicker)
 
     spaces = env_spaces(cfg.env, cfg.algo.name, timeout_s=cfg.loop.stall_timeout_s)
     check_first_steps(cfg.env, timeout_s=cfg.loop.stall_timeout_s, refuse=cfg.collector.bad_steps != "drop")
@@ -88,7 +88,7 @@ def learns_on_policy(cfg: DictConfig) -> bool:
 # ---------------------------------------------------------------- each setting on its own
 def check_ranges(cfg: DictConfig) -> None:
     """Every value is in the range or choices declared beside its setting (its key and type
-    were checked when the config was merged into the dataclasses: ``trajrl.config.typed``)."""
+    were checked when the config was merged into the dataclasses: ``trajrl.configuration.compose.typed``)."""
     for group in GROUPS:
         section = cfg[group]
         for f in fields(option_schema(group, section)):
@@ -389,7 +389,7 @@ def check_state_every(cfg: DictConfig) -> None:
     """``sampler.state_every`` (a number): slices can start only where the state is kept
     (``state_every_problem``), and no step falls between two of them unlearnt."""
     every = cfg.sampler.get("state_every")
-    if every is None or every == "auto":  # auto: trajrl.config.resolve_auto picks what works
+    if every is None or every == "auto":  # auto: trajrl.configuration.compose.resolve_auto picks what works
         return
     why = state_every_problem(cfg)
     most = cfg.sampler.slice_len - cfg.sampler.burn_in
@@ -550,7 +550,7 @@ def check_slice_len(cfg: DictConfig, spaces: Any) -> None:
 def check_actions(cfg: DictConfig, spaces: Any) -> None:
     """``algo.target_entropy_fraction`` and recurrent SAC's ``algo.dueling`` are for Discrete actions
     (the fraction instead of ``algo.target_entropy``)."""
-    from trajrl.spaces import DISCRETE  # gymnasium: not for a refusal of the settings alone
+    from trajrl.envs.spaces import DISCRETE  # gymnasium: not for a refusal of the settings alone
 
     if cfg.algo.name == "rsac" and cfg.algo.get("dueling") and spaces.action_kind != DISCRETE:
         raise ConfigError(

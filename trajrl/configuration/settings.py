@@ -2,11 +2,11 @@
 one-line description, as dataclass fields, one dataclass per option of each config group.
 
 These dataclasses are the schema Hydra composes with (each option's YAML file under
-``configs/`` extends its dataclass; ``trajrl.config`` registers them in Hydra's ConfigStore),
+``configs/`` extends its dataclass; ``trajrl.configuration.compose`` registers them in Hydra's ConfigStore),
 and the objects the code reads: the factory hands ``R2D2Settings`` to ``R2D2``,
 ``LoopSettings`` to the loops (``settings_of``). The registries (``GROUPS``) list each
-group's options; the choices, ``--help`` (``trajrl.helptext``), the range checks
-(``trajrl.checks``) and the factory's dispatch derive from them. A new hyperparameter is
+group's options; the choices, ``--help`` (``trajrl.configuration.helptext``), the range checks
+(``trajrl.configuration.checks``) and the factory's dispatch derive from them. A new hyperparameter is
 one field here plus its use.
 
 Nothing here imports torch: a config is checked in about a second.
@@ -18,7 +18,7 @@ import math
 from dataclasses import MISSING, Field, dataclass, field, fields
 from typing import Any, ClassVar
 
-from trajrl.errors import ConfigError
+from trajrl.base.errors import ConfigError
 
 
 # ---------------------------------------------------------------- how a setting is declared
@@ -82,7 +82,7 @@ def setting(
     ``auto``: the value "auto" is admitted too (trajrl derives it from other settings);
     ``null=False``: a field typed ``Any`` (a number or auto) refuses null, which its type cannot;
     ``checkpointed``: what a checkpoint holds was made with it (the networks' shapes, the
-    environment's spaces), so a resume keeps it (``trajrl.checks.check_resume``).
+    environment's spaces), so a resume keeps it (``trajrl.configuration.checks.check_resume``).
     A list default is copied for each instance."""
     metadata = {
         "help": help,
@@ -869,9 +869,9 @@ GROUPS: dict[str, tuple[str | None, dict[str, type]]] = {
 
 def brought_by(group: str, option: str) -> dict[str, Any]:
     """``{dotted key: value}`` of every setting whose declaration says picking ``group=option`` brings a
-    value (``setting(..., brought=...)``): the top level's, the loop's and each group's. ``trajrl.config``
-    puts them in Hydra's ConfigStore (``trajrl_brought_<group>_<option>``), where the option's file
-    includes them; ``--help`` names the option as their source."""
+    value (``setting(..., brought=...)``): the top level's, the loop's and each group's.
+    ``trajrl.configuration.compose`` puts them in Hydra's ConfigStore (``trajrl_brought_<group>_<option>``),
+    where the option's file includes them; ``--help`` names the option as their source."""
     schemas = [("", RunSettings), ("loop.", LoopSettings)]
     schemas += [(f"{g}.", schema) for g, (_, options) in GROUPS.items() for schema in options.values()]
     spec = f"{group}={option}"
