@@ -124,122 +124,162 @@ def hindsight_goals(cfg: DictConfig, spaces, agent) -> HindsightGoals | None:
 
 
 def build(cfg: DictConfig, run_dir: str | Path | None = None) -> Pipeline:
-    """Build the pipeline for ``cfg`` (checked here unless ``validate`` already did). Loggers
-    are made when ``run_dir`` is given."""
+    """Build the pipeline for ``cfg`` (checked here unless ``validate`` already did), part by part in
+    the order data flows. Loggers are made when ``run_dir`` is given."""
     cfg = validate(cfg)
     torch.manual_seed(cfg.seed)
     spaces = env_spaces(cfg.env, cfg.algo.name)
-    obs_dim, num_actions, limit = spaces.observations, spaces.actions, spaces.step_limit
-
-    log.info("env %s: %d observations, %d actions, episodes up to %d steps", cfg.env.id, obs_dim, num_actions, limit)
+    log.info("env %s: %d observations, %d actions, episodes up to %d steps", *env_line(cfg, spaces))
     agent = build_agent(cfg, spaces)
-    kind = cfg.collector.kind
-    ray_address = cfg.collector.get("address") if kind == "ray" else None
-    # Environments count their frames in a file: not on other machines of a Ray cluster.
-    num_workers, num_envs = int(cfg.collector.num_workers), int(cfg.env.num_envs)
-    slots = collector_slots(kind, num_workers, num_envs)
-    counters = WorkerCounters(slots=slots) if ray_address is None else None
-    collector_settings = settings_of(cfg, "collector")
-    restarts = Restarts(
-        collector_settings.max_restarts,
-        collector_settings.restart_window_s,
-        counters.fault_log.path if counters is not None else None,
-        bad_steps=collector_settings.bad_steps,
+    counters = frame_counters(cfg)
+    env_fn = collector_envs(cfg, agent, counters)
+    sequences = replay(cfg, spaces, agent, counters, run_dir)
+    resumed = resume(cfg, agent, sequences)  # before the collector copies the policy into its workers
+    make_collector = collector_maker(cfg, env_fn, agent, sequences)
+    collector = make_collector(seed=int(cfg.seed))
+    log.info("collector %s (%s) x %d environments, storage %s, sampler %s", *collector_line(cfg, collector, sequences))
+    loggers = (
+        build_loggers(list(cfg.logger.backends), Path(run_dir), "trajrl", cfg.logger.wandb_mode) if run_dir else []
     )
-    fixed_frames = cfg.trajs_per_batch is None and cfg.storage.kind != "none"  # lanes: trajrl.replay.lanes
-    per_environment = isinstance(agent.egreedy, SpreadEpsilonGreedy)  # reads each step's collector slot
-    env_fn = env_factory(
+    c = settings_of(cfg, "collector")
+    return Pipeline(
+        env_fn=env_fn,
+        eval_env_fn=eval_env_factory(cfg.env, primer=agent.primer, success=spaces.goal is not None),
+        counters=counters,
+        collector=collector,
+        replay=sequences.buffer if sequences else None,
+        sequences=sequences,
+        policy=agent.explore,
+        greedy_policy=agent.greedy,
+        exploration=agent.egreedy,
+        algo=agent.algo,
+        version=agent.version,
+        acting=agent.acting,
+        evaluated=agent.evaluated,
+        policy_state=agent.policy_state(),
+        loggers=loggers,
+        eval_max_steps=spaces.step_limit,
+        resumed=resumed,
+        state_refresh=state_refresh(cfg, agent, sequences),
+        make_collector=lambda restart: make_collector(seed=int(cfg.seed) + 1000 * restart),
+        restart_limit=RestartLimit(c.max_restarts, c.restart_window_s),
+    )
+
+
+# ---------------------------------------------------------------- build()'s parts, in its order
+def env_line(cfg: DictConfig, spaces) -> tuple:
+    return cfg.env.id, spaces.observations, spaces.actions, spaces.step_limit
+
+
+def frame_counters(cfg: DictConfig) -> WorkerCounters | None:
+    """What the collector's environments did, counted in a file (None on a Ray cluster's other machines)."""
+    if cfg.collector.kind == "ray" and cfg.collector.get("address") is not None:
+        return None
+    return WorkerCounters(slots=collector_slots(cfg.collector.kind, cfg.collector.num_workers, cfg.env.num_envs))
+
+
+def writes_fixed_frames(cfg: DictConfig) -> bool:
+    return cfg.trajs_per_batch is None and cfg.storage.kind != "none"  # lanes: trajrl.replay.lanes
+
+
+def per_environment_epsilon(agent: Agent) -> bool:
+    return isinstance(agent.egreedy, SpreadEpsilonGreedy)  # reads each step's collector slot
+
+
+def collector_envs(cfg: DictConfig, agent: Agent, counters: WorkerCounters | None) -> Callable[..., EnvBase]:
+    """The collector's environments: the agent's inputs primed, frames counted, failures restarted."""
+    c = settings_of(cfg, "collector")
+    restarts = Restarts(
+        c.max_restarts,
+        c.restart_window_s,
+        counters.fault_log.path if counters is not None else None,
+        bad_steps=c.bad_steps,
+    )
+    return env_factory(
         cfg.env,
         primer=agent.primer,
         counters=counters,
         restarts=restarts,
-        fixed_frames=fixed_frames,
-        stamp_slot=per_environment,
+        fixed_frames=writes_fixed_frames(cfg),
+        stamp_slot=per_environment_epsilon(agent),
         stepping=cfg.env.stepping,
-        niceness=collector_settings.worker_niceness,
+        niceness=c.worker_niceness,
     )
 
-    sequences = None
-    if cfg.storage.kind != "none":
-        shared = kind in PROCESS_COLLECTORS
-        lanes = fixed_frame_lanes(kind, num_workers, num_envs, int(cfg.collector.frames_per_batch))[:2]
-        sequences = build_buffer(
-            cfg.storage,
-            cfg.sampler,
-            shared=shared,
-            run_dir=run_dir,
-            reuse_files=cfg.resume is not None,
-            not_stored=[*agent.not_stored(), *([WORKER_KEY] if per_environment and not fixed_frames else [])],
-            journal_dir=counters.dir if shared and counters is not None else None,
-            lanes=lanes if fixed_frames else None,
-            hindsight=hindsight_goals(cfg, spaces, agent),
-            state_shapes=agent.state_shapes(),
-            actions=ActionRange.of(action_spec(cfg.env)),
-            refusals_to=counters.fault_log.path if shared and counters is not None else None,
-        )
-    resumed = None
-    if cfg.resume is not None:  # before the collector copies the policy into its workers
-        resumed = restore(
-            load_checkpoint(cfg.resume, algo_name=cfg.algo.name),
-            agent.algo,
-            agent.policy_state(),
-            sequences.buffer if sequences else None,
-        )
-        agent.acting.pull()
-        log.info("resumed from %s at %d frames", cfg.resume, resumed.frames)
-    make_collector = partial(
+
+def replay(
+    cfg: DictConfig, spaces, agent: Agent, counters: WorkerCounters | None, run_dir: str | Path | None
+) -> SequenceSampler | None:
+    """The replay buffer and the sampler of its ``[N, T]`` batches (None: on-policy, no storage)."""
+    if cfg.storage.kind == "none":
+        return None
+    kind, fixed_frames = cfg.collector.kind, writes_fixed_frames(cfg)
+    shared, worker_key = kind in PROCESS_COLLECTORS, per_environment_epsilon(agent) and not fixed_frames
+    lanes = fixed_frame_lanes(kind, cfg.collector.num_workers, cfg.env.num_envs, int(cfg.collector.frames_per_batch))
+    return build_buffer(
+        cfg.storage,
+        cfg.sampler,
+        shared=shared,
+        run_dir=run_dir,
+        reuse_files=cfg.resume is not None,
+        not_stored=[*agent.not_stored(), *([WORKER_KEY] if worker_key else [])],
+        journal_dir=counters.dir if shared and counters is not None else None,
+        lanes=lanes[:2] if fixed_frames else None,
+        hindsight=hindsight_goals(cfg, spaces, agent),
+        state_shapes=agent.state_shapes(),
+        actions=ActionRange.of(action_spec(cfg.env)),
+        refusals_to=counters.fault_log.path if shared and counters is not None else None,
+    )
+
+
+def resume(cfg: DictConfig, agent: Agent, sequences: SequenceSampler | None) -> LoopState | None:
+    """``resume=<run dir>``: the learner, the policy and the buffer restored from its checkpoint; the loop's
+    counters there."""
+    if cfg.resume is None:
+        return None
+    resumed = restore(
+        load_checkpoint(cfg.resume, algo_name=cfg.algo.name),
+        agent.algo,
+        agent.policy_state(),
+        sequences.buffer if sequences else None,
+    )
+    agent.acting.pull()
+    log.info("resumed from %s at %d frames", cfg.resume, resumed.frames)
+    return resumed
+
+
+def collector_maker(
+    cfg: DictConfig, env_fn: Callable[..., EnvBase], agent: Agent, sequences: SequenceSampler | None
+) -> Callable[..., BaseCollector]:
+    """``make(seed=...)``: a collector of the config's kind, writing into the buffer (or handing batches over)."""
+    return partial(
         build_collector,
-        collector_settings,
+        settings_of(cfg, "collector"),
         env_fn,
         agent.explore,
         sequences.buffer if sequences else None,
         trajs_per_batch=cfg.trajs_per_batch,
         traj_format=cfg.traj_format,
-        num_envs=num_envs,
+        num_envs=int(cfg.env.num_envs),
     )
-    collector = make_collector(seed=int(cfg.seed))
-    log.info(
-        "collector %s (%s) x %d environments, storage %s, sampler %s",
-        kind,
-        type(collector).__name__,
-        num_workers * num_envs,
-        f"{cfg.storage.kind} x {cfg.storage.capacity}" if sequences else "none",
-        cfg.sampler.kind,
-    )
-    loggers = (
-        build_loggers(list(cfg.logger.backends), Path(run_dir), "trajrl", cfg.logger.wandb_mode) if run_dir else []
-    )
-    state_refresh = None
-    if cfg.algo.get("refresh_states_every") is not None and sequences is not None:
-        net = agent.recurrent_net
-        state_refresh = StateRefresh(
-            sequences.buffer,
-            net.state_keys,
-            partial(states_along, net.encoder, net.rnn),
-            int(cfg.algo.refresh_states_every),
-        )
-    eval_env_fn = eval_env_factory(cfg.env, primer=agent.primer, success=spaces.goal is not None)
-    return Pipeline(
-        env_fn,
-        eval_env_fn,
-        counters,
-        collector,
-        sequences.buffer if sequences else None,
-        sequences,
-        agent.explore,
-        agent.greedy,
-        agent.egreedy,
-        agent.algo,
-        agent.version,
-        agent.acting,
-        agent.evaluated,
-        agent.policy_state(),
-        loggers,
-        limit,
-        resumed,
-        state_refresh,
-        lambda restart: make_collector(seed=int(cfg.seed) + 1000 * restart),
-        RestartLimit(collector_settings.max_restarts, collector_settings.restart_window_s),
+
+
+def collector_line(cfg: DictConfig, collector: BaseCollector, sequences: SequenceSampler | None) -> tuple:
+    c = cfg.collector
+    storage = f"{cfg.storage.kind} x {cfg.storage.capacity}" if sequences else "none"
+    return c.kind, type(collector).__name__, c.num_workers * cfg.env.num_envs, storage, cfg.sampler.kind
+
+
+def state_refresh(cfg: DictConfig, agent: Agent, sequences: SequenceSampler | None) -> StateRefresh | None:
+    """``algo.refresh_states_every``: the buffer's stored recurrent states recomputed with the current actor."""
+    if cfg.algo.get("refresh_states_every") is None or sequences is None:
+        return None
+    net = agent.recurrent_net
+    return StateRefresh(
+        sequences.buffer,
+        net.state_keys,
+        partial(states_along, net.encoder, net.rnn),
+        int(cfg.algo.refresh_states_every),
     )
 
 
