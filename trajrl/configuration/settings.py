@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import MISSING, Field, dataclass, field, fields
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from trajrl.base.errors import ConfigError
 
@@ -324,6 +324,14 @@ def her_state() -> Any:
 BATCHES = ("slices", "episodes", "tape", "transitions")
 
 
+class SamplerOption(Protocol):
+    """What a sampler's settings dataclass is (``SAMPLERS``; ``trajrl.factory.replay.register_sampler``
+    adds one): its option's name and what its batches are (``BATCHES``), then its settings."""
+
+    batches: ClassVar[str]
+    kind: str
+
+
 @dataclass
 class SliceSamplerSettings:
     batches: ClassVar[str] = "slices"
@@ -421,7 +429,7 @@ class TapeSamplerSettings:
     )
 
 
-SAMPLERS: dict[str, type] = {
+SAMPLERS: dict[str, type[SamplerOption]] = {
     "slice": StepSliceSamplerSettings,
     "slice_without_replacement": SliceSamplerSettings,
     "prioritized_slice": PrioritizedSliceSamplerSettings,

@@ -13,7 +13,7 @@ from torchrl.envs.transforms import ExcludeTransform
 
 from trajrl.base.keys import TRAJ_KEY
 from trajrl.collect.faults import DropFaultedEpisodes
-from trajrl.configuration.settings import SAMPLERS, section_settings
+from trajrl.configuration.settings import SAMPLERS, SamplerOption, section_settings
 from trajrl.replay.batches import SequenceSampler
 from trajrl.replay.episodes import EpisodeSampler
 from trajrl.replay.hindsight import HindsightGoals
@@ -75,7 +75,7 @@ SAMPLER_BUILDERS: dict[str, Callable] = {
 }
 
 
-def register_sampler(settings: type, build: Callable[[Any, int], tuple[Sampler, int]]) -> None:
+def register_sampler(settings: type[SamplerOption], build: Callable[[Any, int], tuple[Sampler, int]]) -> None:
     """Add the sampler ``sampler=<kind>`` from a module of its own (``env.import_module=<module>`` on the
     command line imports it before anything is composed). ``settings``: the dataclass of its settings,
     ``kind: str = option("<kind>")`` first, each other field a ``setting(...)`` (``trajrl.configuration.settings``), and
