@@ -72,7 +72,7 @@ def test_the_cli_trains_with_a_core_its_module_registers_in_the_learner_and_the_
     assert "collector multi_async" in done.stderr + done.stdout
 
 
-@pytest.mark.parametrize("algo", ["rsac", "r2d2"])
+@pytest.mark.parametrize("algo", ["rsac", pytest.param("r2d2", marks=pytest.mark.slow)])
 def test_the_cli_trains_with_a_sampler_its_module_registers(algo, tmp_path):
     """``sampler=torchrl_slices`` composes once ``env.import_module=toy_sampler`` is imported (before
     composition), its slices never cross an episode (the audit) and both off-policy learners take them."""
