@@ -880,22 +880,20 @@ def brought_by(group: str, option: str) -> dict[str, Any]:
     value (``setting(..., brought=...)``): the top level's, the loop's and each group's.
     ``trajrl.configuration.compose`` puts them in Hydra's ConfigStore (``trajrl_brought_<group>_<option>``),
     where the option's file includes them; ``--help`` names the option as their source."""
-    schemas = [("", RunSettings), ("loop.", LoopSettings)]
-    schemas += [(f"{g}.", schema) for g, (_, options) in GROUPS.items() for schema in options.values()]
     spec = f"{group}={option}"
-    return {
-        prefix + f.name: f.metadata["brought"][spec]
-        for prefix, schema in schemas
-        for f in fields(schema)
-        if spec in f.metadata.get("brought", {})
-    }
+    return {key: brought[spec] for key, brought in _brought_values() if spec in brought}
 
 
 def bringing_options() -> list[tuple[str, str]]:
     """``(group, option)`` of every option some setting declares a ``brought`` value for."""
-    schemas = [RunSettings, LoopSettings, *(s for _, options in GROUPS.values() for s in options.values())]
-    specs = {spec for schema in schemas for f in fields(schema) for spec in f.metadata.get("brought", {})}
-    return sorted(tuple(spec.split("=", 1)) for spec in specs)
+    return sorted({tuple(spec.split("=", 1)) for _, brought in _brought_values() for spec in brought})
+
+
+def _brought_values() -> list[tuple[str, dict[str, Any]]]:
+    """``(dotted key, its brought values)`` of every setting: the top level's, the loop's, each option's."""
+    schemas = [("", RunSettings), ("loop.", LoopSettings)]
+    schemas += [(f"{g}.", schema) for g, (_, options) in GROUPS.items() for schema in options.values()]
+    return [(prefix + f.name, f.metadata.get("brought", {})) for prefix, schema in schemas for f in fields(schema)]
 
 
 # ---------------------------------------------------------------- a group's option: its dataclass

@@ -26,6 +26,7 @@ from trajrl.collect.collector_env import Restarts, env_factory, eval_env_factory
 from trajrl.collect.counters import WorkerCounters
 from trajrl.collect.faults import RestartLimit
 from trajrl.collect.watch import close_collector
+from trajrl.configuration.checks import writes_fixed_frames
 from trajrl.configuration.compose import validate
 from trajrl.configuration.settings import PROCESS_COLLECTORS, settings_of
 from trajrl.configuration.topology import fixed_frame_lanes
@@ -176,10 +177,6 @@ def frame_counters(cfg: DictConfig) -> WorkerCounters | None:
     if cfg.collector.kind == "ray" and cfg.collector.get("address") is not None:
         return None
     return WorkerCounters(slots=collector_slots(cfg.collector.kind, cfg.collector.num_workers, cfg.env.num_envs))
-
-
-def writes_fixed_frames(cfg: DictConfig) -> bool:
-    return cfg.trajs_per_batch is None and cfg.storage.kind != "none"  # lanes: trajrl.replay.lanes
 
 
 def per_environment_epsilon(agent: Agent) -> bool:
