@@ -50,6 +50,7 @@ class Memory:
     size: int = _DECLARED["memory_size"]  # lru: complex state channels a layer; ffm: the trace's length
     context: int = _DECLARED["memory_context"]  # ffm: frequencies each trace element turns at
     layers: int = _DECLARED["memory_layers"]  # lru: stacked blocks
+    forget_bias: float | None = _DECLARED["forget_bias"]  # lstm, gru: the keeping gate's bias at initialisation
 
 
 def linear_scan(
@@ -277,10 +278,29 @@ def restarted(state: torch.Tensor, starts: torch.Tensor | None) -> torch.Tensor:
     return state if starts is None else torch.where(starts.reshape(1, -1, 1), 0.0, state)
 
 
+def keeping(core: nn.LSTM | nn.GRU, forget_bias: float | None) -> nn.LSTM | nn.GRU:
+    """``core`` with the gate that keeps its state (an LSTM's forget gate, a GRU's update gate) biased
+    by ``forget_bias`` at initialisation: each cell keeps ``sigmoid(forget_bias)`` of its state a step
+    where torch's initialisation keeps about half. None: ``core`` as torch initialised it."""
+    if forget_bias is None:
+        return core
+    gate = 1  # the keeping gate's rows: an LSTM's (i, f, g, o) second, a GRU's (r, z, n) second
+    size = core.hidden_size
+    with torch.no_grad():
+        for layer in range(core.num_layers):
+            getattr(core, f"bias_ih_l{layer}")[gate * size : (gate + 1) * size] = forget_bias
+            getattr(core, f"bias_hh_l{layer}")[gate * size : (gate + 1) * size] = 0.0
+    return core
+
+
 #: How each memory core of ``algo.rnn`` is built: ``(in_size, hidden_size, memory) -> module``.
 BUILDERS: dict[str, Callable[[int, int, Memory], nn.Module]] = {
-    "lstm": lambda in_size, hidden_size, memory: nn.LSTM(in_size, hidden_size, batch_first=True),
-    "gru": lambda in_size, hidden_size, memory: nn.GRU(in_size, hidden_size, batch_first=True),
+    "lstm": lambda in_size, hidden_size, memory: keeping(
+        nn.LSTM(in_size, hidden_size, batch_first=True), memory.forget_bias
+    ),
+    "gru": lambda in_size, hidden_size, memory: keeping(
+        nn.GRU(in_size, hidden_size, batch_first=True), memory.forget_bias
+    ),
     "lru": lambda in_size, hidden_size, memory: LRU(in_size, hidden_size, memory.size, memory.layers),
     "ffm": lambda in_size, hidden_size, memory: FFM(in_size, hidden_size, memory.size, memory.context),
 }

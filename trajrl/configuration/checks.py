@@ -61,6 +61,7 @@ def check(cfg: DictConfig) -> None:
     # learn, and when to stop
     check_warmup(cfg)
     check_rnn_lr(cfg)
+    check_forget_bias(cfg)
     check_huber_delta(cfg)
     check_target_sync(cfg)
     check_eps_spread(cfg)
@@ -446,6 +447,27 @@ def check_rnn_lr(cfg: DictConfig) -> None:
             cfg.algo.rnn_lr,
             "is the learning rate of the recurrent core, and "
             "algo.recurrent=false has none: set algo.recurrent=true, or algo.rnn_lr=null",
+        )
+
+
+def check_forget_bias(cfg: DictConfig) -> None:
+    """``algo.forget_bias`` biases a gated core's keeping gate: an LSTM's or a GRU's."""
+    bias = cfg.algo.get("forget_bias")
+    if bias is None:
+        return
+    if cfg.algo.get("recurrent", True) is False:
+        raise ConfigError(
+            "algo.forget_bias",
+            bias,
+            "sets a recurrent core's gate, and algo.recurrent=false has none: "
+            "set algo.recurrent=true, or algo.forget_bias=null",
+        )
+    if cfg.algo.rnn not in ("lstm", "gru"):
+        raise ConfigError(
+            "algo.forget_bias",
+            bias,
+            f"sets the gate of algo.rnn=lstm or gru, and algo.rnn={cfg.algo.rnn} has none: "
+            "set algo.rnn=lstm or gru, or algo.forget_bias=null",
         )
 
 

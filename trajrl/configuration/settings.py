@@ -475,6 +475,14 @@ class NetworkSettings:
         4, "rnn=ffm: frequencies each element of the trace turns at", range=between(1, 256), checkpointed=True
     )
     memory_layers: int = setting(1, "rnn=lru: blocks stacked", range=between(1, 16), checkpointed=True)
+    forget_bias: float | None = setting(
+        None,
+        "rnn=lstm: every cell's forget-gate bias at initialisation (1: Gers et al., 2000; Jozefowicz et al., "
+        "2015): a new core keeps sigmoid(b) of what it holds each step instead of about half; rnn=gru: its "
+        "update gate's, to the same end; null: torch's initialisation",
+        range=between(-10, 10),
+        checkpointed=True,
+    )
     encoder_sizes: list[int] = setting(
         [64], "MLP layers before the recurrent core (or the head)", range=at_least(1), checkpointed=True
     )
