@@ -86,6 +86,9 @@ CASES = [
     (["algo=ppo", "algo.clip_epsilon_end=0.3"], ["algo.clip_epsilon_end=0.3", "algo.clip_epsilon=0.2", "null"]),
     (["algo=ppo", "algo.target_kl=0"], ["algo.target_kl=0.0", "must be > 0"]),
     (["algo=ppo", "algo.rnn_lr=1e-4"], ["algo.rnn_lr=0.0001", "algo.recurrent=true"]),
+    (["algo.rnn=lru", "algo.forget_bias=1"], ["algo.forget_bias=1.0", "algo.rnn=lstm or gru", "algo.forget_bias=null"]),
+    (["algo=ppo", "algo.forget_bias=1"], ["algo.forget_bias=1.0", "algo.recurrent=true"]),
+    (["algo.forget_bias=20"], ["algo.forget_bias=20.0", "must be between -10 and 10"]),
     (
         ["algo.critic_loss=mse", "algo.huber_delta=10"],
         ["algo.huber_delta=10", "algo.critic_loss=mse does not use it", "critic_loss=huber"],

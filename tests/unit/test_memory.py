@@ -142,3 +142,38 @@ def test_every_core_is_what_its_own_learning_rate_applies_to(kind):
     net = RecurrentQNet(2, 2, [8], 8, Memory(kind, size=4))
     assert recurrent_parameters(net) == {id(p) for p in net.rnn.parameters()}
     assert not recurrent_parameters(net) & {id(p) for p in [*net.encoder.parameters(), *net.head.parameters()]}
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_a_forget_bias_makes_a_new_core_keep_what_it_holds(kind):
+    """``algo.forget_bias=b``: the keeping gate of every cell (an LSTM's forget gate, a GRU's update gate) opens at
+    sigmoid(b) on a zero input and state, and the other gates keep torch's initialisation (the same seed, none set)."""
+    from trajrl.algos.memory import Memory, recurrent_core
+
+    torch.manual_seed(0)
+    plain = recurrent_core(Memory(kind), 3, 4)
+    torch.manual_seed(0)
+    biased = recurrent_core(Memory(kind, forget_bias=2.0), 3, 4)
+    keeping = slice(4, 8)  # the second gate's rows: (i, f, g, o) and (r, z, n)
+    total = biased.bias_ih_l0 + biased.bias_hh_l0
+    assert torch.equal(torch.sigmoid(total[keeping]), torch.sigmoid(torch.full((4,), 2.0)))
+    others = torch.ones_like(total, dtype=torch.bool)
+    others[keeping] = False
+    assert torch.equal(total[others], (plain.bias_ih_l0 + plain.bias_hh_l0)[others])
+    assert torch.equal(biased.weight_hh_l0, plain.weight_hh_l0)
+    # what it keeps: an LSTM's cell state c' = f c + i g; with every weight and the other biases zero,
+    # a GRU's h' = (1 - z) n + z h with n = 0: each keeps sigmoid(2) of its state a step
+    with torch.no_grad():
+        for name, p in biased.named_parameters():
+            if name != "bias_ih_l0":
+                p.zero_()
+        biased.bias_ih_l0[others] = 0.0
+        biased.bias_ih_l0[:4] = -30.0 if kind == "lstm" else 0.0  # an LSTM's input gate shut
+    state = torch.ones(1, 1, 4)
+    x = torch.zeros(1, 1, 3)
+    if kind == "lstm":
+        _, (_, c) = biased(x, (torch.zeros(1, 1, 4), state))
+        kept = c
+    else:
+        _, kept = biased(x, state)
+    assert torch.allclose(kept, torch.full((1, 1, 4), torch.sigmoid(torch.tensor(2.0)).item()), atol=1e-6)
