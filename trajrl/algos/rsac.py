@@ -58,7 +58,7 @@ from trajrl.algos.sequences import (
     stored_state,
     without_padding_columns,
 )
-from trajrl.base.keys import MASK_KEY, TD_KEY
+from trajrl.base.keys import ENTROPY_KEY, MASK_KEY, TD_KEY
 from trajrl.configuration.settings import RSACSettings
 
 #: Discrete actions' target entropy by default, as a fraction of log |A| (Ni et al., 2022; Christodoulou's
@@ -149,10 +149,27 @@ class CategoricalHead(nn.Module):
         return torch.log_softmax(self.net(features), -1)
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
+        return self.act(features)[0]
+
+    def act(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(action, the policy's entropy there)."""
         logits = self.net(features)
+        distribution = torch.distributions.Categorical(logits=logits)
         if exploration_type() in (ExplorationType.DETERMINISTIC, ExplorationType.MODE, ExplorationType.MEAN):
-            return logits.argmax(-1)
-        return torch.distributions.Categorical(logits=logits).sample()
+            return logits.argmax(-1), distribution.entropy()
+        return distribution.sample(), distribution.entropy()
+
+
+class ActingWithEntropy(nn.Module):
+    """A categorical actor's normalisation and head, acting: ``(action, entropy)`` a step
+    (``algo.entropy_penalty`` reads the entropy stored with each step)."""
+
+    def __init__(self, norm: nn.Module, head: CategoricalHead):
+        super().__init__()
+        self.norm, self.head = norm, head
+
+    def forward(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.head.act(self.norm(features))
 
 
 class RecurrentActor(nn.Module):
@@ -280,15 +297,17 @@ def critic_features(
     return [passes[critic.rnn] for critic in critics]
 
 
-def make_policy(actor: RecurrentActor):
-    """The acting policy: stores its recurrent state with each step, restarts at ``is_init``.
+def make_policy(actor: RecurrentActor, entropy: bool = False):
+    """The acting policy: stores its recurrent state with each step, restarts at ``is_init``; with
+    ``entropy`` (a categorical actor), its entropy at each step too (``ENTROPY_KEY``).
     Returns ``(policy, recurrent core)``; the core's primer must be on every env."""
     core = acting_core(actor.rnn, in_key="embed", out_key="features")
-    policy = TensorDictSequential(
-        KeyedModule(actor.encoder, ["observation"], ["embed"]),
-        core,
-        KeyedModule(nn.Sequential(actor.norm, actor.head), ["features"], ["action"]),
+    head = (
+        KeyedModule(ActingWithEntropy(actor.norm, actor.head), ["features"], ["action", ENTROPY_KEY])
+        if entropy
+        else KeyedModule(nn.Sequential(actor.norm, actor.head), ["features"], ["action"])
     )
+    policy = TensorDictSequential(KeyedModule(actor.encoder, ["observation"], ["embed"]), core, head)
     return policy, core
 
 
@@ -299,17 +318,23 @@ Policy = tuple[torch.Tensor | None, torch.Tensor]
 
 
 def soft_value(
-    critics: nn.ModuleList, features: list[torch.Tensor], policy: Policy, alpha: torch.Tensor
+    critics: nn.ModuleList, features: list[torch.Tensor], policy: Policy, alpha: torch.Tensor, twins: str = "min"
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per step, E_pi[min_i Q_i(h, a) - alpha log pi(a|h)] and the policy's entropy: over the
-    sampled action (continuous), or exactly, weighting every action by its probability (discrete)."""
+    """Per step, E_pi[Q(h, a) - alpha log pi(a|h)] and the policy's entropy, Q the twin critics' ``twins``
+    (``min`` or ``mean``): over the sampled action (continuous), or exactly, weighting every action by its
+    probability (discrete)."""
     action, log_prob = policy
     if action is None:
-        q = torch.stack([c.values(f) for c, f in zip(critics, features)]).min(0).values
+        q = combined(torch.stack([c.values(f) for c, f in zip(critics, features)]), twins)
         prob = log_prob.exp()
         return (prob * (q - alpha * log_prob)).sum(-1), -(prob * log_prob).sum(-1)
-    q = torch.stack([c.value(f, action) for c, f in zip(critics, features)]).min(0).values
+    q = combined(torch.stack([c.value(f, action) for c, f in zip(critics, features)]), twins)
     return q - alpha * log_prob, -log_prob
+
+
+def combined(values: torch.Tensor, twins: str) -> torch.Tensor:
+    """The twin critics' values (stacked on the first dimension) as one: their ``min`` or ``mean``."""
+    return values.min(0).values if twins == "min" else values.mean(0)
 
 
 def critic_error(
@@ -324,6 +349,18 @@ def critic_error(
         return squared
     huber = 2 * nn.functional.huber_loss(q, target, reduction="none", delta=delta)
     return huber if loss == "huber" else torch.where(exact, squared, huber)
+
+
+def clipped_error(
+    error: Callable[[torch.Tensor], torch.Tensor], q: torch.Tensor, q_before: torch.Tensor, clip: float | None
+) -> torch.Tensor:
+    """``error(q)``, or with ``clip`` (Zhou et al., 2022's Q-clip) the larger of it and ``error`` of
+    ``q_before`` (the target critic's value) moved towards ``q`` by at most ``clip``: past the band the
+    larger one is the clipped value's, whose gradient is 0, so a step moves a critic at most ``clip``
+    further from its target's value than the target would pull it."""
+    if clip is None:
+        return error(q)
+    return torch.maximum(error(q), error(q_before + (q - q_before).clamp(-clip, clip)))
 
 
 def steps_of(policy: Policy, steps: slice) -> Policy:
@@ -469,16 +506,25 @@ class RSAC:
             target_features = [f[:, 1:] for f in targets_ahead.result()]
             next_policy = tuple(None if p is None else p.detach() for p in steps_of(policy, slice(1, None)))
             bonus = alpha if s.soft_target else torch.zeros_like(alpha)
-            next_value, _ = soft_value(self.target_critics, target_features, next_policy, bonus)
+            next_value, _ = soft_value(self.target_critics, target_features, next_policy, bonus, s.twin_value)
             target = n_step_return(reward, terminated, next_value, mask, s.gamma, s.n_step)
             exact = exact_targets(terminated, mask, s.n_step) if s.critic_loss == "huber_bootstrapped" else None
         features = [f[:, :-1] for f in online]
         q_taken = [c.value(f, action) for c, f in zip(self.critics, features)]
         weight = batch.get("priority_weight", None)
         weight = 1.0 if weight is None else weight.reshape(n_seq, horizon)[:, :1]
+        if s.q_clip is None:
+            q_before = [None, None]
+        else:  # each target critic's value of the action taken (its features: the steps before the next ones)
+            with torch.no_grad():
+                q_before = [c.value(f[:, :-1], action) for c, f in zip(self.target_critics, targets_ahead.result())]
+
+        def error(q: torch.Tensor) -> torch.Tensor:
+            return critic_error(q, target, s.critic_loss, s.huber_delta, exact)
+
         losses = [
-            (critic_error(q, target, s.critic_loss, s.huber_delta, exact) * learn * weight).sum() / n_learn
-            for q in q_taken
+            (clipped_error(error, q, before, s.q_clip) * learn * weight).sum() / n_learn
+            for q, before in zip(q_taken, q_before)
         ]
         critic_loss = losses[0] + losses[1]
         self.critic_optimizer.zero_grad(set_to_none=True)
@@ -498,9 +544,12 @@ class RSAC:
         # and weights, whose gradient this loss does not need)
         with frozen(self.critic_params):
             value, entropy = soft_value(
-                self.critics, [f.detach() for f in features], steps_of(policy, slice(None, -1)), alpha
+                self.critics, [f.detach() for f in features], steps_of(policy, slice(None, -1)), alpha, s.twin_value
             )
             actor_loss = -(value * learn).sum() / n_learn
+            if s.entropy_penalty:  # each step's entropy held near the one the policy acted with there
+                acted = batch.get(ENTROPY_KEY).reshape(n_seq, horizon)
+                actor_loss = actor_loss + s.entropy_penalty * ((acted - entropy) ** 2 * learn).sum() / n_learn
             self.actor_optimizer.zero_grad(set_to_none=True)
             actor_loss.backward()
         clipped_step(self.actor_optimizer, self.actor_params, s.max_grad_norm, actor_loss, "actor loss")

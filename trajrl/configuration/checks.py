@@ -570,8 +570,8 @@ def check_slice_len(cfg: DictConfig, spaces: Any) -> None:
 
 
 def check_actions(cfg: DictConfig, spaces: Any) -> None:
-    """``algo.target_entropy_fraction`` and recurrent SAC's ``algo.dueling`` are for Discrete actions
-    (the fraction instead of ``algo.target_entropy``)."""
+    """``algo.target_entropy_fraction``, ``algo.entropy_penalty`` and recurrent SAC's ``algo.dueling`` are
+    for Discrete actions (the fraction instead of ``algo.target_entropy``)."""
     from trajrl.envs.spaces import DISCRETE  # gymnasium: not for a refusal of the settings alone
 
     if cfg.algo.name == "rsac" and cfg.algo.get("dueling") and spaces.action_kind != DISCRETE:
@@ -580,6 +580,14 @@ def check_actions(cfg: DictConfig, spaces: Any) -> None:
             True,
             f"splits the critics' Q-values over Discrete actions into V + A, and {cfg.env.id} has "
             "continuous actions (one Q for the action given): set algo.dueling=false",
+        )
+    penalty = cfg.algo.get("entropy_penalty", 0.0)
+    if penalty and spaces.action_kind != DISCRETE:
+        raise ConfigError(
+            "algo.entropy_penalty",
+            penalty,
+            f"holds a categorical policy's exact entropy near the one it acted with, and {cfg.env.id} has "
+            "continuous actions: set algo.entropy_penalty=0",
         )
     fraction = cfg.algo.get("target_entropy_fraction")
     if fraction is None:

@@ -670,6 +670,27 @@ class RSACSettings(ReplayLearnerSettings):
         "8/10 with one thread the same day: docs/performance.md)",
         range=between(1, 2),
     )
+    twin_value: str = setting(
+        "min",
+        "how the twin critics' values combine in the targets and the actor's loss: min (clipped double Q, "
+        "Fujimoto et al., 2018) | mean (Zhou et al., 2022's double average: min underestimates, and more so "
+        "over a categorical policy's every action)",
+        choices=("min", "mean"),
+    )
+    q_clip: float | None = setting(
+        None,
+        "Zhou et al. (2022)'s Q-clip: each step's critic loss is the larger of its own and that of the target "
+        "critic's value moved at most q_clip towards the critic's (in the rewards' unit after reward_scaling), "
+        "so a critic gains nothing from moving further than q_clip from its target an update; null: off",
+        range=above(0),
+    )
+    entropy_penalty: float = setting(
+        0.0,
+        "Discrete actions only: beta of Zhou et al. (2022)'s penalty beta * (H_acting - H)^2 on the actor's loss, "
+        "each step's entropy held near the one the policy acted with there (stored with each step): the "
+        "policy's entropy cannot swing from one update to the next; 0: off",
+        range=at_least(0),
+    )
     init_alpha: float = setting(1.0, "initial entropy temperature (learnt)", range=above(0))
     alpha_lr: float | None = setting(
         None,

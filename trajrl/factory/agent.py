@@ -205,7 +205,7 @@ def build_rsac(a: RSACSettings, cfg, spaces: EnvSpaces, inputs: Inputs, device: 
     if a.critic_core == "acting":
         actor.read_critic(critics[0])
     acting, evaluated = on_cpu(actor), on_cpu(actor)
-    policy, core = make_policy(acting)
+    policy, core = make_policy(acting, entropy=a.entropy_penalty > 0)
     algo = RSAC(
         actor,
         critics,
