@@ -114,6 +114,12 @@ CASES = [
         ["experiment=rsac_pendulum_novel", "algo.dueling=true"],
         ["algo.dueling=True", "continuous actions", "algo.dueling=false"],
     ),
+    (
+        ["experiment=rsac_pendulum_novel", "algo.entropy_penalty=0.5"],
+        ["algo.entropy_penalty=0.5", "continuous actions", "algo.entropy_penalty=0"],
+    ),
+    (["algo.twin_value=max"], ["algo.twin_value='max'", "min", "mean"]),
+    (["algo.q_clip=0"], ["algo.q_clip=0", "must be > 0"]),
     (["algo.n_step=0"], ["algo.n_step=0", "must be >= 1"]),
     (["algo.alpha_lr=0"], ["algo.alpha_lr=0", "must be > 0"]),
     (["sampler.slices_per_batch=null"], ["sampler.slices_per_batch=null", "must be >= 1 or auto"]),

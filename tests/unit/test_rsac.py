@@ -249,6 +249,80 @@ def test_sac_discrete_critic_target_and_actor_loss_are_the_exact_expectations_ov
     assert algo.log_alpha.grad.item() == pytest.approx(entropy.item() - 0.7 * math.log(3), rel=1e-5)
 
 
+def test_double_average_q_clip_and_entropy_penalty_are_zhou_et_als_by_hand():
+    """``twin_value=mean``, ``q_clip`` and ``entropy_penalty`` (Zhou et al., 2022), by hand on the tiny batch:
+    the target's soft value reads the mean of the two target critics, not their min; each step's critic
+    loss is max(d^2, (Qtarget(s, a) + clip(Q - Qtarget(s, a), -c, c) - y)^2), Qtarget the critic's own
+    target (moved away from it first, so that some steps' band binds and others' does not); the actor's
+    loss reads the critics' mean and adds beta (H_acting - H)^2, H_acting the entropy stored with the step."""
+    clip, beta = 0.05, 0.5
+    algo = discrete_sac(twin_value="mean", q_clip=clip, entropy_penalty=beta)
+    with torch.no_grad():
+        for p in algo.target_critics.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    batch = discrete_batch()
+    batch["next", "terminated"][0, 3] = True
+    batch["policy_entropy"] = torch.rand(2, 5, generator=torch.Generator().manual_seed(3)).unsqueeze(-1) + 0.3
+    actor, critics, targets = (copy.deepcopy(m) for m in (algo.actor, algo.critics, algo.target_critics))
+    obs = torch.cat([batch["observation"], batch["next", "observation"][:, -1:]], 1)
+    obs[1, 3] = batch["next", "observation"][1, 2]
+    alpha, mask = 0.3, batch[MASK_KEY]
+
+    def q_all(critic, x):
+        return critic.q(critic.rnn(critic.encoder(x))[0])
+
+    with torch.no_grad():
+        log_pi = torch.log_softmax(actor.head.net(actor.rnn(actor.encoder(obs))[0]), -1)
+        q_next = ((q_all(targets[0], obs) + q_all(targets[1], obs)) / 2)[:, 1:]
+        soft = (log_pi.exp()[:, 1:] * (q_next - alpha * log_pi[:, 1:])).sum(-1)
+        alive = 1.0 - batch["next", "terminated"].squeeze(-1).float()
+        target = batch["next", "reward"].squeeze(-1) + 0.9 * alive * soft
+        taken = batch["action"].unsqueeze(-1)
+        errors, binding = 0.0, []
+        for critic, before in zip(critics, targets):
+            q = q_all(critic, obs)[:, :-1].gather(-1, taken).squeeze(-1)
+            q_target = q_all(before, obs)[:, :-1].gather(-1, taken).squeeze(-1)
+            clipped = q_target + (q - q_target).clamp(-clip, clip)
+            errors = errors + torch.maximum((q - target) ** 2, (clipped - target) ** 2)
+            binding.append(((clipped - target) ** 2 > (q - target) ** 2)[mask])
+        binding = torch.cat(binding)
+        assert binding.any() and not binding.all()  # the band binds at some steps, not at all
+        critic_loss = errors[mask].sum() / mask.sum()
+        features = [c.rnn(c.encoder(obs))[0][:, :-1] for c in critics]
+
+    stats = algo.update(batch)
+    assert stats["critic_loss"] == pytest.approx(critic_loss.item(), rel=1e-5)
+    with torch.no_grad():
+        q_now = sum(c.q(f) for c, f in zip(algo.critics, features)) / 2
+        pi = log_pi.exp()[:, :-1]
+        entropy = -(pi * log_pi[:, :-1]).sum(-1)
+        penalty = beta * (batch["policy_entropy"].squeeze(-1) - entropy) ** 2
+        actor_loss = ((pi * (alpha * log_pi[:, :-1] - q_now)).sum(-1) + penalty)[mask].sum() / mask.sum()
+    assert stats["actor_loss"] == pytest.approx(actor_loss.item(), rel=1e-5)
+
+
+def test_the_acting_policy_stores_its_entropy_where_the_penalty_reads_it():
+    """With ``algo.entropy_penalty`` the collection policy writes each step's exact entropy of the
+    categorical policy it acted with; without, nothing more than the action."""
+    from tensordict import TensorDict
+
+    from trajrl.algos.rsac import make_policy
+
+    torch.manual_seed(0)
+    actor = RecurrentActor(2, 3, [8], 8, "lstm", None, None)
+    for entropy in (True, False):
+        policy, core = make_policy(actor, entropy=entropy)
+        step = TensorDict({"observation": torch.randn(4, 2), "is_init": torch.ones(4, 1, dtype=torch.bool)}, [4])
+        states = {key: torch.zeros(4, *spec.shape) for key, spec in core.make_tensordict_primer().primers.items()}
+        out = policy(step.update(states))
+        if not entropy:
+            assert "policy_entropy" not in out.keys()
+            continue
+        logits = actor.head.net(out["features"])
+        expected = torch.distributions.Categorical(logits=logits).entropy()
+        torch.testing.assert_close(out["policy_entropy"], expected)
+
+
 def test_shared_critic_core_is_one_pass_for_both_heads_and_learns_from_both():
     """critic_core=shared: one sequence pass of the critics' core and one of the targets' core an
     update (separate: two each); the core's gradient is the sum of what each head's error sends it;
