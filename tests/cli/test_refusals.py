@@ -89,6 +89,9 @@ CASES = [
     (["algo.rnn=lru", "algo.forget_bias=1"], ["algo.forget_bias=1.0", "algo.rnn=lstm or gru", "algo.forget_bias=null"]),
     (["algo=ppo", "algo.forget_bias=1"], ["algo.forget_bias=1.0", "algo.recurrent=true"]),
     (["algo.forget_bias=20"], ["algo.forget_bias=20.0", "must be between -10 and 10"]),
+    (["algo.rnn=gru", "algo.chrono_horizon=40"], ["algo.chrono_horizon=40", "algo.rnn=gru", "algo.rnn=lstm"]),
+    (["algo.forget_bias=1", "algo.chrono_horizon=40"], ["algo.chrono_horizon=40", "algo.forget_bias=1", "keep one"]),
+    (["algo=ppo", "algo.chrono_horizon=40"], ["algo.chrono_horizon=40", "algo.recurrent=true"]),
     (
         ["algo.critic_loss=mse", "algo.huber_delta=10"],
         ["algo.huber_delta=10", "algo.critic_loss=mse does not use it", "critic_loss=huber"],

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 from tensordict import TensorDict
@@ -177,3 +179,20 @@ def test_a_forget_bias_makes_a_new_core_keep_what_it_holds(kind):
     else:
         _, kept = biased(x, state)
     assert torch.allclose(kept, torch.full((1, 1, 4), torch.sigmoid(torch.tensor(2.0)).item()), atol=1e-6)
+
+
+def test_chrono_initialisation_spreads_the_forget_gates_over_the_horizon():
+    """``algo.chrono_horizon=T``: each cell's forget-gate bias is log u with u in [1, T - 1] and its input gate's
+    -log u (Tallec & Ollivier, 2018), over the cells a spread of time scales; the other gates keep torch's."""
+    from trajrl.algos.memory import Memory, recurrent_core
+
+    torch.manual_seed(0)
+    plain = recurrent_core(Memory("lstm"), 3, 64)
+    torch.manual_seed(0)
+    core = recurrent_core(Memory("lstm", chrono_horizon=40), 3, 64)
+    total = core.bias_ih_l0 + core.bias_hh_l0
+    forget, inputs = total[64:128], total[:64]
+    assert forget.min() >= 0 and forget.max() <= math.log(39) + 1e-6
+    assert forget.max() - forget.min() > 2  # a spread, not one value
+    torch.testing.assert_close(inputs, -forget)
+    torch.testing.assert_close(total[128:], (plain.bias_ih_l0 + plain.bias_hh_l0)[128:])

@@ -62,6 +62,7 @@ def check(cfg: DictConfig) -> None:
     check_warmup(cfg)
     check_rnn_lr(cfg)
     check_forget_bias(cfg)
+    check_chrono_horizon(cfg)
     check_huber_delta(cfg)
     check_target_sync(cfg)
     check_eps_spread(cfg)
@@ -468,6 +469,34 @@ def check_forget_bias(cfg: DictConfig) -> None:
             bias,
             f"sets the gate of algo.rnn=lstm or gru, and algo.rnn={cfg.algo.rnn} has none: "
             "set algo.rnn=lstm or gru, or algo.forget_bias=null",
+        )
+
+
+def check_chrono_horizon(cfg: DictConfig) -> None:
+    """``algo.chrono_horizon`` initialises an LSTM's gates, which ``algo.forget_bias`` would set too."""
+    horizon = cfg.algo.get("chrono_horizon")
+    if horizon is None:
+        return
+    if cfg.algo.get("recurrent", True) is False:
+        raise ConfigError(
+            "algo.chrono_horizon",
+            horizon,
+            "initialises an LSTM's gates, and algo.recurrent=false has no "
+            "recurrent core: set algo.recurrent=true, or algo.chrono_horizon=null",
+        )
+    if cfg.algo.rnn != "lstm":
+        raise ConfigError(
+            "algo.chrono_horizon",
+            horizon,
+            f"initialises an LSTM's gates, and algo.rnn={cfg.algo.rnn} is "
+            "another core: set algo.rnn=lstm, or algo.chrono_horizon=null",
+        )
+    if cfg.algo.get("forget_bias") is not None:
+        raise ConfigError(
+            "algo.chrono_horizon",
+            horizon,
+            f"and algo.forget_bias={cfg.algo.forget_bias:g} both set the forget "
+            "gates' biases: keep one, the other null",
         )
 
 

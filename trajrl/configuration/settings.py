@@ -483,6 +483,15 @@ class NetworkSettings:
         range=between(-10, 10),
         checkpointed=True,
     )
+    chrono_horizon: int | None = setting(
+        None,
+        "rnn=lstm: Tallec & Ollivier (2018)'s chrono initialisation: each cell's forget-gate bias drawn as "
+        "log U(1, T - 1) and its input gate's the opposite, T this many steps (the longest dependency to learn): "
+        "a new core's cells keep their content over a spread of time scales up to T instead of about a step; "
+        "null: torch's initialisation (or forget_bias's)",
+        range=at_least(3),
+        checkpointed=True,
+    )
     encoder_sizes: list[int] = setting(
         [64], "MLP layers before the recurrent core (or the head)", range=at_least(1), checkpointed=True
     )
