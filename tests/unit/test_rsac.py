@@ -247,6 +247,8 @@ def test_sac_discrete_critic_target_and_actor_loss_are_the_exact_expectations_ov
     assert stats["actor_loss"] == pytest.approx(actor_loss.item(), rel=1e-5)
     assert stats["entropy"] == pytest.approx(entropy.item(), rel=1e-5)
     assert algo.log_alpha.grad.item() == pytest.approx(entropy.item() - 0.7 * math.log(3), rel=1e-5)
+    gap = (q_now.max(-1).values - q_now.mean(-1))[mask].mean()  # the logged action gap: best above the mean
+    assert stats["action_gap"] == pytest.approx(gap.item(), rel=1e-5)
 
 
 def test_double_average_q_clip_and_entropy_penalty_are_zhou_et_als_by_hand():

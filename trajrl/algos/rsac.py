@@ -563,6 +563,13 @@ class RSAC:
 
         synced.result()
         self.updates += 1
+        gap = {}
+        if self.actor.discrete:  # how far the critics tell the actions apart: 0 while they cannot
+            with torch.no_grad():
+                values = combined(
+                    torch.stack([c.values(f.detach()) for c, f in zip(self.critics, features)]), s.twin_value
+                )
+                gap = {"action_gap": ((values.max(-1).values - values.mean(-1)) * learn).sum().item() / n_learn.item()}
         td = torch.stack([(q.detach() - target).abs() for q in q_taken]).mean(0)
         td_error = torch.full(full.shape, float("nan"), device=full.device)
         td_error[:, :horizon] = torch.where(learn, td, float("nan")).to(full.device)
@@ -576,6 +583,7 @@ class RSAC:
             "critic_grad_norm": float(critic_grad),
             "learn_frac": learn.float().mean().item(),
             "lr": self.critic_optimizer.param_groups[0]["lr"],
+            **gap,
             **({} if reward_rms is None else {"reward_rms": reward_rms}),
         }
 
