@@ -86,7 +86,10 @@ CASES = [
     (["algo=ppo", "algo.clip_epsilon_end=0.3"], ["algo.clip_epsilon_end=0.3", "algo.clip_epsilon=0.2", "null"]),
     (["algo=ppo", "algo.target_kl=0"], ["algo.target_kl=0.0", "must be > 0"]),
     (["algo=ppo", "algo.rnn_lr=1e-4"], ["algo.rnn_lr=0.0001", "algo.recurrent=true"]),
-    (["algo.rnn=lru", "algo.forget_bias=1"], ["algo.forget_bias=1.0", "algo.rnn=lstm or gru", "algo.forget_bias=null"]),
+    (
+        ["algo.rnn=lru", "algo.forget_bias=1"],
+        ["algo.forget_bias=1.0", "algo.rnn=lstm or gru", "algo.rnn=lru is another core", "algo.forget_bias=null"],
+    ),
     (["algo=ppo", "algo.forget_bias=1"], ["algo.forget_bias=1.0", "algo.recurrent=true"]),
     (["algo.forget_bias=20"], ["algo.forget_bias=20.0", "must be between -10 and 10"]),
     (["algo.rnn=gru", "algo.chrono_horizon=40"], ["algo.chrono_horizon=40", "algo.rnn=gru", "algo.rnn=lstm"]),

@@ -61,8 +61,7 @@ def check(cfg: DictConfig) -> None:
     # learn, and when to stop
     check_warmup(cfg)
     check_rnn_lr(cfg)
-    check_forget_bias(cfg)
-    check_chrono_horizon(cfg)
+    check_gate_initialisation(cfg)
     check_huber_delta(cfg)
     check_target_sync(cfg)
     check_eps_spread(cfg)
@@ -451,52 +450,36 @@ def check_rnn_lr(cfg: DictConfig) -> None:
         )
 
 
-def check_forget_bias(cfg: DictConfig) -> None:
-    """``algo.forget_bias`` biases a gated core's keeping gate: an LSTM's or a GRU's."""
-    bias = cfg.algo.get("forget_bias")
-    if bias is None:
-        return
-    if cfg.algo.get("recurrent", True) is False:
-        raise ConfigError(
-            "algo.forget_bias",
-            bias,
-            "sets a recurrent core's gate, and algo.recurrent=false has none: "
-            "set algo.recurrent=true, or algo.forget_bias=null",
-        )
-    if cfg.algo.rnn not in ("lstm", "gru"):
-        raise ConfigError(
-            "algo.forget_bias",
-            bias,
-            f"sets the gate of algo.rnn=lstm or gru, and algo.rnn={cfg.algo.rnn} has none: "
-            "set algo.rnn=lstm or gru, or algo.forget_bias=null",
-        )
+#: The settings that initialise a gated core's gates, and the cores that have those gates.
+GATE_SETTINGS = {"forget_bias": ("lstm", "gru"), "chrono_horizon": ("lstm",)}
 
 
-def check_chrono_horizon(cfg: DictConfig) -> None:
-    """``algo.chrono_horizon`` initialises an LSTM's gates, which ``algo.forget_bias`` would set too."""
-    horizon = cfg.algo.get("chrono_horizon")
-    if horizon is None:
-        return
-    if cfg.algo.get("recurrent", True) is False:
+def check_gate_initialisation(cfg: DictConfig) -> None:
+    """``algo.forget_bias`` and ``algo.chrono_horizon`` set the gates of the cores they name, one at a time."""
+    for name, cores in GATE_SETTINGS.items():
+        value = cfg.algo.get(name)
+        if value is None:
+            continue
+        if cfg.algo.get("recurrent", True) is False:
+            raise ConfigError(
+                f"algo.{name}",
+                value,
+                "sets a recurrent core's gates, and algo.recurrent=false has none: "
+                f"set algo.recurrent=true, or algo.{name}=null",
+            )
+        if cfg.algo.rnn not in cores:
+            raise ConfigError(
+                f"algo.{name}",
+                value,
+                f"sets the gates of algo.rnn={' or '.join(cores)}, and algo.rnn={cfg.algo.rnn} is another core: "
+                f"set algo.rnn={cores[0]}, or algo.{name}=null",
+            )
+    if cfg.algo.get("forget_bias") is not None and cfg.algo.get("chrono_horizon") is not None:
         raise ConfigError(
             "algo.chrono_horizon",
-            horizon,
-            "initialises an LSTM's gates, and algo.recurrent=false has no "
-            "recurrent core: set algo.recurrent=true, or algo.chrono_horizon=null",
-        )
-    if cfg.algo.rnn != "lstm":
-        raise ConfigError(
-            "algo.chrono_horizon",
-            horizon,
-            f"initialises an LSTM's gates, and algo.rnn={cfg.algo.rnn} is "
-            "another core: set algo.rnn=lstm, or algo.chrono_horizon=null",
-        )
-    if cfg.algo.get("forget_bias") is not None:
-        raise ConfigError(
-            "algo.chrono_horizon",
-            horizon,
-            f"and algo.forget_bias={cfg.algo.forget_bias:g} both set the forget "
-            "gates' biases: keep one, the other null",
+            cfg.algo.chrono_horizon,
+            f"and algo.forget_bias={cfg.algo.forget_bias:g} both set the forget gates' biases: "
+            "keep one, the other null",
         )
 
 
