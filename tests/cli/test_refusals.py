@@ -96,6 +96,10 @@ CASES = [
     (["algo.forget_bias=1", "algo.chrono_horizon=40"], ["algo.chrono_horizon=40", "algo.forget_bias=1", "keep one"]),
     (["algo=ppo", "algo.chrono_horizon=40"], ["algo.chrono_horizon=40", "algo.recurrent=true"]),
     (
+        ["algo.chrono_spread=log"],
+        ["algo.chrono_spread='log'", "algo.chrono_horizon=null", "algo.chrono_spread=uniform"],
+    ),
+    (
         ["algo.critic_loss=mse", "algo.huber_delta=10"],
         ["algo.huber_delta=10", "algo.critic_loss=mse does not use it", "critic_loss=huber"],
     ),

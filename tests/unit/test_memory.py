@@ -196,3 +196,23 @@ def test_chrono_initialisation_spreads_the_forget_gates_over_the_horizon():
     assert forget.max() - forget.min() > 2  # a spread, not one value
     torch.testing.assert_close(inputs, -forget)
     torch.testing.assert_close(total[128:], (plain.bias_ih_l0 + plain.bias_hh_l0)[128:])
+
+
+def test_chrono_spread_log_draws_the_forget_biases_uniform_in_log_time():
+    """``algo.chrono_spread=log``: the forget biases log u are uniform in [0, log(T - 1)], so about as many cells
+    start below a bias of 1 (keeping under 0.73 a step) as a uniform draw of log u over that range gives: a quarter
+    at T = 40, where chrono's uniform u gives under 5 %."""
+    from trajrl.algos.memory import Memory, recurrent_core
+
+    torch.manual_seed(0)
+    log_spread = recurrent_core(Memory("lstm", chrono_horizon=40, chrono_spread="log"), 3, 2000)
+    torch.manual_seed(0)
+    uniform = recurrent_core(Memory("lstm", chrono_horizon=40), 3, 2000)
+
+    def forget(core):
+        return (core.bias_ih_l0 + core.bias_hh_l0)[2000:4000]
+
+    assert forget(log_spread).min() >= 0 and forget(log_spread).max() <= math.log(39) + 1e-6
+    assert (forget(log_spread) < 1).float().mean().item() == pytest.approx(1 / math.log(39), abs=0.03)
+    assert (forget(uniform) < 1).float().mean().item() < 0.06
+    torch.testing.assert_close((log_spread.bias_ih_l0 + log_spread.bias_hh_l0)[:2000], -forget(log_spread))

@@ -52,6 +52,7 @@ class Memory:
     layers: int = _DECLARED["memory_layers"]  # lru: stacked blocks
     forget_bias: float | None = _DECLARED["forget_bias"]  # lstm, gru: the keeping gate's bias at initialisation
     chrono_horizon: int | None = _DECLARED["chrono_horizon"]  # lstm: chrono initialisation's longest time scale
+    chrono_spread: str = _DECLARED["chrono_spread"]  # lstm: how chrono's time scales are drawn: uniform | log
 
 
 def linear_scan(
@@ -294,16 +295,20 @@ def keeping(core: nn.LSTM | nn.GRU, forget_bias: float | None) -> nn.LSTM | nn.G
     return core
 
 
-def chrono(core: nn.LSTM, horizon: int | None) -> nn.LSTM:
+def chrono(core: nn.LSTM, horizon: int | None, spread: str = "uniform") -> nn.LSTM:
     """``core`` with Tallec & Ollivier (2018)'s chrono initialisation: each cell's forget-gate bias
-    ``log u``, ``u ~ U(1, horizon - 1)``, and its input gate's ``-log u``, so that the cells keep their
-    content over time scales spread up to ``horizon`` steps. None: ``core`` unchanged."""
+    ``log u``, ``u ~ U(1, horizon - 1)`` (``spread="log"``: ``log u ~ U(0, log(horizon - 1))``), and its
+    input gate's ``-log u``, so that the cells keep their content over time scales spread up to
+    ``horizon`` steps. None: ``core`` unchanged."""
     if horizon is None:
         return core
     size = core.hidden_size
     with torch.no_grad():
         for layer in range(core.num_layers):
-            forget = torch.empty(size).uniform_(1, horizon - 1).log()
+            if spread == "log":
+                forget = torch.empty(size).uniform_(0, math.log(horizon - 1))
+            else:
+                forget = torch.empty(size).uniform_(1, horizon - 1).log()
             bias_ih, bias_hh = getattr(core, f"bias_ih_l{layer}"), getattr(core, f"bias_hh_l{layer}")
             bias_ih[:size], bias_ih[size : 2 * size] = -forget, forget  # (i, f, g, o)
             bias_hh[: 2 * size] = 0.0
@@ -313,7 +318,9 @@ def chrono(core: nn.LSTM, horizon: int | None) -> nn.LSTM:
 #: How each memory core of ``algo.rnn`` is built: ``(in_size, hidden_size, memory) -> module``.
 BUILDERS: dict[str, Callable[[int, int, Memory], nn.Module]] = {
     "lstm": lambda in_size, hidden_size, memory: chrono(
-        keeping(nn.LSTM(in_size, hidden_size, batch_first=True), memory.forget_bias), memory.chrono_horizon
+        keeping(nn.LSTM(in_size, hidden_size, batch_first=True), memory.forget_bias),
+        memory.chrono_horizon,
+        memory.chrono_spread,
     ),
     "gru": lambda in_size, hidden_size, memory: keeping(
         nn.GRU(in_size, hidden_size, batch_first=True), memory.forget_bias

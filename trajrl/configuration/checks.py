@@ -474,6 +474,14 @@ def check_gate_initialisation(cfg: DictConfig) -> None:
                 f"sets the gates of algo.rnn={' or '.join(cores)}, and algo.rnn={cfg.algo.rnn} is another core: "
                 f"set algo.rnn={cores[0]}, or algo.{name}=null",
             )
+    spread = cfg.algo.get("chrono_spread", "uniform")
+    if spread != "uniform" and cfg.algo.get("chrono_horizon") is None:
+        raise ConfigError(
+            "algo.chrono_spread",
+            spread,
+            "spreads chrono's time scales, and algo.chrono_horizon=null draws none: set algo.chrono_horizon "
+            "(e.g. 40, sampler.slice_len), or algo.chrono_spread=uniform",
+        )
     if cfg.algo.get("forget_bias") is not None and cfg.algo.get("chrono_horizon") is not None:
         raise ConfigError(
             "algo.chrono_horizon",

@@ -492,6 +492,14 @@ class NetworkSettings:
         range=at_least(3),
         checkpointed=True,
     )
+    chrono_spread: str = setting(
+        "uniform",
+        "rnn=lstm with chrono_horizon: how the time scales u are drawn: uniform in [1, T - 1] (Tallec & Ollivier's: "
+        "most cells long) | log: log-uniform over it, the forget biases log u uniform in [0, log(T - 1)] (as many "
+        "cells keep about a step as keep the whole horizon)",
+        choices=("uniform", "log"),
+        checkpointed=True,
+    )
     encoder_sizes: list[int] = setting(
         [64], "MLP layers before the recurrent core (or the head)", range=at_least(1), checkpointed=True
     )

@@ -87,7 +87,9 @@ def on_cpu(net: nn.Module) -> nn.Module:
 
 def memory_of(a: NetworkSettings) -> Memory:
     """The memory core the settings name, with its sizes."""
-    return Memory(a.rnn, a.memory_size, a.memory_context, a.memory_layers, a.forget_bias, a.chrono_horizon)
+    return Memory(
+        a.rnn, a.memory_size, a.memory_context, a.memory_layers, a.forget_bias, a.chrono_horizon, a.chrono_spread
+    )
 
 
 def action_spec(env_cfg):
