@@ -63,6 +63,9 @@ def main() -> None:
     parser.add_argument("overrides", nargs="*", help="the run's overrides in both (default: the default run)")
     parser.add_argument("--b-overrides", nargs="*", default=[], help="overrides for B's update alone")
     args = parser.parse_args()
+    for checkout in (args.a, args.b):  # else the installed trajrl would answer for it, equal to itself
+        if not (checkout / "trajrl" / "__init__.py").is_file():
+            parser.error(f"{checkout} is not a checkout of trajrl (no trajrl/__init__.py there)")
     import torch
 
     with tempfile.TemporaryDirectory() as tmp:
