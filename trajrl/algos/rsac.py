@@ -149,15 +149,19 @@ class CategoricalHead(nn.Module):
         return torch.log_softmax(self.net(features), -1)
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
-        return self.act(features)[0]
+        return self.choose(self.net(features))
+
+    def choose(self, logits: torch.Tensor) -> torch.Tensor:
+        """An action from ``logits``: the most likely where exploration is deterministic, else a sample."""
+        if exploration_type() in (ExplorationType.DETERMINISTIC, ExplorationType.MODE, ExplorationType.MEAN):
+            return logits.argmax(-1)
+        return torch.distributions.Categorical(logits=logits).sample()
 
     def act(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(action, the policy's entropy there)."""
         logits = self.net(features)
-        distribution = torch.distributions.Categorical(logits=logits)
-        if exploration_type() in (ExplorationType.DETERMINISTIC, ExplorationType.MODE, ExplorationType.MEAN):
-            return logits.argmax(-1), distribution.entropy()
-        return distribution.sample(), distribution.entropy()
+        log_probs = torch.log_softmax(logits, -1)
+        return self.choose(logits), -(log_probs.exp() * log_probs).sum(-1)
 
 
 class ActingWithEntropy(nn.Module):
@@ -319,17 +323,17 @@ Policy = tuple[torch.Tensor | None, torch.Tensor]
 
 def soft_value(
     critics: nn.ModuleList, features: list[torch.Tensor], policy: Policy, alpha: torch.Tensor, twins: str = "min"
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per step, E_pi[Q(h, a) - alpha log pi(a|h)] and the policy's entropy, Q the twin critics' ``twins``
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per step, E_pi[Q(h, a) - alpha log pi(a|h)], the policy's entropy and Q, the twin critics' ``twins``
     (``min`` or ``mean``): over the sampled action (continuous), or exactly, weighting every action by its
-    probability (discrete)."""
+    probability (discrete; Q then of every action, ``[..., actions]``)."""
     action, log_prob = policy
     if action is None:
         q = combined(torch.stack([c.values(f) for c, f in zip(critics, features)]), twins)
         prob = log_prob.exp()
-        return (prob * (q - alpha * log_prob)).sum(-1), -(prob * log_prob).sum(-1)
+        return (prob * (q - alpha * log_prob)).sum(-1), -(prob * log_prob).sum(-1), q
     q = combined(torch.stack([c.value(f, action) for c, f in zip(critics, features)]), twins)
-    return q - alpha * log_prob, -log_prob
+    return q - alpha * log_prob, -log_prob, q
 
 
 def combined(values: torch.Tensor, twins: str) -> torch.Tensor:
@@ -506,7 +510,7 @@ class RSAC:
             target_features = [f[:, 1:] for f in targets_ahead.result()]
             next_policy = tuple(None if p is None else p.detach() for p in steps_of(policy, slice(1, None)))
             bonus = alpha if s.soft_target else torch.zeros_like(alpha)
-            next_value, _ = soft_value(self.target_critics, target_features, next_policy, bonus, s.twin_value)
+            next_value, _, _ = soft_value(self.target_critics, target_features, next_policy, bonus, s.twin_value)
             target = n_step_return(reward, terminated, next_value, mask, s.gamma, s.n_step)
             exact = exact_targets(terminated, mask, s.n_step) if s.critic_loss == "huber_bootstrapped" else None
         features = [f[:, :-1] for f in online]
@@ -543,7 +547,7 @@ class RSAC:
         # ---- actor: maximise E_pi[min Q(h, a) - alpha log pi(a|h)] (the critics fixed: their features
         # and weights, whose gradient this loss does not need)
         with frozen(self.critic_params):
-            value, entropy = soft_value(
+            value, entropy, q_now = soft_value(
                 self.critics, [f.detach() for f in features], steps_of(policy, slice(None, -1)), alpha, s.twin_value
             )
             actor_loss = -(value * learn).sum() / n_learn
@@ -565,11 +569,8 @@ class RSAC:
         self.updates += 1
         gap = {}
         if self.actor.discrete:  # how far the critics tell the actions apart: 0 while they cannot
-            with torch.no_grad():
-                values = combined(
-                    torch.stack([c.values(f.detach()) for c, f in zip(self.critics, features)]), s.twin_value
-                )
-                gap = {"action_gap": ((values.max(-1).values - values.mean(-1)) * learn).sum().item() / n_learn.item()}
+            q_now = q_now.detach()
+            gap = {"action_gap": ((q_now.max(-1).values - q_now.mean(-1)) * learn).sum().item() / n_learn.item()}
         td = torch.stack([(q.detach() - target).abs() for q in q_taken]).mean(0)
         td_error = torch.full(full.shape, float("nan"), device=full.device)
         td_error[:, :horizon] = torch.where(learn, td, float("nan")).to(full.device)
