@@ -280,18 +280,22 @@ def restarted(state: torch.Tensor, starts: torch.Tensor | None) -> torch.Tensor:
     return state if starts is None else torch.where(starts.reshape(1, -1, 1), 0.0, state)
 
 
-def keeping(core: nn.LSTM | nn.GRU, forget_bias: float | None) -> nn.LSTM | nn.GRU:
-    """``core`` with the gate that keeps its state (an LSTM's forget gate, a GRU's update gate) biased
-    by ``forget_bias`` at initialisation: each cell keeps ``sigmoid(forget_bias)`` of its state a step
-    where torch's initialisation keeps about half. None: ``core`` as torch initialised it."""
-    if forget_bias is None:
-        return core
-    gate = 1  # the keeping gate's rows: an LSTM's (i, f, g, o) second, a GRU's (r, z, n) second
-    size = core.hidden_size
+def set_gate_bias(core: nn.LSTM | nn.GRU, layer: int, gate: int, bias: torch.Tensor | float) -> None:
+    """Gate ``gate``'s bias of ``layer`` (an LSTM's gates in torch's order i, f, g, o; a GRU's r, z, n) set to
+    ``bias``: the input side's holds it, the hidden side's 0."""
+    rows = slice(gate * core.hidden_size, (gate + 1) * core.hidden_size)
     with torch.no_grad():
+        getattr(core, f"bias_ih_l{layer}")[rows] = bias
+        getattr(core, f"bias_hh_l{layer}")[rows] = 0.0
+
+
+def keeping(core: nn.LSTM | nn.GRU, forget_bias: float | None) -> nn.LSTM | nn.GRU:
+    """``core`` with the gate that keeps its state (an LSTM's forget gate, a GRU's update gate: the second
+    of each) biased by ``forget_bias`` at initialisation: each cell keeps ``sigmoid(forget_bias)`` of its state
+    a step where torch's initialisation keeps about half. None: ``core`` as torch initialised it."""
+    if forget_bias is not None:
         for layer in range(core.num_layers):
-            getattr(core, f"bias_ih_l{layer}")[gate * size : (gate + 1) * size] = forget_bias
-            getattr(core, f"bias_hh_l{layer}")[gate * size : (gate + 1) * size] = 0.0
+            set_gate_bias(core, layer, 1, forget_bias)
     return core
 
 
@@ -302,16 +306,13 @@ def chrono(core: nn.LSTM, horizon: int | None, spread: str = "uniform") -> nn.LS
     ``horizon`` steps. None: ``core`` unchanged."""
     if horizon is None:
         return core
-    size = core.hidden_size
-    with torch.no_grad():
-        for layer in range(core.num_layers):
-            if spread == "log":
-                forget = torch.empty(size).uniform_(0, math.log(horizon - 1))
-            else:
-                forget = torch.empty(size).uniform_(1, horizon - 1).log()
-            bias_ih, bias_hh = getattr(core, f"bias_ih_l{layer}"), getattr(core, f"bias_hh_l{layer}")
-            bias_ih[:size], bias_ih[size : 2 * size] = -forget, forget  # (i, f, g, o)
-            bias_hh[: 2 * size] = 0.0
+    for layer in range(core.num_layers):
+        if spread == "log":
+            forget = torch.empty(core.hidden_size).uniform_(0, math.log(horizon - 1))
+        else:
+            forget = torch.empty(core.hidden_size).uniform_(1, horizon - 1).log()
+        set_gate_bias(core, layer, 0, -forget)  # (i, f, g, o)
+        set_gate_bias(core, layer, 1, forget)
     return core
 
 

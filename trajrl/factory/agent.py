@@ -88,7 +88,13 @@ def on_cpu(net: nn.Module) -> nn.Module:
 def memory_of(a: NetworkSettings) -> Memory:
     """The memory core the settings name, with its sizes."""
     return Memory(
-        a.rnn, a.memory_size, a.memory_context, a.memory_layers, a.forget_bias, a.chrono_horizon, a.chrono_spread
+        kind=a.rnn,
+        size=a.memory_size,
+        context=a.memory_context,
+        layers=a.memory_layers,
+        forget_bias=a.forget_bias,
+        chrono_horizon=a.chrono_horizon,
+        chrono_spread=a.chrono_spread,
     )
 
 
