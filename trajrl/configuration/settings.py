@@ -707,6 +707,7 @@ class RSACSettings(ReplayLearnerSettings):
         "each step's entropy held near the one the policy acted with there (stored with each step): the "
         "policy's entropy cannot swing from one update to the next; 0: off",
         range=at_least(0),
+        checkpointed=True,  # 0 or not: the stored steps (the checkpoint's buffer) hold policy_entropy or do not
     )
     init_alpha: float = setting(1.0, "initial entropy temperature (learnt)", range=above(0))
     alpha_lr: float | None = setting(
