@@ -86,19 +86,6 @@ def test_a_slice_that_starts_its_episode_keeps_the_gradient_of_its_burn_in(rnn):
     assert (x.grad == 0).all()  # the burn-in steps' own losses: none into the core
 
 
-@pytest.mark.parametrize("rnn", [nn.LSTM(3, 4, batch_first=True), LRU(3, 4, size=2)])
-def test_burn_in_gradient_all_trains_the_core_on_the_first_steps_of_a_slice_that_starts_its_episode(rnn):
-    """``algo.burn_in_gradient=all``: the burn-in steps' own losses reach the core in the rows that start their
-    episode (the recall of lags under burn_in learnt from), and still not in the other rows; the values are one
-    pass's."""
-    x = torch.randn(2, 8, 3, requires_grad=True)
-    out = run_core(rnn, x, None, burn_in=3, episode_starts=torch.tensor([True, False]), warm_gradient=True)
-    torch.testing.assert_close(out, rnn(x)[0])
-    out[:, 2].sum().backward()  # a loss on the last burn-in step alone
-    assert (x.grad[0, :3] != 0).any() and (x.grad[0, 3:] == 0).all()
-    assert (x.grad[1] == 0).all()
-
-
 def test_padded_steps_change_no_update():
     batch = slices([12, 5, 1, 9], horizon=12)
     noisy = batch.clone()

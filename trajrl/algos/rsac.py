@@ -85,14 +85,12 @@ def run_core(
     burn_in: int,
     starts: torch.Tensor | None = None,
     episode_starts: torch.Tensor | None = None,
-    warm_gradient: bool = False,
 ) -> torch.Tensor:
     """Features ``[B, T, H]``; the first ``burn_in`` steps' features carry no gradient. In the rows
     ``episode_starts`` (``[B]``: slices that start their episode) the state they leave does: the
     later steps' gradient reaches back through them to the episode's first observation, which is
-    how a memory of it is learnt; with ``warm_gradient`` their features do too (the first steps'
-    losses train the core: ``algo.burn_in_gradient=all``). ``starts``: where an episode starts
-    inside the sequence (a tape; linear cores; no burn-in)."""
+    how a memory of it is learnt; ``starts``: where an episode starts inside the sequence (a tape;
+    linear cores; no burn-in)."""
     if burn_in <= 0 or not torch.is_grad_enabled():  # no gradient to stop: one pass
         return run_memory(rnn, x, state, starts)[0]
     if episode_starts is None or not bool(episode_starts.any()):
@@ -100,7 +98,7 @@ def run_core(
             warm, final = run_memory(rnn, x[:, :burn_in], state)
     else:
         warm, final = run_memory(rnn, x[:, :burn_in], state)
-        warm = torch.where(episode_starts.view(-1, 1, 1), warm, warm.detach()) if warm_gradient else warm.detach()
+        warm = warm.detach()
         final = tuple(torch.where(episode_starts.view(1, -1, 1), h, h.detach()) for h in final)
     rest, _ = run_memory(rnn, x[:, burn_in:], final)
     return torch.cat([warm, rest], 1)
@@ -261,12 +259,10 @@ class RecurrentCritic(nn.Module):
         starts: torch.Tensor | None = None,
         state: tuple[torch.Tensor, ...] | None = None,
         episode_starts: torch.Tensor | None = None,
-        warm_gradient: bool = False,
     ) -> torch.Tensor:
         """The core's (normalised) features over ``obs``, from ``state`` (None: zero); ``run_core``
-        says what ``burn_in``, ``episode_starts`` and ``warm_gradient`` do."""
-        encoded = self.encoder(obs)
-        return self.norm(run_core(self.rnn, encoded, state, burn_in, starts, episode_starts, warm_gradient))
+        says what ``burn_in`` and ``episode_starts`` do."""
+        return self.norm(run_core(self.rnn, self.encoder(obs), state, burn_in, starts, episode_starts))
 
     def value(self, features: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         """Q of ``action`` (continuous: ``[..., action_dim]`` floats; discrete: ``[...]`` indices)."""
@@ -295,14 +291,13 @@ def critic_features(
     starts: torch.Tensor | None = None,
     state: tuple[torch.Tensor, ...] | None = None,
     episode_starts: torch.Tensor | None = None,
-    warm_gradient: bool = False,
 ) -> list[torch.Tensor]:
     """Each critic's features over ``obs`` from ``state`` (None: zero); critics sharing a core
     share its one pass."""
     passes: dict[nn.Module, torch.Tensor] = {}
     for critic in critics:
         if critic.rnn not in passes:
-            passes[critic.rnn] = critic.features(obs, burn_in, starts, state, episode_starts, warm_gradient)
+            passes[critic.rnn] = critic.features(obs, burn_in, starts, state, episode_starts)
     return [passes[critic.rnn] for critic in critics]
 
 
@@ -450,8 +445,7 @@ class RSAC:
     ) -> torch.Tensor:
         """The actor's own core's (normalised) features over ``sequence``, from the state it stored while acting."""
         encoded, state = self.actor.encoder(sequence), self.actor_state(batch)
-        warm = self.settings.burn_in_gradient == "all"
-        return self.actor.norm(run_core(self.actor.rnn, encoded, state, burn_in, starts, episode_starts, warm))
+        return self.actor.norm(run_core(self.actor.rnn, encoded, state, burn_in, starts, episode_starts))
 
     def policy(self, features: torch.Tensor) -> Policy:
         """The actor's policy at each step of ``features``."""
@@ -505,9 +499,7 @@ class RSAC:
             targets_ahead = self.side.submit(
                 critic_features, self.target_critics, sequence, burn_in, starts, critic_state
             )
-        online = critic_features(
-            self.critics, sequence, burn_in, starts, critic_state, episode_starts, s.burn_in_gradient == "all"
-        )
+        online = critic_features(self.critics, sequence, burn_in, starts, critic_state, episode_starts)
         actor_features = online[0].detach() if actor_ahead is None else actor_ahead.result()
         policy = self.policy(actor_features)
 

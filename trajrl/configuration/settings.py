@@ -626,14 +626,6 @@ class RSACSettings(ReplayLearnerSettings):
         "steps between is not added)",
         range=at_least(1),
     )
-    burn_in_gradient: str = setting(
-        "state",
-        "in slices that start their episode, what of the first sampler.burn_in steps the core learns through: "
-        "state (the state they hand on: the later steps' gradient reaches the first observation; their own "
-        "losses train the heads only) | all (their features too, as the recurrent DQN's: their own losses train "
-        "the core, the recall of the first steps learnt from lags under burn_in as well)",
-        choices=("state", "all"),
-    )
     critic_core: str = setting(
         "separate",
         "the twin critics' encoder and recurrent core: separate (one each) | shared (one read by both Q "
