@@ -216,23 +216,3 @@ def test_chrono_spread_log_draws_the_forget_biases_uniform_in_log_time():
     assert (forget(log_spread) < 1).float().mean().item() == pytest.approx(1 / math.log(39), abs=0.03)
     assert (forget(uniform) < 1).float().mean().item() < 0.06
     torch.testing.assert_close((log_spread.bias_ih_l0 + log_spread.bias_hh_l0)[:2000], -forget(log_spread))
-
-
-def test_chrono_spread_half_leaves_half_the_cells_as_torch_initialised_them():
-    """``algo.chrono_spread=half``: the first half of the cells keep torch's biases (every gate), the second
-    half take chrono's (forget log u with u in [1, T - 1], input -log u)."""
-    from trajrl.algos.memory import Memory, recurrent_core
-
-    torch.manual_seed(0)
-    plain = recurrent_core(Memory("lstm"), 3, 64)
-    torch.manual_seed(0)
-    half = recurrent_core(Memory("lstm", chrono_horizon=40, chrono_spread="half"), 3, 64)
-    for name in ("bias_ih_l0", "bias_hh_l0"):
-        for gate in range(4):  # i, f, g, o: the first 32 cells of each untouched
-            rows = slice(gate * 64, gate * 64 + 32)
-            torch.testing.assert_close(getattr(half, name)[rows], getattr(plain, name)[rows])
-    total = half.bias_ih_l0 + half.bias_hh_l0
-    forget = total[96:128]
-    assert forget.min() >= 0 and forget.max() <= math.log(39) + 1e-6
-    torch.testing.assert_close(total[32:64], -forget)
-    torch.testing.assert_close(half.bias_hh_l0[96:128], torch.zeros(32))

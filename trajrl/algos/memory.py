@@ -280,13 +280,10 @@ def restarted(state: torch.Tensor, starts: torch.Tensor | None) -> torch.Tensor:
     return state if starts is None else torch.where(starts.reshape(1, -1, 1), 0.0, state)
 
 
-def set_gate_bias(
-    core: nn.LSTM | nn.GRU, layer: int, gate: int, bias: torch.Tensor | float, cells: int | None = None
-) -> None:
+def set_gate_bias(core: nn.LSTM | nn.GRU, layer: int, gate: int, bias: torch.Tensor | float) -> None:
     """Gate ``gate``'s bias of ``layer`` (an LSTM's gates in torch's order i, f, g, o; a GRU's r, z, n) set to
-    ``bias`` in its last ``cells`` cells (None: all): the input side's holds it, the hidden side's 0."""
-    cells = core.hidden_size if cells is None else cells
-    rows = slice((gate + 1) * core.hidden_size - cells, (gate + 1) * core.hidden_size)
+    ``bias``: the input side's holds it, the hidden side's 0."""
+    rows = slice(gate * core.hidden_size, (gate + 1) * core.hidden_size)
     with torch.no_grad():
         getattr(core, f"bias_ih_l{layer}")[rows] = bias
         getattr(core, f"bias_hh_l{layer}")[rows] = 0.0
@@ -306,18 +303,16 @@ def chrono(core: nn.LSTM, horizon: int | None, spread: str = "uniform") -> nn.LS
     """``core`` with Tallec & Ollivier (2018)'s chrono initialisation: each cell's forget-gate bias
     ``log u``, ``u ~ U(1, horizon - 1)`` (``spread="log"``: ``log u ~ U(0, log(horizon - 1))``), and its
     input gate's ``-log u``, so that the cells keep their content over time scales spread up to
-    ``horizon`` steps; ``spread="half"``: the second half of the cells so, the first half as torch
-    initialised them (about half a step kept). None: ``core`` unchanged."""
+    ``horizon`` steps. None: ``core`` unchanged."""
     if horizon is None:
         return core
-    cells = core.hidden_size - core.hidden_size // 2 if spread == "half" else core.hidden_size
     for layer in range(core.num_layers):
         if spread == "log":
-            forget = torch.empty(cells).uniform_(0, math.log(horizon - 1))
+            forget = torch.empty(core.hidden_size).uniform_(0, math.log(horizon - 1))
         else:
-            forget = torch.empty(cells).uniform_(1, horizon - 1).log()
-        set_gate_bias(core, layer, 0, -forget, cells)  # (i, f, g, o)
-        set_gate_bias(core, layer, 1, forget, cells)
+            forget = torch.empty(core.hidden_size).uniform_(1, horizon - 1).log()
+        set_gate_bias(core, layer, 0, -forget)  # (i, f, g, o)
+        set_gate_bias(core, layer, 1, forget)
     return core
 
 

@@ -496,9 +496,8 @@ class NetworkSettings:
         "uniform",
         "rnn=lstm with chrono_horizon: how the time scales u are drawn: uniform in [1, T - 1] (Tallec & Ollivier's: "
         "most cells long) | log: log-uniform over it, the forget biases log u uniform in [0, log(T - 1)] (as many "
-        "cells keep about a step as keep the whole horizon) | half: half the cells uniform, the other half at "
-        "torch's initialisation (about half kept a step)",
-        choices=("uniform", "log", "half"),
+        "cells keep about a step as keep the whole horizon)",
+        choices=("uniform", "log"),
         checkpointed=True,
     )
     encoder_sizes: list[int] = setting(
