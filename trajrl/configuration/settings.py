@@ -654,6 +654,13 @@ class RSACSettings(ReplayLearnerSettings):
         "expected Q of the next step alone, the entropy kept in the actor's objective only (decoupled, as in "
         "'Dissecting Discrete SAC', 2025): values on the rewards' scale, not the temperature's",
     )
+    previous_action_to: str = setting(
+        "both",
+        "which networks read the previous action env.previous_action observes: both | actor (the critics "
+        "value the history without it) | critics (the actor acts without it)",
+        choices=("both", "actor", "critics"),
+        checkpointed=True,
+    )
     critic_loss: str = setting(
         "huber",
         "the critics' loss per step: huber (the squared TD error up to an error of 1 (algo.huber_delta), "
