@@ -128,6 +128,10 @@ CASES = [
         ["algo.critic_core=acting", "algo.previous_action_to=critics"],
         ["algo.previous_action_to='critics'", "algo.critic_core=acting", "algo.critic_core=separate"],
     ),
+    (
+        ["algo.soft_target=false", "algo.soft_target_centred=true"],
+        ["algo.soft_target_centred=True", "algo.soft_target=false", "algo.soft_target_centred=false"],
+    ),
     (["algo.previous_action_to=nobody"], ["algo.previous_action_to='nobody'", "both", "actor", "critics"]),
     (
         ["experiment=rsac_pendulum_novel", "algo.dueling=true"],

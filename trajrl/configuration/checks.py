@@ -63,6 +63,7 @@ def check(cfg: DictConfig) -> None:
     check_rnn_lr(cfg)
     check_gate_initialisation(cfg)
     check_previous_action_to(cfg)
+    check_soft_target_centred(cfg)
     check_huber_delta(cfg)
     check_target_sync(cfg)
     check_eps_spread(cfg)
@@ -510,6 +511,17 @@ def check_previous_action_to(cfg: DictConfig) -> None:
             to,
             "gives the previous action to one network, and algo.critic_core=acting has the actor read the "
             "critics' encoder and core: set algo.critic_core=separate or shared, or algo.previous_action_to=both",
+        )
+
+
+def check_soft_target_centred(cfg: DictConfig) -> None:
+    """``algo.soft_target_centred`` centres a bonus that ``algo.soft_target`` puts in the target."""
+    if cfg.algo.get("soft_target_centred", False) and not cfg.algo.soft_target:
+        raise ConfigError(
+            "algo.soft_target_centred",
+            True,
+            "centres the entropy bonus in the critics' target, and algo.soft_target=false puts none there: "
+            "set algo.soft_target=true, or algo.soft_target_centred=false",
         )
 
 

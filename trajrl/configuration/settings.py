@@ -654,6 +654,12 @@ class RSACSettings(ReplayLearnerSettings):
         "expected Q of the next step alone, the entropy kept in the actor's objective only (decoupled, as in "
         "'Dissecting Discrete SAC', 2025): values on the rewards' scale, not the temperature's",
     )
+    soft_target_centred: bool = setting(
+        False,
+        "soft_target only: the bonus in the critics' target is alpha (H - the target entropy), not alpha H: the "
+        "values keep how the next step's entropy differs from the target but not the level alpha x target / "
+        "(1 - gamma) that moves with the temperature",
+    )
     previous_action_to: str = setting(
         "both",
         "which networks read the previous action env.previous_action observes: both | actor (the critics "
