@@ -121,18 +121,9 @@ CASES = [
     ),
     (["algo=rsac", "algo.critic_core=one"], ["algo.critic_core='one'", "separate", "shared", "acting"]),
     (
-        ["env.previous_action=false", "algo.previous_action_to=actor"],
-        ["algo.previous_action_to='actor'", "env.previous_action=false", "algo.previous_action_to=both"],
-    ),
-    (
-        ["algo.critic_core=acting", "algo.previous_action_to=critics"],
-        ["algo.previous_action_to='critics'", "algo.critic_core=acting", "algo.critic_core=separate"],
-    ),
-    (
         ["algo.soft_target=false", "algo.soft_target_centred=true"],
         ["algo.soft_target_centred=True", "algo.soft_target=false", "algo.soft_target_centred=false"],
     ),
-    (["algo.previous_action_to=nobody"], ["algo.previous_action_to='nobody'", "both", "actor", "critics"]),
     (
         ["experiment=rsac_pendulum_novel", "algo.dueling=true"],
         ["algo.dueling=True", "continuous actions", "algo.dueling=false"],

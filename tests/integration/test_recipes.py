@@ -337,28 +337,3 @@ def test_slices_per_batch_refuses_null_and_what_is_out_of_its_range(value):
 
     with pytest.raises(ConfigError, match=r"sampler.slices_per_batch=.*must be >= 1 or auto; the default is auto"):
         validate(trajrl.compose([f"sampler.slices_per_batch={value}"]))
-
-
-@pytest.mark.parametrize("to", ["actor", "critics"])
-def test_the_previous_action_reaches_the_networks_it_is_given_to_and_no_other(to):
-    """``algo.previous_action_to``: the other network's encoder gives the same features whatever
-    the previous action columns hold; the one given it reads them; both still learn from slices."""
-    from trajrl.envs.gym_envs import env_spaces
-
-    cfg = trajrl.compose(["collector=sync", "debug=smoke", "env.previous_action=true", f"algo.previous_action_to={to}"])
-    start = env_spaces(cfg.env, "rsac").previous_action
-    with trajrl.build(cfg) as pipe:
-        obs = acting_rollout(pipe, 60)["observation"]
-        taken = obs[:, start : start + 2].sum(-1)  # one-hot, zero at an episode's first step
-        assert ((taken == 1) | (taken == 0)).all() and (taken == 1).sum() > 40
-        other = obs.clone()
-        other[:, start : start + 2] = 1 - other[:, start : start + 2]  # the other action taken, CartPole's 2
-        algo = pipe.algo
-        readers = {"actor": algo.actor.encoder, "critics": algo.critics[0].encoder}
-        with torch.no_grad():
-            for name, encoder in readers.items():
-                same = torch.equal(encoder(obs), encoder(other))
-                assert same == (name != to), name
-        collect_frames(pipe, 200)
-        metrics = algo.update(pipe.sequences.sample())
-        assert all(torch.isfinite(torch.tensor(v)) for v in metrics.values())
