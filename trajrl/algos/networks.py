@@ -19,7 +19,7 @@ from torchrl.modules import MLP
 from trajrl.algos.memory import CORES, run_memory, state_shape
 from trajrl.base import internals
 from trajrl.base.errors import NonFiniteUpdate
-from trajrl.envs.spaces import HIDDEN, IMAGE, NUMBERS, Part
+from trajrl.envs.spaces import IMAGE, NUMBERS, Part
 
 
 class Standardize(internals.StateDictDefaults, nn.Module):
@@ -80,7 +80,7 @@ class Inputs:
 class ObservationInputs(nn.Module):
     """The flat observation (``trajrl.envs.spaces``) as the MLP's input: numbers standardised
     (and with ``squash``, passed through ``symlog``), one-hot codes and bits as they are,
-    each image through a small convolution (pixels / 255); a ``HIDDEN`` part not at all.
+    each image through a small convolution (pixels / 255).
 
     Why ``squash``: the statistics come from a random policy, and a learnt policy visits
     states far outside them (CartPole's cart wanders 10-20 of a random policy's standard
@@ -91,8 +91,7 @@ class ObservationInputs(nn.Module):
         super().__init__()
         inputs = inputs or Inputs()
         loc, scale = inputs.loc, inputs.scale
-        read = [p for p in parts if p.kind not in (IMAGE, HIDDEN)]  # the columns taken as they are
-        flat = [i for p in read for i in range(p.start, p.start + p.size)]
+        flat = [i for p in parts if p.kind != IMAGE for i in range(p.start, p.start + p.size)]
         numbers = torch.zeros(sum(p.size for p in parts), dtype=torch.bool)
         for p in parts:
             numbers[p.start : p.start + p.size] = p.kind == NUMBERS

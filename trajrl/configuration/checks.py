@@ -62,7 +62,6 @@ def check(cfg: DictConfig) -> None:
     check_warmup(cfg)
     check_rnn_lr(cfg)
     check_gate_initialisation(cfg)
-    check_previous_action_to(cfg)
     check_soft_target_centred(cfg)
     check_huber_delta(cfg)
     check_target_sync(cfg)
@@ -490,27 +489,6 @@ def check_gate_initialisation(cfg: DictConfig) -> None:
             cfg.algo.chrono_horizon,
             f"and algo.forget_bias={cfg.algo.forget_bias:g} both set the forget gates' biases: "
             "keep one, the other null",
-        )
-
-
-def check_previous_action_to(cfg: DictConfig) -> None:
-    """``algo.previous_action_to`` routes an observed previous action to networks that read their own inputs."""
-    to = cfg.algo.get("previous_action_to", "both")
-    if to == "both":
-        return
-    if not cfg.env.get("previous_action", False):
-        raise ConfigError(
-            "algo.previous_action_to",
-            to,
-            "gives the previous action to one network, and env.previous_action=false observes none: "
-            "set env.previous_action=true, or algo.previous_action_to=both",
-        )
-    if cfg.algo.get("critic_core") == "acting":
-        raise ConfigError(
-            "algo.previous_action_to",
-            to,
-            "gives the previous action to one network, and algo.critic_core=acting has the actor read the "
-            "critics' encoder and core: set algo.critic_core=separate or shared, or algo.previous_action_to=both",
         )
 
 

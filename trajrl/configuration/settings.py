@@ -660,13 +660,6 @@ class RSACSettings(ReplayLearnerSettings):
         "values keep how the next step's entropy differs from the target but not the level alpha x target / "
         "(1 - gamma) that moves with the temperature",
     )
-    previous_action_to: str = setting(
-        "both",
-        "which networks read the previous action env.previous_action observes: both | actor (the critics "
-        "value the history without it) | critics (the actor acts without it)",
-        choices=("both", "actor", "critics"),
-        checkpointed=True,
-    )
     critic_loss: str = setting(
         "huber",
         "the critics' loss per step: huber (the squared TD error up to an error of 1 (algo.huber_delta), "

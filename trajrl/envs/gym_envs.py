@@ -447,7 +447,6 @@ class EnvSpaces:
     goal: GoalLayout | None = None  # a goal environment's goals in the flat observation (trajrl.envs.spaces)
     goal_problem: str = ""  # why it is not a goal environment hindsight can relabel ("" when it is)
     action_parts: tuple[int, ...] = ()  # a MultiDiscrete action: the categories of each part
-    previous_action: int | None = None  # the column where the previous action begins (None: not observed)
 
 
 def env_spaces(env_cfg: Any, algo: str | None = None, timeout_s: float | None = None) -> EnvSpaces:
@@ -532,16 +531,9 @@ def _env_spaces(
             goal,
             problem,
             action_parts(act_space),
-            column_of(obs_space, "previous_action") if previous_action else None,
         )
     finally:
         env.close()
-
-
-def column_of(space: gym.spaces.Dict, key: str) -> int:
-    """The column of ``space``'s flat form where its part ``key`` begins."""
-    keys = list(space.spaces)
-    return sum(gym.spaces.flatdim(space[k]) for k in keys[: keys.index(key)])
 
 
 def goal_problem(env: gym.Env) -> str:

@@ -12,20 +12,20 @@ in the buffer (four times smaller than floats).
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import gymnasium as gym
 import numpy as np
 
-#: What each kind of part is, as the encoder treats it (HIDDEN: a part a network is not given).
-NUMBERS, CODES, IMAGE, HIDDEN = "numbers", "codes", "image", "hidden"
+#: What each kind of part is, as the encoder treats it.
+NUMBERS, CODES, IMAGE = "numbers", "codes", "image"
 
 
 @dataclass(frozen=True)
 class Part:
     """A stretch ``[start, start + size)`` of the flat observation."""
 
-    kind: str  # NUMBERS (standardised), CODES (one-hot or bits: as they are), IMAGE, HIDDEN (left out)
+    kind: str  # NUMBERS (standardised), CODES (one-hot or bits: as they are), IMAGE
     start: int
     size: int
     image_shape: tuple[int, ...] = ()  # (channels, height, width) of an IMAGE part
@@ -61,12 +61,6 @@ def parts_of(space: gym.Space, start: int = 0) -> tuple[Part, ...]:
         f"{space} has no fixed-size flat form (trajrl takes Box, Discrete, MultiDiscrete, "
         "MultiBinary, and Dict or Tuple of these)"
     )
-
-
-def hidden(parts: tuple[Part, ...], start: int | None) -> tuple[Part, ...]:
-    """``parts`` with the one that begins at column ``start`` left out of a network's inputs
-    (``HIDDEN``); ``start`` None: ``parts`` as they are."""
-    return tuple(replace(p, kind=HIDDEN) if p.start == start else p for p in parts)
 
 
 def _joined(spaces, start: int) -> tuple[Part, ...]:

@@ -26,7 +26,7 @@ from trajrl.base.keys import VERSION_KEY
 from trajrl.collect.collector_env import make_env, observation_stats
 from trajrl.configuration.settings import NetworkSettings, PPOSettings, R2D2Settings, RSACSettings, settings_of
 from trajrl.envs.gym_envs import EnvSpaces
-from trajrl.envs.spaces import CONTINUOUS, DISCRETE, MULTI_BINARY, hidden
+from trajrl.envs.spaces import CONTINUOUS, DISCRETE, MULTI_BINARY
 from trajrl.factory.collector import collector_slots
 
 
@@ -202,14 +202,11 @@ def build_rsac(a: RSACSettings, cfg, spaces: EnvSpaces, inputs: Inputs, device: 
         low, high = space.low.float().reshape(-1), space.high.float().reshape(-1)
     sizes = list(a.encoder_sizes)
     parts, action_dim = spaces.parts, spaces.actions
-    actor_parts = hidden(parts, spaces.previous_action if a.previous_action_to == "critics" else None)
-    critic_parts = hidden(parts, spaces.previous_action if a.previous_action_to == "actor" else None)
     memory = memory_of(a)
-    actor = RecurrentActor(actor_parts, action_dim, sizes, a.hidden_size, memory, low, high, inputs, a.layer_norm)
-    actor = actor.to(device)
+    actor = RecurrentActor(parts, action_dim, sizes, a.hidden_size, memory, low, high, inputs, a.layer_norm).to(device)
     critics = twin_critics(
         lambda: RecurrentCritic(
-            critic_parts, action_dim, sizes, a.hidden_size, memory, inputs, a.layer_norm, discrete, a.dueling
+            parts, action_dim, sizes, a.hidden_size, memory, inputs, a.layer_norm, discrete, a.dueling
         ),
         shared=a.critic_core != "separate",
     ).to(device)
