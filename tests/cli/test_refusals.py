@@ -121,10 +121,6 @@ CASES = [
     ),
     (["algo=rsac", "algo.critic_core=one"], ["algo.critic_core='one'", "separate", "shared", "acting"]),
     (
-        ["algo.soft_target=false", "algo.soft_target_centred=true"],
-        ["algo.soft_target_centred=True", "algo.soft_target=false", "algo.soft_target_centred=false"],
-    ),
-    (
         ["experiment=rsac_pendulum_novel", "algo.dueling=true"],
         ["algo.dueling=True", "continuous actions", "algo.dueling=false"],
     ),

@@ -154,8 +154,6 @@ def discrete_batch():
         ("shared", 3, False, False, "mse"),
         ("separate", 1, True, True, "mse"),
         ("acting", 1, False, True, "mse"),
-        ("separate", 1, "centred", False, "mse"),
-        ("separate", 3, "centred", False, "huber"),
         ("separate", 1, True, False, "huber"),
         ("separate", 1, True, False, "huber_delta"),
         ("separate", 1, True, False, "huber_bootstrapped"),
@@ -173,8 +171,7 @@ def test_sac_discrete_critic_target_and_actor_loss_are_the_exact_expectations_ov
     SAC updates them in turn), and the temperature follows the exact entropy -sum_a pi log pi.
     With a shared core the same sums hold, both heads reading the one core. Without ``soft_target``
     the target's value is sum_a pi(a|s') min_i Qtarget_i(s', a): no entropy in it (the actor's loss
-    and the temperature unchanged); ``centred`` (``soft_target_centred``): the soft value less alpha times the
-    target entropy, 0.7 log 3. With ``dueling`` each critic's head is V + A - mean(A); with
+    and the temperature unchanged). With ``dueling`` each critic's head is V + A - mean(A); with
     ``critic_core=acting`` the actor's policy is its head over the critics' core (zero start here).
     With ``critic_loss=huber`` (rewards times 3, so that some errors pass 1) each step's squared error
     becomes d^2 for |d| <= 1 and 2 |d| - 1 past it; with ``huber_delta`` 1.5, d^2 up to 1.5 and 3 |d| - 2.25 past it;
@@ -185,8 +182,7 @@ def test_sac_discrete_critic_target_and_actor_loss_are_the_exact_expectations_ov
     algo = discrete_sac(
         critic_core=critic_core,
         n_step=n_step,
-        soft_target=bool(soft_target),
-        soft_target_centred=soft_target == "centred",
+        soft_target=soft_target,
         dueling=dueling,
         critic_loss=critic_loss,
         huber_delta=delta,
@@ -213,8 +209,6 @@ def test_sac_discrete_critic_target_and_actor_loss_are_the_exact_expectations_ov
         q_next = torch.minimum(q_all(targets[0], obs), q_all(targets[1], obs))[:, 1:]
         bonus = alpha if soft_target else 0.0
         soft = (log_pi.exp()[:, 1:] * (q_next - bonus * log_pi[:, 1:])).sum(-1)
-        if soft_target == "centred":
-            soft = soft - alpha * 0.7 * math.log(3)
         alive = 1.0 - batch["next", "terminated"].squeeze(-1).float()
         reward, target = batch["next", "reward"].squeeze(-1), torch.zeros(2, 5)
         exact = torch.zeros(2, 5, dtype=torch.bool)

@@ -62,7 +62,6 @@ def check(cfg: DictConfig) -> None:
     check_warmup(cfg)
     check_rnn_lr(cfg)
     check_gate_initialisation(cfg)
-    check_soft_target_centred(cfg)
     check_huber_delta(cfg)
     check_target_sync(cfg)
     check_eps_spread(cfg)
@@ -489,17 +488,6 @@ def check_gate_initialisation(cfg: DictConfig) -> None:
             cfg.algo.chrono_horizon,
             f"and algo.forget_bias={cfg.algo.forget_bias:g} both set the forget gates' biases: "
             "keep one, the other null",
-        )
-
-
-def check_soft_target_centred(cfg: DictConfig) -> None:
-    """``algo.soft_target_centred`` centres a bonus that ``algo.soft_target`` puts in the target."""
-    if cfg.algo.get("soft_target_centred", False) and not cfg.algo.soft_target:
-        raise ConfigError(
-            "algo.soft_target_centred",
-            True,
-            "centres the entropy bonus in the critics' target, and algo.soft_target=false puts none there: "
-            "set algo.soft_target=true, or algo.soft_target_centred=false",
         )
 
 

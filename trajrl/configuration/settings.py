@@ -654,12 +654,6 @@ class RSACSettings(ReplayLearnerSettings):
         "expected Q of the next step alone, the entropy kept in the actor's objective only (decoupled, as in "
         "'Dissecting Discrete SAC', 2025): values on the rewards' scale, not the temperature's",
     )
-    soft_target_centred: bool = setting(
-        False,
-        "soft_target only: the bonus in the critics' target is alpha (H - the target entropy), not alpha H: the "
-        "values keep how the next step's entropy differs from the target but not the level alpha x target / "
-        "(1 - gamma) that moves with the temperature",
-    )
     critic_loss: str = setting(
         "huber",
         "the critics' loss per step: huber (the squared TD error up to an error of 1 (algo.huber_delta), "
