@@ -121,6 +121,11 @@ CASES = [
     ),
     (["algo=rsac", "algo.critic_core=one"], ["algo.critic_core='one'", "separate", "shared", "acting"]),
     (
+        ["algo.soft_target=false", "algo.soft_target_fade=8000"],
+        ["algo.soft_target_fade=8000", "algo.soft_target=false", "algo.soft_target_fade=null"],
+    ),
+    (["algo.soft_target_fade=0"], ["algo.soft_target_fade=0", "must be >= 1"]),
+    (
         ["experiment=rsac_pendulum_novel", "algo.dueling=true"],
         ["algo.dueling=True", "continuous actions", "algo.dueling=false"],
     ),

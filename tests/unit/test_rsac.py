@@ -154,6 +154,8 @@ def discrete_batch():
         ("shared", 3, False, False, "mse"),
         ("separate", 1, True, True, "mse"),
         ("acting", 1, False, True, "mse"),
+        ("separate", 1, "faded", False, "mse"),
+        ("separate", 3, "half_faded", False, "huber"),
         ("separate", 1, True, False, "huber"),
         ("separate", 1, True, False, "huber_delta"),
         ("separate", 1, True, False, "huber_bootstrapped"),
@@ -171,7 +173,8 @@ def test_sac_discrete_critic_target_and_actor_loss_are_the_exact_expectations_ov
     SAC updates them in turn), and the temperature follows the exact entropy -sum_a pi log pi.
     With a shared core the same sums hold, both heads reading the one core. Without ``soft_target``
     the target's value is sum_a pi(a|s') min_i Qtarget_i(s', a): no entropy in it (the actor's loss
-    and the temperature unchanged). With ``dueling`` each critic's head is V + A - mean(A); with
+    and the temperature unchanged); ``faded`` (``soft_target_fade`` 4 after 4 updates): the soft value less alpha
+    times the target entropy, 0.7 log 3; ``half_faded`` (after 2 of 4): less half that. With ``dueling`` each critic's head is V + A - mean(A); with
     ``critic_core=acting`` the actor's policy is its head over the critics' core (zero start here).
     With ``critic_loss=huber`` (rewards times 3, so that some errors pass 1) each step's squared error
     becomes d^2 for |d| <= 1 and 2 |d| - 1 past it; with ``huber_delta`` 1.5, d^2 up to 1.5 and 3 |d| - 2.25 past it;
@@ -182,11 +185,13 @@ def test_sac_discrete_critic_target_and_actor_loss_are_the_exact_expectations_ov
     algo = discrete_sac(
         critic_core=critic_core,
         n_step=n_step,
-        soft_target=soft_target,
+        soft_target=bool(soft_target),
+        soft_target_fade=None if soft_target in (True, False) else 4,
         dueling=dueling,
         critic_loss=critic_loss,
         huber_delta=delta,
     )
+    algo.updates = {"faded": 4, "half_faded": 2}.get(soft_target, 0)  # the updates made before this one
     if dueling:
         assert isinstance(algo.critics[0].q[-1], DuelingHead)
     batch = discrete_batch()
@@ -209,6 +214,8 @@ def test_sac_discrete_critic_target_and_actor_loss_are_the_exact_expectations_ov
         q_next = torch.minimum(q_all(targets[0], obs), q_all(targets[1], obs))[:, 1:]
         bonus = alpha if soft_target else 0.0
         soft = (log_pi.exp()[:, 1:] * (q_next - bonus * log_pi[:, 1:])).sum(-1)
+        faded = {"faded": 1.0, "half_faded": 0.5}.get(soft_target, 0.0)
+        soft = soft - faded * alpha * 0.7 * math.log(3)
         alive = 1.0 - batch["next", "terminated"].squeeze(-1).float()
         reward, target = batch["next", "reward"].squeeze(-1), torch.zeros(2, 5)
         exact = torch.zeros(2, 5, dtype=torch.bool)

@@ -511,6 +511,9 @@ class RSAC:
             next_policy = tuple(None if p is None else p.detach() for p in steps_of(policy, slice(1, None)))
             bonus = alpha if s.soft_target else torch.zeros_like(alpha)
             next_value, _, _ = soft_value(self.target_critics, target_features, next_policy, bonus, s.twin_value)
+            if s.soft_target_fade is not None:  # the level alpha x target fades out: alpha (H - target) after
+                faded = min(1.0, self.updates / s.soft_target_fade)
+                next_value = next_value - faded * bonus * self.target_entropy
             target = n_step_return(reward, terminated, next_value, mask, s.gamma, s.n_step)
             exact = exact_targets(terminated, mask, s.n_step) if s.critic_loss == "huber_bootstrapped" else None
         features = [f[:, :-1] for f in online]

@@ -62,6 +62,7 @@ def check(cfg: DictConfig) -> None:
     check_warmup(cfg)
     check_rnn_lr(cfg)
     check_gate_initialisation(cfg)
+    check_soft_target_fade(cfg)
     check_huber_delta(cfg)
     check_target_sync(cfg)
     check_eps_spread(cfg)
@@ -488,6 +489,18 @@ def check_gate_initialisation(cfg: DictConfig) -> None:
             cfg.algo.chrono_horizon,
             f"and algo.forget_bias={cfg.algo.forget_bias:g} both set the forget gates' biases: "
             "keep one, the other null",
+        )
+
+
+def check_soft_target_fade(cfg: DictConfig) -> None:
+    """``algo.soft_target_fade`` fades a bonus that ``algo.soft_target`` puts in the target."""
+    fade = cfg.algo.get("soft_target_fade")
+    if fade is not None and not cfg.algo.soft_target:
+        raise ConfigError(
+            "algo.soft_target_fade",
+            fade,
+            "fades the entropy bonus's level in the critics' target, and algo.soft_target=false puts no bonus "
+            "there: set algo.soft_target=true, or algo.soft_target_fade=null",
         )
 
 

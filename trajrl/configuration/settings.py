@@ -654,6 +654,14 @@ class RSACSettings(ReplayLearnerSettings):
         "expected Q of the next step alone, the entropy kept in the actor's objective only (decoupled, as in "
         "'Dissecting Discrete SAC', 2025): values on the rewards' scale, not the temperature's",
     )
+    soft_target_fade: int | None = setting(
+        None,
+        "soft_target only: the level of the bonus in the critics' target (alpha x the target entropy a step) fades "
+        "linearly to nothing over this many updates, the bonus alpha (H - the target entropy) after them: the "
+        "values keep how the next step's entropy differs from the target, not the level that moves with the "
+        "temperature; null: the level stays",
+        range=at_least(1),
+    )
     critic_loss: str = setting(
         "huber",
         "the critics' loss per step: huber (the squared TD error up to an error of 1 (algo.huber_delta), "
