@@ -175,7 +175,8 @@ def test_sac_discrete_critic_target_and_actor_loss_are_the_exact_expectations_ov
     the target's value is sum_a pi(a|s') min_i Qtarget_i(s', a): no entropy in it (the actor's loss
     and the temperature unchanged); ``faded`` (``soft_target_fade`` 4 after 4 updates): the soft value less alpha
     times the target entropy, 0.7 log 3; ``half_faded`` (after 2 of 4): less half that. With ``dueling`` each
-    critic's head is V + A - mean(A); with ``critic_core=acting`` the actor's policy is its head over the critics' core (zero start here).
+    critic's head is V + A - mean(A); with ``critic_core=acting`` the actor's policy is its head over the
+    critics' core (zero start here).
     With ``critic_loss=huber`` (rewards times 3, so that some errors pass 1) each step's squared error
     becomes d^2 for |d| <= 1 and 2 |d| - 1 past it; with ``huber_delta`` 1.5, d^2 up to 1.5 and 3 |d| - 2.25 past it;
     with ``huber_bootstrapped`` d^2 where the step's target holds no bootstrapped value (its episode terminates
