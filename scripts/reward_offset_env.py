@@ -3,7 +3,8 @@ reward), registered as RepeatPreviousOffset-v0: an `env.import_module` for the d
 docs/benchmarks/learning/tuning.md (fourteenth session: what the soft target's level gives the recall):
 
     PYTHONPATH=scripts python -m trajrl env=gym env.id=RepeatPreviousOffset-v0 \
-        env.import_module=reward_offset_env total_frames=20000 seed=0 algo.soft_target=false
+        env.import_module=reward_offset_env total_frames=20000 seed=0 \
+        algo.soft_target=false algo.soft_target_fade=null
 """
 
 import gymnasium as gym

@@ -124,6 +124,7 @@ CASES = [
         ["algo.soft_target=false", "algo.soft_target_fade=8000"],
         ["algo.soft_target_fade=8000", "algo.soft_target=false", "algo.soft_target_fade=null"],
     ),
+    (["algo.soft_target=false"], ["algo.soft_target_fade=10000", "algo.soft_target_fade=null"]),
     (["algo.soft_target_fade=0"], ["algo.soft_target_fade=0", "must be >= 1"]),
     (
         ["experiment=rsac_pendulum_novel", "algo.dueling=true"],

@@ -655,11 +655,12 @@ class RSACSettings(ReplayLearnerSettings):
         "'Dissecting Discrete SAC', 2025): values on the rewards' scale, not the temperature's",
     )
     soft_target_fade: int | None = setting(
-        None,
+        10000,
         "soft_target only: the level of the bonus in the critics' target (alpha x the target entropy a step) fades "
         "linearly to nothing over this many updates, the bonus alpha (H - the target entropy) after them: the "
         "values keep how the next step's entropy differs from the target, not the level that moves with the "
-        "temperature; null: the level stays",
+        "temperature (the level teaches the travel suite's 3-step recall early; its moves with the temperature "
+        "slow the first-observation recall late); null: the level stays (with algo.soft_target=false: null)",
         range=at_least(1),
     )
     critic_loss: str = setting(
