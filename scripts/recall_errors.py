@@ -8,8 +8,9 @@ checks the actor's action and the twin critics' smaller value's best action (rec
 run from a zero state at the episode's first step, as ``scripts/cartpole_episodes.py --values`` does)
 against the answer. Prints the share right over all steps and split by what the step's history holds:
 whether the answer equals the agent's own previous action (an input: ``env.previous_action``), the
-previous observation, or repeats inside the window of the delay; and the critics' action gap (best minus
-mean) along the episodes (1.5 on the rewards' scale when the answer is known, 0 when it is not).
+previous observation, or repeats inside the window of the delay (these overlap: an answer equal to the
+previous action is often a symbol repeated in the window, so read the splits together); and the critics'
+action gap (best minus mean) along the episodes (0 where the critics cannot tell the actions apart).
 """
 
 from __future__ import annotations
