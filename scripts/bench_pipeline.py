@@ -712,6 +712,11 @@ def learner_speed(preset: str | None, updates: int, repeats: int, device: str = 
         events = prof.key_averages()
         total = sum(e.self_cpu_time_total for e in events)
         recurrent = sum(e.self_cpu_time_total for e in events if any(k in e.key for k in ("rnn", "lstm", "gru")))
+        counted = [step()[0] for _ in range(4)]  # the update's own operators, sampling apart
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            for batch in counted:
+                algo.update(batch)
+        ops = sum(e.count for e in prof.key_averages() if e.key.startswith("aten::")) / len(counted)
         compile_s = None
         if hasattr(algo, "qnet") and isinstance(algo.qnet.rnn, torch.nn.LSTM):
             # torch.compile of the recurrent DQN's networks (the LSTM stays ATen's kernel); a linear core's
@@ -726,6 +731,7 @@ def learner_speed(preset: str | None, updates: int, repeats: int, device: str = 
         return {
             **median,
             "recurrent": recurrent / max(total, 1),
+            "ops": ops,
             "shape": tuple(step()[0].shape),
             "compile_s": compile_s,
         }
@@ -1119,14 +1125,16 @@ def main(argv: list[str] | None = None) -> None:
             f"# learners alone, one thread, at each preset's batch shape: gradient steps per second "
             f"(sampling included; PPO: its collected episodes, no sampling), the median of {args.repeats_learner} "
             f"alternated runs of {args.updates} steps with torch's plain Adam step and with the fused one; "
-            f"recurrent kernels: their share of the CPU time in a profile; device={args.device}"
+            f"recurrent kernels: their share of the CPU time in a profile; torch ops: the aten operators an update "
+            f"calls (nested calls counted, sampling apart); device={args.device}"
         )
         print()
         print(
             "| algorithm (preset) | batch | plain Adam steps/s | trajrl steps/s | frames learnt/s | ms sampling | "
-            "ms updating | LSTM/GRU kernels | trajrl / plain | trajrl, 2 threads: steps/s | 2 threads / 1 |"
+            "ms updating | LSTM/GRU kernels | torch ops an update | trajrl / plain | trajrl, 2 threads: steps/s | "
+            "2 threads / 1 |"
         )
-        print("|---|---|---|---|---|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
         for label, preset, overrides in (row for row in LEARNERS if args.rows_like in row[0]):
             result = learner_speed(preset, args.updates, args.repeats_learner, args.device, overrides)
             what = preset or " ".join(overrides) or "python -m trajrl"
@@ -1134,7 +1142,7 @@ def main(argv: list[str] | None = None) -> None:
             print(
                 f"| {label} ({what}) | {result['shape']} | {slow['per_s']:.0f} | {fast['per_s']:.0f} | "
                 f"{fast['frames_per_s']:.0f} | {fast['sample_ms']:.2f} | {fast['update_ms']:.2f} | "
-                f"{result['recurrent']:.0%} | "
+                f"{result['recurrent']:.0%} | {result['ops']:,.0f} | "
                 f"{fast['per_s'] / slow['per_s']:.2f} | {two_threads(result)} |",
                 flush=True,
             )
@@ -1144,7 +1152,7 @@ def main(argv: list[str] | None = None) -> None:
                     f"| {label}, networks under torch.compile ({result['compile_s']:.0f} s to compile) | "
                     f"{result['shape']} | | {compiled['per_s']:.0f} | {compiled['frames_per_s']:.0f} | "
                     f"{compiled['sample_ms']:.2f} | "
-                    f"{compiled['update_ms']:.2f} | | {compiled['per_s'] / slow['per_s']:.2f} | | |",
+                    f"{compiled['update_ms']:.2f} | | | {compiled['per_s'] / slow['per_s']:.2f} | | |",
                     flush=True,
                 )
         print()
