@@ -713,10 +713,10 @@ def learner_speed(preset: str | None, updates: int, repeats: int, device: str = 
         total = sum(e.self_cpu_time_total for e in events)
         recurrent = sum(e.self_cpu_time_total for e in events if any(k in e.key for k in ("rnn", "lstm", "gru")))
         counted = [step()[0] for _ in range(4)]  # the update's own operators, sampling apart
-        with profile(activities=[ProfilerActivity.CPU]) as prof:
+        with profile(activities=[ProfilerActivity.CPU]) as counting:
             for batch in counted:
                 algo.update(batch)
-        ops = sum(e.count for e in prof.key_averages() if e.key.startswith("aten::")) / len(counted)
+        ops = sum(e.count for e in counting.key_averages() if e.key.startswith("aten::")) / len(counted)
         compile_s = None
         if hasattr(algo, "qnet") and isinstance(algo.qnet.rnn, torch.nn.LSTM):
             # torch.compile of the recurrent DQN's networks (the LSTM stays ATen's kernel); a linear core's
