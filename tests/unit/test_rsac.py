@@ -11,7 +11,7 @@ from torch.distributions import AffineTransform, Normal, TanhTransform, Transfor
 
 import trajrl
 from trajrl.algos.memory import FFM, LRU
-from trajrl.algos.networks import DuelingHead, SideThread
+from trajrl.algos.networks import DuelingHead, SideThread, read_statistics
 from trajrl.algos.rsac import (
     RSAC,
     RecurrentActor,
@@ -605,3 +605,22 @@ def test_an_update_on_two_threads_gives_the_bits_of_one_thread(actions, critic_c
     (stats_two, weights_two), (stats_one, weights_one) = results
     assert two.side.enabled and not one.side.enabled and stats_two == stats_one
     assert all(torch.equal(a, b) for a, b in zip(weights_two, weights_one))
+
+
+def test_an_updates_statistics_are_read_together_as_the_floats_each_gives_alone():
+    """``read_statistics``: every statistic, in order, as the float ``.item()`` gives it alone (a loss with its
+    graph, a count, a shape-(1,) value), from one read; and a recurrent SAC update's, one float each."""
+    loss = (torch.tensor([1.5, 2.25], requires_grad=True) ** 2).sum()
+    stats = {"loss": loss, "count": torch.tensor(7), "share": torch.tensor([True, False]).float().mean()}
+    stats["norm"] = torch.tensor([0.1])
+    read = read_statistics(stats)
+    assert list(read) == ["loss", "count", "share", "norm"]
+    assert read == {"loss": 7.3125, "count": 7.0, "share": 0.5, "norm": torch.tensor([0.1]).item()}
+    torch.manual_seed(0)
+    actor = RecurrentActor(2, 3, [8], 8, "lstm", None, None)
+    critics = twin_critics(lambda: RecurrentCritic(2, 3, [8], 8, "lstm", discrete=True), False)
+    batch = slices([12, 5, 9, 12], horizon=12)
+    batch["action"] = torch.randint(0, 3, (4, 12))
+    update = RSAC(actor, critics, RSACSettings(), burn_in=3).update(batch)
+    assert all(type(v) is float and math.isfinite(v) for v in update.values()), update
+    assert {"critic_loss", "actor_loss", "alpha", "entropy", "q_mean", "action_gap", "lr"} <= set(update)

@@ -366,6 +366,13 @@ def clipped_step(
     return norm
 
 
+def read_statistics(stats: dict[str, torch.Tensor]) -> dict[str, float]:
+    """An update's statistics (scalar tensors, wherever they are) as floats, read together: one
+    synchronisation with the device instead of one a statistic."""
+    values = torch.stack([v.detach().float().reshape(()) for v in stats.values()]).tolist()
+    return dict(zip(stats, values))
+
+
 def recurrent_parameters(module: nn.Module) -> set[int]:
     """The ids of ``module``'s parameters that belong to its recurrent cores (``trajrl.algos.memory``)."""
     return {id(p) for m in module.modules() if isinstance(m, CORES) for p in m.parameters()}

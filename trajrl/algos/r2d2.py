@@ -33,6 +33,7 @@ from trajrl.algos.networks import (
     clipped_step,
     decay_lr,
     encoder,
+    read_statistics,
     track_observations,
 )
 from trajrl.algos.sequences import learned_steps, n_step_return, sequence_of, stored_state, without_padding_columns
@@ -253,13 +254,16 @@ class R2D2:
         td_error = torch.full(full.shape, float("nan"), device=full.device)
         td_error[:, :horizon] = torch.where(learn, abs_td, float("nan")).to(full.device)
         full.set(TD_KEY, td_error)
-        return {
-            "loss": loss.item(),
-            "q_mean": (q_taken.detach() * learn).sum().item() / max(1, int(learn.sum())),
-            "td_abs_mean": abs_td.sum().item() / max(1, int(learn.sum())),
-            "grad_norm": float(grad_norm),
-            "learn_frac": learn.float().mean().item(),
-        }
+        learnt = learn.sum().clamp_min(1)
+        return read_statistics(
+            {
+                "loss": loss,
+                "q_mean": (q_taken.detach() * learn).sum() / learnt,
+                "td_abs_mean": abs_td.sum() / learnt,
+                "grad_norm": grad_norm,
+                "learn_frac": learn.float().mean(),
+            }
+        )
 
     def set_lr(self) -> None:
         """The learning rates of this update: ``lr`` decayed linearly to ``lr_end``, and the

@@ -48,6 +48,7 @@ from trajrl.algos.networks import (
     decay_lr,
     encoder,
     frozen,
+    read_statistics,
     track_observations,
 )
 from trajrl.algos.sequences import (
@@ -535,7 +536,7 @@ class RSAC:
         ]
         critic_loss = losses[0] + losses[1]
         self.critic_optimizer.zero_grad(set_to_none=True)
-        if self.separate_critics:  # each critic's gradient from its own loss: the second's on the side thread
+        if self.separate_critics and self.side.enabled:  # each critic's gradient from its own loss: the second's there
             second = self.side.submit(losses[1].backward)
             losses[0].backward()
             second.result()
@@ -561,33 +562,33 @@ class RSAC:
             actor_loss.backward()
         clipped_step(self.actor_optimizer, self.actor_params, s.max_grad_norm, actor_loss, "actor loss")
 
-        # ---- temperature: keep the policy's entropy near the target
+        # ---- temperature: keep the policy's entropy near the target; the loss log_alpha (H - target)
+        # is linear in log_alpha, so its gradient is H - target, written without a backward pass
         entropy = (entropy.detach() * learn).sum() / n_learn
-        alpha_loss = self.log_alpha * (entropy - self.target_entropy)
-        self.alpha_optimizer.zero_grad(set_to_none=True)
-        alpha_loss.backward()
+        self.log_alpha.grad = (entropy - self.target_entropy).to(self.log_alpha.dtype)
         self.alpha_optimizer.step()
 
         synced.result()
         self.updates += 1
-        gap = {}
-        if self.actor.discrete:  # how far the critics tell the actions apart: 0 while they cannot
-            q_now = q_now.detach()
-            gap = {"action_gap": ((q_now.max(-1).values - q_now.mean(-1)) * learn).sum().item() / n_learn.item()}
         td = torch.stack([(q.detach() - target).abs() for q in q_taken]).mean(0)
         td_error = torch.full(full.shape, float("nan"), device=full.device)
         td_error[:, :horizon] = torch.where(learn, td, float("nan")).to(full.device)
         full.set(TD_KEY, td_error)
+        stats = {
+            "critic_loss": critic_loss,
+            "actor_loss": actor_loss,
+            "alpha": alpha,
+            "entropy": entropy,
+            "q_mean": (q_taken[0].detach() * learn).sum() / n_learn,
+            "critic_grad_norm": critic_grad,
+            "learn_frac": learn.float().mean(),
+        }
+        if self.actor.discrete:  # how far the critics tell the actions apart: 0 while they cannot
+            q_now = q_now.detach()
+            stats["action_gap"] = ((q_now.max(-1).values - q_now.mean(-1)) * learn).sum() / n_learn
         return {
-            "critic_loss": critic_loss.item(),
-            "actor_loss": actor_loss.item(),
-            "alpha": alpha.item(),
-            "entropy": entropy.item(),
-            "q_mean": (q_taken[0].detach() * learn).sum().item() / n_learn.item(),
-            "critic_grad_norm": float(critic_grad),
-            "learn_frac": learn.float().mean().item(),
+            **read_statistics(stats),
             "lr": self.critic_optimizer.param_groups[0]["lr"],
-            **gap,
             **({} if reward_rms is None else {"reward_rms": reward_rms}),
         }
 
