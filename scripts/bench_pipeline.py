@@ -740,6 +740,7 @@ def learner_speed(preset: str | None, updates: int, repeats: int, device: str = 
 #: The off-policy algorithms' default runs, as a user starts them (``in_run``).
 IN_RUN = [
     ("recurrent SAC-discrete, the default run", []),
+    ("recurrent SAC-discrete, the default run on two threads", ["algo.learner_threads=2"]),
     ("the default run as at c19e015 (16 slices a batch)", ["sampler.slices_per_batch=16"]),
     ("recurrent DQN, algo=r2d2", ["algo=r2d2"]),
     ("recurrent SAC, algo=rsac env=pendulum_novel", ["algo=rsac", "env=pendulum_novel"]),
@@ -929,9 +930,9 @@ def main(argv: list[str] | None = None) -> None:
         "--in-run-frames",
         type=int,
         nargs=len(IN_RUN),
-        default=[8_000, 8_000, 30_000, 10_000],
-        help="total_frames of each in_run row, in order: the default run (recurrent SAC-discrete), the same with "
-        "16 slices a batch (as at c19e015), the recurrent DQN's, the recurrent SAC's on pendulum_novel",
+        default=[8_000, 8_000, 8_000, 30_000, 10_000],
+        help="total_frames of each in_run row, in order: the default run (recurrent SAC-discrete), the same on two "
+        "threads, with 16 slices a batch (as at c19e015), the recurrent DQN's, the recurrent SAC's on pendulum_novel",
     )
     parser.add_argument(
         "--rows-like",

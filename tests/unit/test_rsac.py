@@ -613,9 +613,11 @@ def test_an_updates_statistics_are_read_together_as_the_floats_each_gives_alone(
     loss = (torch.tensor([1.5, 2.25], requires_grad=True) ** 2).sum()
     stats = {"loss": loss, "count": torch.tensor(7), "share": torch.tensor([True, False]).float().mean()}
     stats["norm"] = torch.tensor([0.1])
-    read = read_statistics(stats)
-    assert list(read) == ["loss", "count", "share", "norm"]
-    assert read == {"loss": 7.3125, "count": 7.0, "share": 0.5, "norm": torch.tensor([0.1]).item()}
+    for device in ["cpu", *(["cuda"] if torch.cuda.is_available() else [])]:
+        read = read_statistics({name: value.to(device) for name, value in stats.items()})
+        assert list(read) == ["loss", "count", "share", "norm"]
+        assert read == {"loss": 7.3125, "count": 7.0, "share": 0.5, "norm": torch.tensor([0.1]).item()}
+        assert all(type(v) is float for v in read.values())
     torch.manual_seed(0)
     actor = RecurrentActor(2, 3, [8], 8, "lstm", None, None)
     critics = twin_critics(lambda: RecurrentCritic(2, 3, [8], 8, "lstm", discrete=True), False)

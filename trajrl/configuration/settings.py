@@ -689,11 +689,11 @@ class RSACSettings(ReplayLearnerSettings):
         checkpointed=True,
     )
     learner_threads: int = setting(
-        1,
+        2,
         "threads an update runs on: 2 runs the actor's pass, the target critics' and the second critic's "
-        "backward on a second thread beside the first (two cores at once, each update the same bits as 1; "
-        "1.17x the learner's steps a second alone; the default's confirmation with it reached 475 in 6/10 seeds, "
-        "8/10 with one thread the same day: docs/performance.md)",
+        "backward on a second thread beside the first (two cores at once, each update the same bits as with 1; "
+        "inside the default run 1.15x the learner's steps a second of one thread, the run 0.88x the time: "
+        "docs/performance.md); 1: one thread (a one-core machine)",
         range=between(1, 2),
     )
     twin_value: str = setting(
