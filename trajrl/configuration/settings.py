@@ -689,11 +689,11 @@ class RSACSettings(ReplayLearnerSettings):
         checkpointed=True,
     )
     learner_threads: int = setting(
-        2,
+        1,
         "threads an update runs on: 2 runs the actor's pass, the target critics' and the second critic's "
         "backward on a second thread beside the first (two cores at once, each update the same bits as with 1; "
-        "inside the default run 1.15x the learner's steps a second of one thread, the run 0.88x the time: "
-        "docs/performance.md); 1: one thread (a one-core machine)",
+        "inside the default run 1.15x the learner's steps a second of one thread, the run 0.88x the time; not the "
+        "default: both confirmations with it ended fewer seeds at 475, 6/10 and 6/10: docs/performance.md)",
         range=between(1, 2),
     )
     twin_value: str = setting(
