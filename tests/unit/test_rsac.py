@@ -2,6 +2,7 @@
 
 import copy
 import math
+import warnings
 
 import pytest
 import torch
@@ -614,7 +615,9 @@ def test_an_updates_statistics_are_read_together_as_the_floats_each_gives_alone(
     stats = {"loss": loss, "count": torch.tensor(7), "share": torch.tensor([True, False]).float().mean()}
     stats["norm"] = torch.tensor([0.1])
     for device in ["cpu", *(["cuda"] if torch.cuda.is_available() else [])]:
-        read = read_statistics({name: value.to(device) for name, value in stats.items()})
+        with warnings.catch_warnings():  # nothing said on a user's terminal (a loss's graph read as a float)
+            warnings.simplefilter("error")
+            read = read_statistics({name: value.to(device) for name, value in stats.items()})
         assert list(read) == ["loss", "count", "share", "norm"]
         assert read == {"loss": 7.3125, "count": 7.0, "share": 0.5, "norm": torch.tensor([0.1]).item()}
         assert all(type(v) is float for v in read.values())

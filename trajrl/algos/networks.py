@@ -370,7 +370,7 @@ def read_statistics(stats: dict[str, torch.Tensor]) -> dict[str, float]:
     """An update's statistics (one-number tensors, all on one device) as floats: on a GPU read together, one
     synchronisation instead of one a statistic; on a CPU each read alone (a load: stacking them costs more)."""
     if next(iter(stats.values())).device.type == "cpu":
-        return {name: float(value) for name, value in stats.items()}
+        return {name: float(value.detach()) for name, value in stats.items()}
     values = torch.stack([v.detach().float().reshape(()) for v in stats.values()]).tolist()
     return dict(zip(stats, values))
 
