@@ -610,7 +610,8 @@ def test_an_update_on_two_threads_gives_the_bits_of_one_thread(actions, critic_c
 
 def test_an_updates_statistics_are_read_together_as_the_floats_each_gives_alone():
     """``read_statistics``: every statistic, in order, as the float ``.item()`` gives it alone (a loss with its
-    graph, a count, a shape-(1,) value), from one read; and a recurrent SAC update's, one float each."""
+    graph, a count, a shape-(1,) value), without a warning, on the CPU (each read alone) and on a GPU where there is
+    one (read together); and a recurrent SAC update's statistics, one float each."""
     loss = (torch.tensor([1.5, 2.25], requires_grad=True) ** 2).sum()
     stats = {"loss": loss, "count": torch.tensor(7), "share": torch.tensor([True, False]).float().mean()}
     stats["norm"] = torch.tensor([0.1])
