@@ -67,6 +67,8 @@ class LoopState:
     best_eval: float = -math.inf  # the best evaluation return so far
     solved_return: float | None = None  # the evaluation that reached loop.stop_at_return (the run stopped there)
     total_frames: int | None = None  # the budget of the run that saved it
+    frames_stepped: int | None = None  # frames the environments stepped (stored, in flight, lost); None: not counted
+    episodes_begun: int | None = None  # episodes they began
 
 
 class Checkpointer:
@@ -153,6 +155,8 @@ def restore(payload: dict, algo, policy_state: dict, buffer=None, rng: bool = Tr
         float(loop.get("best_eval", -math.inf)),
         loop.get("solved_return"),
         loop.get("total_frames"),
+        loop.get("frames_stepped"),
+        loop.get("episodes_begun"),
     )
 
 

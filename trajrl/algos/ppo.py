@@ -439,6 +439,7 @@ class PPO:
             "updates": self.updates,
             "frames_seen": self.frames_seen,
             "reward_scale": self.reward_scale.state_dict() if self.reward_scale is not None else None,
+            "generator": self.generator.get_state(),  # the minibatches' order: a resumed run draws on
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -446,5 +447,7 @@ class PPO:
         self.net.load_state_dict(state["net"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.updates, self.frames_seen = int(state["updates"]), int(state["frames_seen"])
+        if "generator" in state:
+            self.generator.set_state(state["generator"])
         if self.reward_scale is not None and state.get("reward_scale"):
             self.reward_scale.load_state_dict(state["reward_scale"])

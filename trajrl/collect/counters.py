@@ -71,6 +71,12 @@ class WorkerCounters:
         collectors that were replaced included."""
         return self.counts.clone() + self.retired
 
+    def set_aside(self) -> None:
+        """A collector was shut down on purpose (``deterministic=true``'s renewal at a checkpoint): keep its
+        environments' totals, their episodes under way counted begun and never stored (in flight)."""
+        self.retired += self.counts.clone()
+        self.counts.zero_()
+
     def retire(self, frames_stored: int, episodes_stored: int) -> int:
         """A collector's workers have all stopped (a new collector replaces them): keep
         their totals, and return the frames they stepped that were neither stored

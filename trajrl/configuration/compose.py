@@ -10,6 +10,7 @@ marked as checked, which ``build`` and ``train`` take without checking it again.
 
 from __future__ import annotations
 
+import logging
 import re
 import typing
 from dataclasses import fields, is_dataclass
@@ -34,8 +35,17 @@ from trajrl.base import internals
 from trajrl.base.errors import ConfigError
 from trajrl.configuration.checks import check, check_resume, state_every_problem, storage_layout
 from trajrl.configuration.helptext import describe_settings
-from trajrl.configuration.settings import GROUPS, RunSettings, bringing_options, brought_by, option_schema
+from trajrl.configuration.settings import (
+    GROUPS,
+    ORDERED_COLLECTOR,
+    ORDERED_IN_PLACE_OF,
+    RunSettings,
+    bringing_options,
+    brought_by,
+    option_schema,
+)
 
+log = logging.getLogger("trajrl")
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
 _CHECKED = "trajrl_checked"  # the flag validate() leaves on the config it returns
 
@@ -88,12 +98,42 @@ def validate(cfg: DictConfig) -> DictConfig:
     env = cfg.get("env")  # first: the module may register an option (a sampler, a memory core)
     import_env_module(env.get("import_module") if isinstance(env, DictConfig) else None)
     cfg = typed(cfg)
+    order_collection(cfg)
     check(cfg)
     resolve_auto(cfg)
     check_resume(cfg)  # against the run's config.yaml, which holds what auto stood for
     internals.set_config_flag(cfg, _CHECKED, True)
     OmegaConf.set_readonly(cfg, True)
     return cfg
+
+
+def order_collection(cfg: DictConfig) -> None:
+    """``deterministic=true``: a collector that steps in a fixed order with learning. A process
+    collector (``ORDERED_IN_PLACE_OF``) becomes ``collector=sync`` over as many environments (as one
+    vector, ``env.num_envs``), and the log says so; one that cannot be ordered is refused."""
+    if not cfg.deterministic or cfg.collector.kind == ORDERED_COLLECTOR:
+        return
+    kind, workers = cfg.collector.kind, int(cfg.collector.num_workers)
+    if kind not in ORDERED_IN_PLACE_OF:
+        raise ConfigError(
+            "collector",
+            kind,
+            f"deterministic=true needs collection in a fixed order with learning, and collector={kind} runs "
+            f"its environments on its own clock; use collector={ORDERED_COLLECTOR} or one it stands in for "
+            f"({', '.join(ORDERED_IN_PLACE_OF)}), or deterministic=false",
+        )
+    envs = workers * int(cfg.env.num_envs)
+    cfg.collector.kind, cfg.collector.num_workers, cfg.env.num_envs = ORDERED_COLLECTOR, 1, envs
+    log.info(
+        "deterministic=true: collector=%s (%d worker%s) replaced by collector=%s over %d environment%s, "
+        "stepped in turn with the updates",
+        kind,
+        workers,
+        "s" * (workers > 1),
+        ORDERED_COLLECTOR,
+        envs,
+        "s" * (envs > 1),
+    )
 
 
 #: ``sampler.slices_per_batch=auto``: recurrent SAC's slices a batch, and the other learners'.

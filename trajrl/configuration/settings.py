@@ -247,6 +247,10 @@ LOCAL_COLLECTORS = tuple(kind for kind in COLLECTORS if kind != "ray")
 PROCESS_COLLECTORS = ("async", "multi_sync", "multi_async")
 #: Collectors that hand PPO episodes of the policy it is learning (the others run ahead with older weights).
 ON_POLICY_COLLECTORS = ("sync", "multi_sync")
+#: ``deterministic=true``: the collector that steps in a fixed order with learning (in the learner's thread,
+#: a batch of frames, then the updates it pays for), and those it stands in for (with their environments).
+ORDERED_COLLECTOR = "sync"
+ORDERED_IN_PLACE_OF = PROCESS_COLLECTORS
 
 
 # ---------------------------------------------------------------- replay: storage and sampler
@@ -904,6 +908,14 @@ class RunSettings:
         "(algo=ppo's: episodes reach its learner as [N, T] and a mask)",
         choices=("cat", "padded"),
         brought={"algo=ppo": "padded"},
+    )
+    deterministic: bool = setting(
+        False,
+        "the same seed on the same machine gives the same metrics and checkpoints: collection and learning take "
+        "turns in the learner's thread (a rollout of collector.frames_per_batch, then the updates it pays for; "
+        "collector=async, multi_sync or multi_async become collector=sync over as many environments), every "
+        "evaluation plays the same episodes, torch's deterministic algorithms on. Costs the overlap of "
+        "collection with learning (docs/configuration.md: the figures); async_batched and ray are refused",
     )
     audit: bool = setting(False, "check the trajectory invariants while training (audit/... metrics)")
     audit_every: int = setting(

@@ -5,11 +5,13 @@ It builds; the loops in ``trajrl.training`` run what it built."""
 from __future__ import annotations
 
 import logging
+import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
+import numpy as np
 import torch
 from omegaconf import DictConfig
 from torchrl.collectors import BaseCollector
@@ -68,6 +70,7 @@ class Pipeline:
         None  # recomputes the buffer's stored recurrent states (algo.refresh_states_every)
     )
     make_collector: Callable[[int], BaseCollector] | None = None  # another collector like it (a seed offset)
+    collector_at: Callable[[int], BaseCollector] | None = None  # deterministic=true: one seeded for a frame count
     restart_limit: RestartLimit | None = None  # collector.max_restarts per worker, within collector.restart_window_s
 
     @property
@@ -128,7 +131,7 @@ def build(cfg: DictConfig, run_dir: str | Path | None = None) -> Pipeline:
     """Build the pipeline for ``cfg`` (checked here unless ``validate`` already did), part by part in
     the order data flows. Loggers are made when ``run_dir`` is given."""
     cfg = validate(cfg)
-    torch.manual_seed(cfg.seed)
+    seed_everything(int(cfg.seed))
     spaces = env_spaces(cfg.env, cfg.algo.name)
     log.info("env %s: %d observations, %d actions, episodes up to %d steps", *env_line(cfg, spaces))
     agent = build_agent(cfg, spaces)
@@ -137,7 +140,7 @@ def build(cfg: DictConfig, run_dir: str | Path | None = None) -> Pipeline:
     sequences = replay(cfg, spaces, agent, counters, run_dir)
     resumed = resume(cfg, agent, sequences)  # before the collector copies the policy into its workers
     make_collector = collector_maker(cfg, env_fn, agent, sequences)
-    collector = make_collector(seed=int(cfg.seed))
+    collector = make_collector(seed=collection_seed(cfg, resumed.frames if resumed else 0))
     log.info("collector %s (%s) x %d environments, storage %s, sampler %s", *collector_line(cfg, collector, sequences))
     loggers = (
         build_loggers(list(cfg.logger.backends), Path(run_dir), "trajrl", cfg.logger.wandb_mode) if run_dir else []
@@ -163,11 +166,20 @@ def build(cfg: DictConfig, run_dir: str | Path | None = None) -> Pipeline:
         resumed=resumed,
         state_refresh=state_refresh(cfg, agent, sequences),
         make_collector=lambda restart: make_collector(seed=int(cfg.seed) + 1000 * restart),
+        collector_at=(lambda frames: make_collector(seed=collection_seed(cfg, frames))) if cfg.deterministic else None,
         restart_limit=RestartLimit(c.max_restarts, c.restart_window_s),
     )
 
 
 # ---------------------------------------------------------------- build()'s parts, in its order
+def seed_everything(seed: int) -> None:
+    """torch's, numpy's and Python's random numbers from ``seed``."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+
 def env_line(cfg: DictConfig, spaces) -> tuple:
     return cfg.env.id, spaces.observations, spaces.actions, spaces.step_limit
 
@@ -259,6 +271,12 @@ def collector_maker(
         traj_format=cfg.traj_format,
         num_envs=int(cfg.env.num_envs),
     )
+
+
+def collection_seed(cfg: DictConfig, frames: int) -> int:
+    """The seed of the collector that starts at ``frames``: the run's; ``deterministic=true``, which
+    renews its collector at each checkpoint (where a resumed run starts), one for each point."""
+    return int(cfg.seed) + (frames if cfg.deterministic else 0)
 
 
 def collector_line(cfg: DictConfig, collector: BaseCollector, sequences: SequenceSampler | None) -> tuple:

@@ -127,4 +127,6 @@ def build_collector(
     with storage_layout_write(buffer):
         collector = BUILDERS[kind](env_fn, policy, settings, slots, common, traj)
     collector.set_seed(seed)
+    if kind == "sync":  # its first episode, begun as it was made, from the seeded environment instead
+        collector.reset()
     return collector

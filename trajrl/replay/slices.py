@@ -67,6 +67,7 @@ class StepSliceSampler(Sampler):
         self.hindsight = None  # HindsightGoals (trajrl.replay.hindsight): substituted goals drawn with each sample
         self._starts = torch.zeros(0, dtype=torch.long)  # sorted storage positions where an episode begins
         self._indexed: int | None = None  # the writer's count of written steps when the starts were last updated
+        self._loaded_at: int | None = None  # after a load: that count where the loaded priorities were kept
 
     def follow(self, writer) -> None:
         """Keep the episode index up to date from ``writer``'s count of written steps."""
@@ -83,14 +84,17 @@ class StepSliceSampler(Sampler):
             if written is not None and starts.numel() == 1 and int(lengths[0]) == size == storage.max_size:
                 # one episode fills it: it begins where the last write did
                 starts = torch.tensor([int(internals.writer_cursor(self.writer)) % size])
+            since, self._loaded_at = self._loaded_at, None
             self._starts, self._indexed = starts, written
+            if since is not None and written is not None and written - since < size:  # loaded: keep priorities
+                return self._written_since(since, written, size)
             return torch.arange(size)
         new = written - self._indexed
         self._indexed = written
         if new == 0:
             return torch.zeros(0, dtype=torch.long)
         cursor = int(internals.writer_cursor(self.writer))
-        changed = (cursor - new + torch.arange(new)) % size  # the new steps
+        changed = self._written_since(written - new, written, size)  # the new steps
         # Whether a step begins an episode depends on the step before it: recheck the new
         # steps and the one after them (its predecessor changed), if the storage has it.
         check = torch.cat([changed, torch.tensor([cursor % size])]) if size == storage.max_size else changed
@@ -100,6 +104,11 @@ class StepSliceSampler(Sampler):
         kept = self._starts[~torch.isin(self._starts, check)]
         self._starts = torch.cat([kept, check[begins]]).sort().values
         return changed
+
+    def _written_since(self, since: int, written: int, size: int) -> torch.Tensor:
+        """The storage positions of the steps written after the writer's count was ``since``."""
+        new = written - since
+        return (int(internals.writer_cursor(self.writer)) - new + torch.arange(new)) % size
 
     def sample(self, storage: Storage, batch_size: int) -> tuple[torch.Tensor, dict]:
         size = len(storage)
@@ -231,13 +240,14 @@ class StepSliceSampler(Sampler):
         self._indexed = None
 
     def state_dict(self) -> dict[str, Any]:
-        """Priorities only: the episode index is rebuilt from the storage after a load."""
-        return {"priority": self.priority, "max_priority": self.max_priority}
+        """Priorities, and the writer's count they were kept at (the episode index is rebuilt from
+        the storage after a load; only steps written after that count get the largest priority)."""
+        return {"priority": self.priority, "max_priority": self.max_priority, "indexed": self._indexed}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.priority.copy_(state_dict["priority"])
         self.max_priority = float(state_dict["max_priority"])
-        self._indexed = None
+        self._indexed, self._loaded_at = None, state_dict.get("indexed")
 
     def dumps(self, path) -> None:
         torch.save(self.state_dict(), f"{path}/prioritized_slice_sampler.pt")

@@ -38,8 +38,11 @@ class Evaluator:
         max_steps: int,
         env_id: str,
         step_timeout_s: float | None = None,
+        same_episodes: bool = False,
     ):
-        self.make_env, self.seed = make_env, seed
+        """``same_episodes``: every evaluation plays the same episodes (its environments seeded
+        anew each time; ``deterministic=true``, whose resumed run evaluates as the uninterrupted one)."""
+        self.make_env, self.seed, self.same_episodes = make_env, seed, same_episodes
         self.env: EnvBase | None = None
         self.env_id, self.step_timeout_s = env_id, step_timeout_s
         self.policy = policy
@@ -61,7 +64,10 @@ class Evaluator:
         finished = torch.zeros(self.episodes, dtype=torch.bool)
         with set_exploration_type(ExplorationType.DETERMINISTIC):
             with stepping(self.env_id, "trajrl evaluated the policy", self.step_timeout_s):
+                fresh = self.env is None
                 env = self.built()
+                if self.same_episodes and not fresh:
+                    env.set_seed(self.seed * self.episodes)
                 td = env.reset()
             for _ in range(self.max_steps):
                 td = self.policy(td)
@@ -126,8 +132,8 @@ class Evaluations:
         t0 = time.monotonic()
         if self.evaluated is not None:
             self.evaluated.pull()  # the learner's weights as they are now
-        with pause if pause is not None else contextlib.nullcontext():
-            stats = {f"eval/{k}": v for k, v in self.evaluate().items()}
+        with pause if pause is not None else contextlib.nullcontext(), torch.random.fork_rng(devices=[]):
+            stats = {f"eval/{k}": v for k, v in self.evaluate().items()}  # training's random numbers untouched
         self.seconds += time.monotonic() - t0
         if not math.isfinite(stats["eval/return"]):  # a reward that is not finite: reported, never the best
             log.warning(

@@ -22,6 +22,7 @@ The loops:
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -47,6 +48,8 @@ from trajrl.training.metrics import MaskTally, MetricsLog, StoredEpisodeStats, b
 from trajrl.training.progress import Progress
 from trajrl.training.reporter import Reporter
 from trajrl.training.supervisor import CollectorSupervisor
+
+log = logging.getLogger("trajrl")
 
 
 def learnt_from(algo: Learner, batch: TensorDictBase) -> dict[str, float]:
@@ -97,6 +100,7 @@ class RunParts:
     keep_best: Callable[[LoopState], object] | None = None  # saves the agent at a new best evaluation
     acting: CpuCopies | None = None  # its networks: the learner's weights are pulled into them to push
     evaluated: CpuCopies | None = None  # ``evaluate``'s networks: pulled before each evaluation
+    collector_at: Callable[[int], object] | None = None  # ordered collection: a collector seeded for a frame count
 
 
 def collection_of(parts: RunParts, settings: LoopSettings, buffer=None) -> CollectorSupervisor:
@@ -111,17 +115,19 @@ def collection_of(parts: RunParts, settings: LoopSettings, buffer=None) -> Colle
         counters=parts.counters,
         new_collector=parts.new_collector,
         restart_limit=parts.restart_limit,
+        collector_at=parts.collector_at,
     )
 
 
-def reporter_of(parts: RunParts, start_frames: int, start_episodes: int) -> Reporter:
-    """The reporter of a run that starts at ``start_frames`` and ``start_episodes`` (a resumed one's)."""
+def reporter_of(parts: RunParts, start_frames: int, start: LoopState) -> Reporter:
+    """The reporter of a run that starts at ``start_frames`` and ``start``'s counters (a resumed one's)."""
     return Reporter(
         parts.log,
         parts.progress,
         parts.algo,
         start_frames,
-        start_episodes,
+        start.episodes,
+        stepped=(start.frames_stepped, start.episodes_begun),
         version=parts.version,
         audit=parts.audit,
         counters=parts.counters,
@@ -143,6 +149,18 @@ class Loop:
             self.reporter.hold(last_eval)
         if due.checkpoint:
             self.save_when_due()
+
+    def save_interrupted(self) -> None:
+        """Save the run where a signal stopped it; ordered collection (``deterministic=true``) keeps
+        the checkpoint before instead, if there is one: a run resumed there repeats this one exactly."""
+        if self.collection.ordered and self.resume_point is not None:
+            log.warning(
+                "deterministic=true: checkpoints/latest.pt stays the one at %d frames, from which a resumed run "
+                "repeats this one exactly",
+                self.resume_point,
+            )
+            return
+        self.save_checkpoint()
 
     def finish(self) -> dict[str, float]:
         """The closing evaluation (unless one just solved the run), row and checkpoint; the row."""
@@ -168,6 +186,7 @@ class OffPolicyLoop(Loop):
         start: LoopState | None = None,
         state_refresh: StateRefresh | None = None,
     ):
+        self.resume_point = start.frames if start is not None else None  # where latest.pt resumes exactly
         start = start or LoopState()
         self.settings, self.algo, self.audit = settings, parts.algo, parts.audit
         self.sequences, self.exploration, self.state_refresh = sequences, exploration, state_refresh
@@ -181,7 +200,7 @@ class OffPolicyLoop(Loop):
         self.evaluations = Evaluations(parts.evaluate, parts.evaluated, settings.stop_at_return, start.best_eval)
         self.save_latest = parts.checkpoint or no_checkpoint
         self.save_best = parts.keep_best or no_checkpoint
-        self.reporter = reporter_of(parts, self.frames, start.episodes)
+        self.reporter = reporter_of(parts, self.frames, start)
         self.cadence = Cadence(settings, total_frames, self.frames, evaluates=parts.evaluate is not None)
 
     def run(self) -> dict[str, float]:
@@ -192,7 +211,7 @@ class OffPolicyLoop(Loop):
                 while self.step():
                     pass
         except RunInterrupted:  # signals wait for updates: the learner is whole, collection has stopped
-            self.save_checkpoint()
+            self.save_interrupted()
             raise
         self.frames = self.buffer.write_count  # all of it: no worker writes any more
         if self.audit is not None:
@@ -200,14 +219,21 @@ class OffPolicyLoop(Loop):
         return self.finish()
 
     def step(self) -> bool:
-        """Collect (workers write in the background), learn at the ratio, read the stored
-        episodes, then evaluate, report and save when due; False once the run is over."""
+        """Collect (workers write in the background; ordered: one rollout, here), learn at the ratio,
+        read the stored episodes, then evaluate, report and save when due; False once the run is over."""
         try:
-            frames = self.collected()
-            if self.cadence.over(frames) or self.evaluations.solved is not None:
-                return False
+            if self.collection.ordered:  # a batch of frames, then the updates it pays for, then the end?
+                self.collection.collect()
+                frames = self.collected()
+                self.learn()
+                if self.cadence.over(frames) or self.evaluations.solved is not None:
+                    return False
+            else:
+                frames = self.collected()
+                if self.cadence.over(frames) or self.evaluations.solved is not None:
+                    return False
+                self.learn()
             self.reporter.status(frames)
-            self.learn()
             if self.episodes.due():  # before the storage wraps past them
                 with self.collection.waiting_on_buffer("reading the stored episodes waited on the replay buffer"):
                     self.episodes.read()
@@ -230,7 +256,10 @@ class OffPolicyLoop(Loop):
         collection paused while far behind (``loop.max_update_lag``), else one."""
         s, collection = self.settings, self.collection
         behind = self.updates_due() - self.algo.updates
-        if self.frames < s.warmup_frames or behind <= 0:
+        if collection.ordered:  # all of them, collection waiting
+            while self.frames >= s.warmup_frames and self.algo.updates < self.updates_due():
+                self.update()
+        elif self.frames < s.warmup_frames or behind <= 0:
             time.sleep(0.005)
         elif collection.can_pause and s.max_update_lag is not None and behind > s.max_update_lag:
             with collection.paused():
@@ -303,7 +332,7 @@ class OffPolicyLoop(Loop):
     def saved(self) -> LoopState:
         """The loop's counters, as a checkpoint saves them."""
         frames, episodes = self.buffer.write_count, self.episodes.episodes
-        return LoopState(frames, episodes, *self.evaluations.saved(), self.cadence.total_frames)
+        return LoopState(frames, episodes, *self.evaluations.saved(), self.cadence.total_frames, *self.reporter.stepped())
 
     def save_checkpoint(self) -> None:
         """Save the run. The buffer is saved under its write lock: first wait (limited) until
@@ -315,6 +344,9 @@ class OffPolicyLoop(Loop):
     def save_when_due(self) -> None:
         with self.collection.paused():  # the buffer it saves holds still
             self.save_checkpoint()
+        if self.collection.ordered:  # where a run resumed from this checkpoint starts collecting
+            self.collection.renew(self.frames)
+            self.resume_point = self.frames
 
 
 class EpisodicLoop(Loop):
@@ -332,6 +364,7 @@ class EpisodicLoop(Loop):
     ):
         """``strict_episodes``: learn only from episodes of the current weights, this
         many at a time (``algo.on_policy=strict``; ``CurrentPolicyOnly``)."""
+        self.resume_point = start.frames if start is not None else None  # where latest.pt resumes exactly
         start = start or LoopState()
         self.algo, self.audit = parts.algo, parts.audit
         self.frames, self.episodes = start.frames, start.episodes  # learnt from
@@ -345,7 +378,7 @@ class EpisodicLoop(Loop):
         self.evaluations = Evaluations(parts.evaluate, parts.evaluated, settings.stop_at_return, start.best_eval)
         self.save_latest = parts.checkpoint or no_checkpoint
         self.save_best = parts.keep_best or no_checkpoint
-        self.reporter = reporter_of(parts, self.frames, self.episodes)
+        self.reporter = reporter_of(parts, self.frames, start)
         self.cadence = Cadence(settings, total_frames, self.frames, evaluates=parts.evaluate is not None)
 
     def run(self) -> dict[str, float]:
@@ -361,7 +394,7 @@ class EpisodicLoop(Loop):
                     if self.evaluations.solved is not None:  # that evaluation reached loop.stop_at_return
                         break
         except RunInterrupted:  # signals wait for updates: the learner is whole, collection has stopped
-            self.save_checkpoint()
+            self.save_interrupted()
             raise
         return self.finish()
 
@@ -439,13 +472,18 @@ class EpisodicLoop(Loop):
 
     def saved(self) -> LoopState:
         """The loop's counters, as a checkpoint saves them."""
-        return LoopState(self.frames, self.episodes, *self.evaluations.saved(), self.cadence.total_frames)
+        return LoopState(
+            self.frames, self.episodes, *self.evaluations.saved(), self.cadence.total_frames, *self.reporter.stepped()
+        )
 
     def save_checkpoint(self) -> None:
         self.save_latest(self.saved())
 
     def save_when_due(self) -> None:
         self.save_checkpoint()
+        if self.collection.ordered:  # where a run resumed from this checkpoint starts collecting
+            self.collection.renew(self.frames)
+            self.resume_point = self.frames
 
 
 class CurrentPolicyOnly:

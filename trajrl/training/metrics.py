@@ -219,6 +219,12 @@ class WorkerStats:
             "collect/episodes_lost_to_faults": float(now[:, c.ENV_RESTARTS].sum() + counters.episodes_lost_to_restarts),
         }
 
+    def stepped(self) -> tuple[int, int]:
+        """The frames stepped and the episodes begun, in all (a resumed run's from its start)."""
+        now, c = self.counters.snapshot(), type(self.counters)
+        begun = int((now[:, c.ENDED] + now[:, c.UNDER_WAY]).sum())
+        return self.start_frames + int(now[:, c.FRAMES].sum()), self.start_episodes + begun
+
     def in_flight(self, frames_stored: int, episodes_stored: int) -> dict[str, float]:
         """Once collection has stopped: what the environments stepped but never
         stored (episodes unfinished, or finished but not yet handed over), less what

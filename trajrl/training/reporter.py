@@ -66,14 +66,23 @@ class Reporter:
         version: PolicyVersion | None = None,
         audit: LiveAudit | None = None,
         counters: WorkerCounters | None = None,
+        stepped: tuple[int | None, int | None] = (None, None),
     ):
+        """``stepped``: the frames and episodes the environments stepped and began before (a resumed
+        run's checkpoint's; None: its stored ones)."""
         self.log, self.progress, self.algo = log, progress, algo
         self.version, self.audit = version, audit
         self.start_frames, self.started = start_frames, time.monotonic()
-        self.workers = WorkerStats(counters, start_frames, start_episodes) if counters is not None else None
+        frames_stepped = start_frames if stepped[0] is None else stepped[0]
+        episodes_begun = start_episodes if stepped[1] is None else stepped[1]
+        self.workers = WorkerStats(counters, frames_stepped, episodes_begun) if counters is not None else None
         self.rates = Rates(start_frames, int(algo.updates))
         self.held: dict[str, float] = {}  # an evaluation's results, until the next row
         self.recent_return: float | None = None  # the status line's
+
+    def stepped(self) -> tuple[int | None, int | None]:
+        """The frames the environments have stepped and the episodes they began, in all (None: not counted)."""
+        return self.workers.stepped() if self.workers is not None else (None, None)
 
     def hold(self, values: dict[str, float]) -> None:
         """Values for the next row (an evaluation made when no row was due)."""

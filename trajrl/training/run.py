@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import datetime
 import logging
+import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -53,7 +56,8 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None, progress: Progress
         OmegaConf.save(cfg, run_dir / "config.yaml", resolve=True)
     torch.set_num_threads(1)
     loop_settings = settings_of(cfg, "loop")
-    with interrupts_raise(), build(cfg, run_dir) as pipe:
+    ordered = bool(cfg.deterministic)
+    with interrupts_raise(), deterministic_algorithms(ordered, cfg.device), build(cfg, run_dir) as pipe:
         solved = still_solved(pipe.resumed, loop_settings.stop_at_return, int(cfg.total_frames))
         if solved is not None:  # nothing to train: the run's config, metrics and checkpoints stay as they are
             return {**last_row(run_dir), **finished_files(run_dir), "nothing_trained": solved}
@@ -71,6 +75,7 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None, progress: Progress
                 max_steps=pipe.eval_max_steps,
                 env_id=cfg.env.id,
                 step_timeout_s=loop_settings.stall_timeout_s,
+                same_episodes=ordered,
             )
         checkpointer = Checkpointer(run_dir, cfg.algo.name, pipe.algo, pipe.policy_state, pipe.replay)
         parts = RunParts(
@@ -89,6 +94,7 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None, progress: Progress
             restart_limit=pipe.restart_limit,
             checkpoint=checkpointer,
             keep_best=checkpointer.best,
+            collector_at=pipe.collector_at,
         )
         if cfg.algo.name in ON_POLICY_ALGOS:
             strict = int(cfg.trajs_per_batch) if cfg.algo.on_policy == "strict" else None
@@ -111,6 +117,23 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None, progress: Progress
         if pipe.counters is not None:
             final["restarts"] = pipe.counters.fault_log.read()
     return {**final, **finished_files(run_dir)}
+
+
+@contextlib.contextmanager
+def deterministic_algorithms(on: bool, device: str) -> Iterator[None]:
+    """``deterministic=true``: torch's deterministic algorithms for the run (on CUDA, with the cuBLAS
+    workspace they need, set before cuBLAS starts), as they were before afterwards."""
+    if not on:
+        yield
+        return
+    if device != "cpu":
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    before = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(before)
 
 
 def finished_files(run_dir: Path) -> dict[str, str]:

@@ -62,8 +62,14 @@ class CollectorSupervisor:
         counters: WorkerCounters | None = None,
         new_collector: Callable[[int], BaseCollector] | None = None,
         restart_limit: RestartLimit | None = None,
+        collector_at: Callable[[int], BaseCollector] | None = None,
     ):
+        """``collector_at(frames)``: collection is ordered (``deterministic=true``): the collector is
+        iterated in this thread, also where it writes into ``buffer`` (``collect()``: one rollout), and
+        ``renew(frames)`` replaces it by ``collector_at(frames)``, seeded for that point of the run."""
         self.collector, self.buffer, self.stall_timeout_s = collector, buffer, stall_timeout_s
+        self.collector_at = collector_at
+        self.ordered = collector_at is not None
         self.weights = TensorDict.from_module(policy)  # live parameters and buffers (epsilon too)
         self.acting, self.version = acting, version
         self.counters, self.new_collector, self.restart_limit = counters, new_collector, restart_limit
@@ -72,7 +78,7 @@ class CollectorSupervisor:
         # count their steps); otherwise at the collector's own pause, where it has one (it
         # waits for the workers to finish their rollouts). A collector the loop iterates
         # stops between batches by itself.
-        self.can_pause = buffer is not None and (counters is not None or pauses(collector))
+        self.can_pause = buffer is not None and not self.ordered and (counters is not None or pauses(collector))
         self.restarts = 0  # collectors started after a failure
         self.handed_over_before = (0, 0)  # frames and episodes handed over before this collector started
         self.batches: Iterator[TensorDictBase | None] = iter(())  # an iterated collector's
@@ -101,7 +107,7 @@ class CollectorSupervisor:
     def start(self, handed_over: tuple[int, int]) -> None:
         """Start collecting (``handed_over``: the frames and episodes handed over before)."""
         self.handed_over_before = handed_over
-        if self.buffer is not None:
+        if self.buffer is not None and not self.ordered:
             self.collector.start()  # it writes into the buffer in the background
         else:
             self.batches = iter(self.collector)
@@ -112,13 +118,31 @@ class CollectorSupervisor:
         writing into the buffer is stopped for good: a worker TorchRL had not stopped yet is
         ended, and a write it was in the middle of is redone whole (so that what the buffer
         holds is what is counted)."""
-        if self.buffer is None:
+        if self.buffer is None or self.ordered:
             close_collector(self.collector, stuck)
             return
         with contextlib.suppress(Exception):
             self.collector.async_shutdown(**shutdown_args(self.collector, stuck))
         end_workers(self.collector)
         redo_unfinished_writes(self.buffer)
+
+    def collect(self) -> None:
+        """Ordered collection: one rollout of the collector, in this thread, its complete episodes
+        written into the buffer before this returns."""
+        self.next_batch()
+
+    def renew(self, frames: int) -> None:
+        """Ordered collection, at a checkpoint: a collector seeded for ``frames`` in place of this one
+        (the episodes under way dropped, counted in flight), as a run resumed there starts with."""
+        self.watch.close()
+        close_collector(self.collector)
+        if self.counters is not None:
+            self.counters.set_aside()
+        self.collector = self.collector_at(frames)
+        self.watch = CollectorWatch(self.collector, self.counters.fault_log if self.counters is not None else None)
+        self.batches = iter(self.collector)
+        if self.acting is not None:  # the learner's weights, as a resumed run's policy starts with
+            self.acting.pull()
 
     def push_weights(self) -> None:
         """The learner's weights (and a new version stamp) to the collector's policy."""
