@@ -179,7 +179,6 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-
 def env_line(cfg: DictConfig, spaces) -> tuple:
     return cfg.env.id, spaces.observations, spaces.actions, spaces.step_limit
 

@@ -332,7 +332,9 @@ class OffPolicyLoop(Loop):
     def saved(self) -> LoopState:
         """The loop's counters, as a checkpoint saves them."""
         frames, episodes = self.buffer.write_count, self.episodes.episodes
-        return LoopState(frames, episodes, *self.evaluations.saved(), self.cadence.total_frames, *self.reporter.stepped())
+        return LoopState(
+            frames, episodes, *self.evaluations.saved(), self.cadence.total_frames, *self.reporter.stepped()
+        )
 
     def save_checkpoint(self) -> None:
         """Save the run. The buffer is saved under its write lock: first wait (limited) until
