@@ -347,8 +347,8 @@ class OffPolicyLoop(Loop):
         with self.collection.paused():  # the buffer it saves holds still
             self.save_checkpoint()
         if self.collection.ordered:  # where a run resumed from this checkpoint starts collecting
-            self.collection.renew(self.frames)
             self.resume_point = self.frames
+            self.collection.renew(self.frames)
 
 
 class EpisodicLoop(Loop):
@@ -484,8 +484,8 @@ class EpisodicLoop(Loop):
     def save_when_due(self) -> None:
         self.save_checkpoint()
         if self.collection.ordered:  # where a run resumed from this checkpoint starts collecting
-            self.collection.renew(self.frames)
             self.resume_point = self.frames
+            self.collection.renew(self.frames)
 
 
 class CurrentPolicyOnly:
