@@ -808,6 +808,33 @@ def in_run(overrides: list[str], frames: int) -> dict:
     }
 
 
+def run_once(overrides: list[str], frames: int) -> dict[str, float]:
+    """``python -m trajrl *overrides total_frames=frames`` alone on the machine: its closing metrics row,
+    with the process's wall-clock as ``wall``."""
+    from trajrl.report import runs
+
+    with tempfile.TemporaryDirectory() as where:
+        t0 = time.monotonic()
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "trajrl",
+                *overrides,
+                f"total_frames={frames}",
+                "logger.plots=false",
+                f"hydra.run.dir={where}/run",
+            ],
+            cwd=where,
+            capture_output=True,
+            text=True,
+        )
+        wall = time.monotonic() - t0
+        if proc.returncode != 0:
+            raise RuntimeError(proc.stderr[-2000:])
+        return {**runs.read_metrics(os.path.join(where, "run", "metrics.csv"))[-1], "wall": wall}
+
+
 def machine_cpu_s() -> float:
     """CPU seconds the whole machine has spent (user + system), from /proc/stat."""
     with open("/proc/stat") as f:
@@ -917,6 +944,7 @@ PARTS = [
     "sampling",
     "learners",
     "in_run",
+    "deterministic",
 ]
 
 
@@ -924,6 +952,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=10.0, help="per collection measurement")
     parser.add_argument("--loop-frames", type=int, default=20_000, help="frames of each loop measurement")
+    parser.add_argument(
+        "--deterministic-frames", type=int, default=4_000, help="total_frames of the deterministic part's two runs"
+    )
     parser.add_argument("--skip", nargs="*", default=[], choices=PARTS, help="parts left out")
     parser.add_argument("--only", nargs="*", choices=PARTS, help="the parts measured (the others left out)")
     parser.add_argument(
@@ -1198,6 +1229,31 @@ def main(argv: list[str] | None = None) -> None:
                     flush=True,
                 )
             print(f"<!-- {label}: alone {before['per_s']:.0f} steps/s before the runs, {after['per_s']:.0f} after -->")
+        print()
+    if "deterministic" not in args.skip:
+        frames = args.deterministic_frames
+        print(
+            f"# what deterministic=true costs: the default run (`python -m trajrl total_frames={frames}`) beside "
+            f"the same with deterministic=true (collection and learning in turn, collector=sync over the default's "
+            f"environments), alone on the machine, one after the other; frames/s and updates/s over the whole run "
+            f"(evaluations included), wall: the process's"
+        )
+        print()
+        print("| run | frames | wall s | frames/s | updates | updates/s | final eval | frames/s / default's |")
+        print("|---|---|---|---|---|---|---|---|")
+        base = None
+        for label, overrides in (
+            ("the default run", []),
+            ("the default run, deterministic=true", ["deterministic=true"]),
+        ):
+            row = run_once(overrides, frames)
+            base = base or row["time/frames_per_s"]
+            print(
+                f"| {label} | {int(row['frames']):,} | {row['wall']:.0f} | {row['time/frames_per_s']:.0f} | "
+                f"{int(row['train/updates']):,} | {row['train/updates'] / row['time/elapsed_s']:.0f} | "
+                f"{row.get('eval/return', float('nan')):.1f} | {row['time/frames_per_s'] / base:.2f} |",
+                flush=True,
+            )
         print()
     if "sampling" in args.skip:
         return

@@ -911,11 +911,9 @@ class RunSettings:
     )
     deterministic: bool = setting(
         False,
-        "the same seed on the same machine gives the same metrics and checkpoints: collection and learning take "
-        "turns in the learner's thread (a rollout of collector.frames_per_batch, then the updates it pays for; "
-        "collector=async, multi_sync or multi_async become collector=sync over as many environments), every "
-        "evaluation plays the same episodes, torch's deterministic algorithms on. Costs the overlap of "
-        "collection with learning (docs/configuration.md: the figures); async_batched and ray are refused",
+        "the same seed on the same machine repeats its run (metrics, checkpoints): collection and learning take "
+        "turns in the learner's thread, process collectors become collector=sync over as many environments "
+        "(async_batched, ray: refused); costs the overlap, about 0.9x the default's frames/s (docs/configuration.md)",
     )
     audit: bool = setting(False, "check the trajectory invariants while training (audit/... metrics)")
     audit_every: int = setting(
