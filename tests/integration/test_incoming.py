@@ -108,7 +108,7 @@ def test_a_padded_batch_without_states_or_ids_teaches_ppo(read_back):
 
 @pytest.mark.parametrize("sampler", SAMPLERS)
 def test_episodes_without_trajectory_ids_get_fresh_ones_after_the_buffer_wrapped(read_back, sampler):
-    """Three episodes read back from storage, written without ("collector", "traj_ids") into a
+    """Three episodes (or more, until it wraps) read back from storage, written without ("collector", "traj_ids") into a
     buffer that has wrapped around: each gets an id no stored episode has; nothing crosses."""
     flat = read_back  # with the states stored with every step
     ends = flat["next", "done"].reshape(-1).nonzero().reshape(-1)
@@ -116,12 +116,15 @@ def test_episodes_without_trajectory_ids_get_fresh_ones_after_the_buffer_wrapped
     with built(f"sampler={sampler}", "storage.capacity=600", *every_step) as pipe:
         first = flat[: int(ends[ends < 560][-1]) + 1]
         pipe.buffer.extend(first)
-        three = first_episodes(flat[first.shape[0] :], 3).exclude(TRAJ_KEY)
-        pipe.buffer.extend(three)  # wraps around
+        rest = flat[first.shape[0] :]
+        n = 3  # three episodes at least, as many more as it takes to wrap around
+        while first.shape[0] + first_episodes(rest, n).shape[0] <= 600:
+            n += 1
+        pipe.buffer.extend(first_episodes(rest, n).exclude(TRAJ_KEY))  # wraps around
         assert pipe.buffer.write_count > 600
         stored = pipe.buffer[:]
         assert no_violations(audit_storage(stored, full=True))
-        assert stored[TRAJ_KEY].max() == first[TRAJ_KEY].unique().numel() + 3 - 1  # three new ids, none reused
+        assert stored[TRAJ_KEY].max() == first[TRAJ_KEY].unique().numel() + n - 1  # n new ids, none reused
         for _ in range(50):
             assert no_violations(audit_batch(pipe.sequences.sample()))
 

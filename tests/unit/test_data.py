@@ -357,6 +357,35 @@ def test_terminal_share_ends_that_share_of_slices_where_a_stored_episode_termina
         assert audit_batch(batch)["slice_across_episodes"] == 0
 
 
+def test_loaded_priorities_are_kept_and_only_steps_written_after_them_get_the_largest():
+    """A resumed run's sampler keeps the priorities its checkpoint saved; only the steps written since the
+    priorities were last brought up to date get the largest priority seen (as new steps always do)."""
+    from trajrl.replay.slices import StepSliceSampler
+
+    def prioritised(capacity=64):
+        buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(capacity), batch_size=5 * 4)
+        sampler = StepSliceSampler(capacity, slice_len=5, alpha=1.0, beta=0.4)
+        sampler.follow(buffer._writer)
+        buffer._sampler = sampler
+        return buffer, sampler
+
+    saved_buffer, saved = prioritised()
+    saved_buffer.extend(episodes([10, 12, 8]))
+    saved_buffer.sample()
+    saved_buffer.update_priority(torch.arange(30), torch.linspace(0.1, 3.0, 30))
+    state = saved_buffer.state_dict()
+    saved_buffer.extend(episodes([6], first_id=3))  # written after the priorities were brought up to date
+
+    resumed_buffer, resumed = prioritised()
+    resumed_buffer.load_state_dict(state)
+    resumed_buffer.extend(episodes([6], first_id=3))
+    resumed_buffer.sample()
+    saved_buffer.sample()
+    assert torch.equal(resumed.priority, saved.priority)
+    assert torch.equal(resumed.priority[:30], torch.linspace(0.1, 3.0, 30))
+    assert torch.all(resumed.priority[30:36] == 3.0)  # the largest seen
+
+
 def test_terminal_share_is_refused_with_prioritised_slices():
     from trajrl.replay.slices import StepSliceSampler
 

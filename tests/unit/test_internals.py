@@ -127,6 +127,14 @@ def test_saved_storage_contents():
         assert saved["obs"].shape == (5, 1), f"the saved tensors' shape: {saved['obs'].shape}"
 
 
+def test_with_written_rows_only():
+    with internal('ReplayBuffer.state_dict()["_storage"]["_len"] (with_written_rows_only)'):
+        rb = buffer(capacity=5)
+        rb.extend(steps(2))
+        saved = internals.saved_storage_contents(internals.with_written_rows_only(rb.state_dict()))
+        assert saved["obs"].shape == (2, 1), f"the written rows' shape: {saved['obs'].shape}"
+
+
 def test_buffer_locks():
     with internal("ReplayBuffer._write_lock and ._replay_lock (write_lock, replay_lock)"):
         shared, local = buffer(shared=True), buffer()

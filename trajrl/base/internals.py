@@ -95,6 +95,22 @@ def saved_storage_contents(buffer_state: dict) -> dict:
     return buffer_state["_storage"]["_storage"]
 
 
+def with_written_rows_only(buffer_state: dict) -> dict:
+    """A replay buffer's ``state_dict()`` with its stored tensors cut to the rows written (a flat
+    storage's first ``"_len"``; the rest is memory never written): two runs' buffers compare by it."""
+    storage = buffer_state["_storage"]
+    rows = storage.get("_len")
+    if rows is not None and isinstance(storage.get("_storage"), dict):
+        storage["_storage"] = {key: _cut(value, rows) for key, value in storage["_storage"].items()}
+    return buffer_state
+
+
+def _cut(tree: Any, rows: int) -> Any:
+    if isinstance(tree, dict):
+        return {key: _cut(value, rows) for key, value in tree.items()}
+    return tree[:rows] if hasattr(tree, "shape") else tree
+
+
 def write_lock(buffer: Any) -> Any:
     """A replay buffer's write lock (``_write_lock``; None if it has none): a multiprocessing
     lock where the buffer is shared. TorchRL could own freeing it: a writer killed while

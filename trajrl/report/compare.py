@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from trajrl.base import internals
 from trajrl.checkpoint import WHICH, checkpoint_path
 
 
@@ -60,13 +61,9 @@ def _rows(run_dir: Path) -> list[dict[str, str]]:
 
 
 def _written(payload: dict) -> dict:
-    """A checkpoint with its buffer's storage cut to the rows written (a flat storage's first ``_len``)."""
-    buffer = payload.get("buffer")
-    if buffer is not None:
-        storage = buffer["_storage"]
-        rows = storage.get("_len")
-        if rows is not None:
-            storage["_storage"] = {key: value[:rows] for key, value in _entries(storage["_storage"])}
+    """A checkpoint with its buffer's storage cut to the rows written."""
+    if payload.get("buffer") is not None:
+        internals.with_written_rows_only(payload["buffer"])
     return payload
 
 
