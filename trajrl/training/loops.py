@@ -150,6 +150,13 @@ class Loop:
         if due.checkpoint:
             self.save_when_due()
 
+    def renew_collection(self) -> None:
+        """After a periodic checkpoint, ordered collection (``deterministic=true``) starts anew where a run
+        resumed from that checkpoint starts: a collector seeded for these frames."""
+        if self.collection.ordered:
+            self.resume_point = self.frames
+            self.collection.renew(self.frames)
+
     def save_interrupted(self) -> None:
         """Save the run where a signal stopped it; ordered collection (``deterministic=true``) keeps
         the checkpoint before instead, if there is one: a run resumed there repeats this one exactly."""
@@ -346,9 +353,7 @@ class OffPolicyLoop(Loop):
     def save_when_due(self) -> None:
         with self.collection.paused():  # the buffer it saves holds still
             self.save_checkpoint()
-        if self.collection.ordered:  # where a run resumed from this checkpoint starts collecting
-            self.resume_point = self.frames
-            self.collection.renew(self.frames)
+        self.renew_collection()
 
 
 class EpisodicLoop(Loop):
@@ -483,9 +488,7 @@ class EpisodicLoop(Loop):
 
     def save_when_due(self) -> None:
         self.save_checkpoint()
-        if self.collection.ordered:  # where a run resumed from this checkpoint starts collecting
-            self.resume_point = self.frames
-            self.collection.renew(self.frames)
+        self.renew_collection()
 
 
 class CurrentPolicyOnly:
