@@ -164,7 +164,7 @@ class EnvSettings:
         "observe the steps t since the episode began as well, as tanh(t / s) for each s of time_scales, "
         "so that an agent can foresee the end of a task that stops at a fixed step (Pardo et al., 2018); "
         "auto: where a task's episodes end by such a clock (random actions: every episode terminated, "
-        "not truncated, at one length; algo=rsac's, docs/benchmarks/learning/tuning.md, ninth session)",
+        "not truncated, at one length; algo=rsac's)",
         choices=("true", "false", "auto"),
         null=False,
         checkpointed=True,
@@ -674,8 +674,7 @@ class RSACSettings(ReplayLearnerSettings):
         "recurrent DQN's loss does; what teaches the travel suite's 3-step recall) | mse (the squared TD "
         "error: terminal steps' large errors count in full) | huber_bootstrapped (Huber's where the target "
         "bootstraps, the squared error where the episode terminates within the target's steps: foreseeable "
-        "ends are learnt as with mse, and so are unforeseeable ones: CartPole 2/2, the 3-step recall at chance; "
-        "docs/benchmarks/learning/tuning.md, sixth session)",
+        "ends are learnt as with mse, and so are unforeseeable ones: CartPole 2/2, the 3-step recall at chance)",
         choices=("mse", "huber", "huber_bootstrapped"),
     )
     huber_delta: float = setting(
