@@ -69,7 +69,7 @@ def trajrl_policy(agent, observation_size: int, batch: int):
     def step():
         nonlocal td
         with set_exploration_type(ExplorationType.DETERMINISTIC), torch.no_grad():
-            out = agent.greedy(td)
+            out = agent.greedy_policy(td)
         td = td.update({key: out.get(("next", key)) for key in shapes})
 
     return step
@@ -95,7 +95,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
 
     cfg = validate(trajrl.compose([*args.overrides, "debug=smoke"]))
-    spaces = env_spaces(cfg.env, cfg.algo.name)  # what trajrl's policy reads: the previous action and reward too
+    spaces = env_spaces(cfg.env)  # what trajrl's policy reads: the previous action and reward too
     agent = build_agent(cfg, spaces)
     step = greedy_step(cfg, agent)
     folder = Path(tempfile.mkdtemp(prefix="bench_export_"))

@@ -104,7 +104,7 @@ def play(env, tracked: list[Track], policy, seed: int, step_limit: int, sampled:
 @torch.no_grad()
 def print_values(algo, td) -> None:
     """What ``--values`` prints (the module's docstring) for one episode ``td``."""
-    from trajrl.algos.rsac import critic_features
+    from trajrl.algos.rsac.networks import critic_features
 
     obs = td["observation"].unsqueeze(0).to(algo.device)
     q = torch.stack([c.values(f) for c, f in zip(algo.critics, critic_features(algo.critics, obs, 0))])
@@ -148,10 +148,10 @@ def main() -> None:
 
     kwargs = dict(cfg.env.kwargs or {})
     env = make_env(cfg.env.id, kwargs, cfg.env.import_module, primer=agent.primer, wrap=wrap, **gym_options(cfg.env))
-    step_limit = env_spaces(cfg.env, cfg.algo.name).step_limit
+    step_limit = env_spaces(cfg.env).step_limit
     if args.sampled:
         agent.acting.pull()  # the collectors' policy, with the run's weights
-    policy = agent.explore if args.sampled else agent.greedy
+    policy = agent.policy if args.sampled else agent.greedy_policy
     episodes = [play(env, tracked, policy, 1000 + i, step_limit, args.sampled) for i in range(args.episodes)]
     env.close()
     for i, e in enumerate(episodes):

@@ -23,7 +23,7 @@ import torch
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 import trajrl
-from trajrl.algos.rsac import critic_features
+from trajrl.algos.rsac.networks import critic_features
 from trajrl.collect.collector_env import make_env
 from trajrl.envs.gym_envs import gym_options
 from trajrl.report.evaluate_run import load_run
@@ -58,7 +58,7 @@ def main() -> None:
     for episode in range(args.episodes):
         env.set_seed(2000 + episode)
         with torch.no_grad(), set_exploration_type(ExplorationType.DETERMINISTIC):
-            td = env.rollout(10_000, agent.greedy, break_when_any_done=True)
+            td = env.rollout(10_000, agent.greedy_policy, break_when_any_done=True)
             obs = td["observation"].unsqueeze(0).to(algo.device)
             values = [c.values(f) for c, f in zip(algo.critics, critic_features(algo.critics, obs, 0))]
             q = torch.stack(values).min(0).values[0].cpu()

@@ -512,7 +512,7 @@ def added_inputs(cfg, observed: int, asked_time) -> str:
         parts.append("the previous action")
     if options["previous_reward"]:
         parts.append("the previous reward")
-    line = f"{env_spaces(cfg.env, cfg.algo.name).observations} numbers: " + ", ".join(parts)
+    line = f"{env_spaces(cfg.env).observations} numbers: " + ", ".join(parts)
     if asked_time == "auto":
         line += "; env.observe_time=auto: " + (
             "every random episode terminated at one length (a clock)" if options["time_scales"] else "no clock"

@@ -10,9 +10,7 @@ from torchrl.data import LazyTensorStorage, TensorDictReplayBuffer
 from torchrl.data.replay_buffers.samplers import SliceSampler
 
 import trajrl
-from trajrl.algos.rsac import (
-    run_core,
-)
+from trajrl.algos.rsac.networks import run_core
 from trajrl.base.keys import LOG_PROB_KEY, MASK_KEY, TRAJ_KEY
 from trajrl.collect.assembly import EpisodeCollector
 from trajrl.collect.collector_env import env_factory

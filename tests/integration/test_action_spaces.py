@@ -9,7 +9,7 @@ import torch
 from torch.distributions import Bernoulli, Categorical
 
 import trajrl
-from trajrl.algos.ppo import ActorCritic, Bernoullis, MultiCategorical
+from trajrl.algos.ppo.networks import ActorCritic, Bernoullis, MultiCategorical
 from trajrl.base.errors import ConfigError
 from trajrl.base.keys import LOG_PROB_KEY
 from trajrl.configuration.compose import validate

@@ -37,7 +37,7 @@ def test_a_run_leaves_a_checkpoint_that_restores_its_agent(overrides, tmp_path):
     assert all(torch.equal(v, wanted[k]) if torch.is_tensor(v) else v == wanted[k] for k, v in restored.items())
     # Its policies act on CPU copies that hold the restored weights.
     tensors = [w for w in wanted.values() if torch.is_tensor(w)]
-    for policy in (agent.greedy, agent.explore):
+    for policy in (agent.greedy_policy, agent.policy):
         acting = list(policy.parameters())
         assert acting and all(any(torch.equal(p.detach(), w) for w in tensors) for p in acting)
     # A new agent (same config, not restored) differs: the comparison above can fail.
@@ -46,7 +46,7 @@ def test_a_run_leaves_a_checkpoint_that_restores_its_agent(overrides, tmp_path):
     from trajrl.factory.agent import build_agent
 
     cfg = validate(cfg)
-    spaces = env_spaces(cfg.env, cfg.algo.name)
+    spaces = env_spaces(cfg.env)
     torch.manual_seed(123)
     new = weights(build_agent(cfg, spaces).algo)
     assert any(not torch.equal(new[k], wanted[k]) for k in wanted)

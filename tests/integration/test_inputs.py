@@ -98,7 +98,7 @@ def test_fixed_statistics_do_not_move():
 def test_ppo_tracks_after_learning_so_that_acting_and_learning_use_the_same_statistics():
     """The statistics move after a batch's epochs, not before: the ratio of a batch's first
     epoch is 1 (the log-probs the policy acted with), before and after the statistics moved."""
-    from trajrl.algos.ppo import LOG_PROB_KEY
+    from trajrl.algos.ppo.networks import LOG_PROB_KEY
 
     cfg = trajrl.compose(
         [
@@ -154,7 +154,7 @@ def test_squash_observations_reaches_every_network_of_each_algorithm(algo, env):
                 [f"algo={algo}", f"env={env}", "debug=smoke", f"algo.squash_observations={str(squash).lower()}"]
             )
         )
-        agent = build_agent(cfg, env_spaces(cfg.env, cfg.algo.name))
+        agent = build_agent(cfg, env_spaces(cfg.env))
         learner = agent.algo
         nets = {
             "r2d2": ["qnet", "target"],

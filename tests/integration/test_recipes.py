@@ -10,11 +10,16 @@ from helpers import acting_rollout, collect_frames, random_episodes, slices
 
 import trajrl
 from trajrl.algos.networks import recurrent_parameters
-from trajrl.algos.ppo import PPO, ActorCritic
-from trajrl.algos.r2d2 import R2D2, RecurrentQNet
-from trajrl.algos.rsac import RSAC, RecurrentActor, RecurrentCritic
+from trajrl.algos.ppo.learner import PPO
+from trajrl.algos.ppo.networks import ActorCritic
+from trajrl.algos.ppo.settings import PPOSettings
+from trajrl.algos.r2d2.learner import R2D2
+from trajrl.algos.r2d2.networks import RecurrentQNet
+from trajrl.algos.r2d2.settings import R2D2Settings
+from trajrl.algos.rsac.learner import RSAC
+from trajrl.algos.rsac.networks import RecurrentActor, RecurrentCritic
+from trajrl.algos.rsac.settings import RSACSettings
 from trajrl.base.keys import MASK_KEY
-from trajrl.configuration.settings import PPOSettings, R2D2Settings, RSACSettings
 
 PREVIOUS = ["env.previous_action=true", "env.previous_reward=true"]
 
@@ -128,7 +133,7 @@ def test_a_goal_environment_keeps_its_goals_beside_the_previous_action():
 
     plain = validate(trajrl.compose(["experiment=r2d2_bit_flipping_her", "debug=smoke"]))
     cfg = validate(trajrl.compose(["experiment=r2d2_bit_flipping_her", "debug=smoke", "env.previous_action=true"]))
-    before, after = env_spaces(plain.env, "r2d2"), env_spaces(cfg.env, "r2d2")
+    before, after = env_spaces(plain.env), env_spaces(cfg.env)
     n = plain.env.kwargs.n
     assert after.observations == before.observations + n + 1  # one-hot of n + 1 actions
     assert after.goal == before.goal  # achieved_goal, desired_goal come first in the Dict's key order

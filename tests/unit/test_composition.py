@@ -5,7 +5,8 @@ the record again (``python tests/unit/test_composition.py``) and shows in its di
 
 And the rule that keeps each default in one place: a group's option file sets its own group's
 keys only (``configs/<group>/<option>.yaml``); what an option brings to the rest of the run
-(``algo=rsac``: 16,000 frames, ...) is declared beside each setting (``brought``), and presets
+(``algo=rsac``: 16,000 frames, ...) is declared where the option is (an algorithm's ``AlgoSpec.brings``, else
+beside each setting: ``brought``), and presets
 under ``experiment/`` and ``debug/`` may set anything."""
 
 import json
@@ -20,6 +21,7 @@ sys.path.insert(0, str(HERE.parent))
 
 from helpers import REPO  # noqa: E402
 
+from trajrl.algos.registry import ALGOS  # noqa: E402
 from trajrl.configuration.settings import bringing_options  # noqa: E402
 
 RECORD = REPO / "tests" / "data" / "composed.json"
@@ -33,8 +35,15 @@ COMBINATIONS = [["algo=r2d2", "collector=async_batched"], ["algo=ppo", "collecto
 def cases() -> list[list[str]]:
     """The default run, each option of each group and each preset, and ``COMBINATIONS``."""
     groups = ("env", "collector", "storage", "sampler", "algo", "logger", "experiment")
-    options = [f"{g}={p.stem}" for g in groups for p in sorted((REPO / "configs" / g).glob("*.yaml"))]
+    options = [f"{g}={name}" for g in groups for name in option_names(g)]
     return [[], *([*WITH.get(o, []), o] for o in options), *COMBINATIONS]
+
+
+def option_names(group: str) -> list[str]:
+    """A group's options: its files under ``configs/``; the algorithms' registered in code."""
+    if group == "algo":
+        return sorted(ALGOS)
+    return [p.stem for p in sorted((REPO / "configs" / group).glob("*.yaml"))]
 
 
 def composed_values() -> dict[str, dict]:
@@ -97,7 +106,7 @@ def test_a_group_option_file_sets_its_own_groups_keys_only(path):
         assert package == group or name == f"trajrl_brought_{group}_{path.stem}", (path, entry)
 
 
-@pytest.mark.parametrize("group, option", bringing_options())
+@pytest.mark.parametrize("group, option", [*bringing_options(), *(("algo", name) for name in sorted(ALGOS))])
 def test_what_an_option_brings_is_what_a_run_that_picks_it_gets(group, option):
     """Every ``brought`` value declared for ``group=option`` is in the config that picks it."""
     import trajrl

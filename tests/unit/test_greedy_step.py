@@ -53,7 +53,7 @@ CASES = {
 @pytest.mark.parametrize("case", CASES)
 def test_the_greedy_step_and_its_program_act_as_trajrls_greedy_policy(case):
     cfg = validate(trajrl.compose([*CASES[case], "debug=smoke"]))
-    agent = build_agent(cfg, env_spaces(cfg.env, cfg.algo.name))
+    agent = build_agent(cfg, env_spaces(cfg.env))
     step = greedy_step(cfg, agent)
     spec = describe(cfg, step, "latest", "torch")
     seeds = [0]
@@ -82,7 +82,7 @@ def test_the_onnx_file_of_a_linear_core_acts_as_trajrls_greedy_policy(case, tmp_
     rounds otherwise than torch, docs/export.md)."""
     overrides = ONNX_CASES[case]
     cfg = validate(trajrl.compose([*overrides, "debug=smoke"]))
-    agent = build_agent(cfg, env_spaces(cfg.env, cfg.algo.name))
+    agent = build_agent(cfg, env_spaces(cfg.env))
     step = greedy_step(cfg, agent)
     spec = describe(cfg, step, "latest", "onnx")
     example = example_inputs(step, spec["observation_size"])
@@ -98,7 +98,7 @@ def test_the_state_restarts_at_an_episode_start_whatever_is_passed():
     """``episode_start`` zeroes the state (the memory and the previous action) before the step:
     a state of noise gives the same action and next state as zeros there, and another one elsewhere."""
     cfg = validate(trajrl.compose(["debug=smoke"]))
-    step = greedy_step(cfg, build_agent(cfg, env_spaces(cfg.env, cfg.algo.name)))
+    step = greedy_step(cfg, build_agent(cfg, env_spaces(cfg.env)))
     obs, noise = torch.randn(4, 2), 5 * torch.randn(4, step.state_size)
     start, going = torch.ones(4, dtype=torch.bool), torch.zeros(4, dtype=torch.bool)
     with torch.no_grad():
@@ -110,7 +110,7 @@ def test_the_state_restarts_at_an_episode_start_whatever_is_passed():
 
 def test_a_wrong_observation_is_named_with_what_the_agent_takes():
     cfg = validate(trajrl.compose(["debug=smoke"]))
-    step = greedy_step(cfg, build_agent(cfg, env_spaces(cfg.env, cfg.algo.name)))
+    step = greedy_step(cfg, build_agent(cfg, env_spaces(cfg.env)))
     agent = Exported.of(step, describe(cfg, step, "latest", "torch"))
     with pytest.raises(ValueError, match=r"shape \(1, 4\): the agent takes \[B, 2\] float32, gymnasium.spaces.flatten"):
         agent(np.zeros((1, 4), np.float32), agent.initial_state(1), np.ones(1, bool))

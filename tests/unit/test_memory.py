@@ -139,7 +139,7 @@ def test_every_core_is_what_its_own_learning_rate_applies_to(kind):
     """``algo.rnn_lr``'s parameter group: exactly the core's parameters, whichever the core."""
     from trajrl.algos.memory import Memory
     from trajrl.algos.networks import recurrent_parameters
-    from trajrl.algos.r2d2 import RecurrentQNet
+    from trajrl.algos.r2d2.networks import RecurrentQNet
 
     net = RecurrentQNet(2, 2, [8], 8, Memory(kind, size=4))
     assert recurrent_parameters(net) == {id(p) for p in net.rnn.parameters()}

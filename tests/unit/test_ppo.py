@@ -4,9 +4,10 @@ import pytest
 import torch
 from helpers import random_episodes
 
-from trajrl.algos.ppo import PPO, ActorCritic, masked_gae
+from trajrl.algos.ppo.learner import PPO, masked_gae
+from trajrl.algos.ppo.networks import ActorCritic
+from trajrl.algos.ppo.settings import PPOSettings
 from trajrl.base.keys import LOG_PROB_KEY, MASK_KEY
-from trajrl.configuration.settings import PPOSettings
 
 
 def gae_of_one_episode(reward, value, next_value, terminated, gamma, lam):
@@ -77,7 +78,7 @@ def test_padded_steps_change_no_loss_no_advantage_and_no_statistic(rnn):
 def test_reward_scale_divides_by_the_running_std_of_the_discounted_return():
     """algo.normalize_rewards: R_t = gamma R_{t-1} + r_t within each episode (padding
     excluded); rewards are divided by the std of every R seen so far."""
-    from trajrl.algos.ppo import RewardScale
+    from trajrl.algos.ppo.learner import RewardScale
 
     gen = torch.Generator().manual_seed(0)
     scale = RewardScale(gamma=0.9)

@@ -6,10 +6,11 @@ from helpers import slices
 from tensordict import TensorDict
 
 import trajrl
-from trajrl.algos.r2d2 import R2D2, RecurrentQNet, signed_hyperbolic, signed_parabolic
+from trajrl.algos.r2d2.learner import R2D2, signed_hyperbolic, signed_parabolic
+from trajrl.algos.r2d2.networks import RecurrentQNet
+from trajrl.algos.r2d2.settings import R2D2Settings
 from trajrl.algos.sequences import n_step_return
 from trajrl.base.keys import TD_KEY
-from trajrl.configuration.settings import R2D2Settings
 from trajrl.replay.batches import sequence_priority
 
 
@@ -110,14 +111,14 @@ def test_evaluation_acts_with_the_network_it_is_asked_for(network):
     from trajrl.factory.agent import build_agent
 
     cfg = trajrl.compose(["debug=smoke", "algo=r2d2", f"algo.eval_network={network}"])
-    agent = build_agent(validate(cfg), env_spaces(cfg.env, "r2d2"))
+    agent = build_agent(validate(cfg), env_spaces(cfg.env))
     chosen, other = (
         (agent.algo.qnet, agent.algo.target) if network == "online" else (agent.algo.target, agent.algo.qnet)
     )
     learner = {id(p) for net in (chosen, other) for p in net.parameters()}
-    assert not {id(p) for p in agent.greedy.parameters()} & learner  # copies, not the learner's own
-    assert not {id(p) for p in agent.explore.parameters()} & learner
-    assert not {id(p) for p in agent.explore.parameters()} & {id(p) for p in agent.greedy.parameters()}
+    assert not {id(p) for p in agent.greedy_policy.parameters()} & learner  # copies, not the learner's own
+    assert not {id(p) for p in agent.policy.parameters()} & learner
+    assert not {id(p) for p in agent.policy.parameters()} & {id(p) for p in agent.greedy_policy.parameters()}
 
     def values(module):
         return [p.detach().clone() for p in module.parameters()]
@@ -131,15 +132,15 @@ def test_evaluation_acts_with_the_network_it_is_asked_for(network):
             p.add_(1.0)
         for p in other.parameters():
             p.sub_(3.0)
-    greedy_before = values(agent.greedy)
+    greedy_before = values(agent.greedy_policy)
     agent.evaluated.pull()
-    assert all(torch.equal(a, b) for a, b in zip(acted(agent.greedy, chosen), chosen.parameters()))
-    assert not any(torch.equal(a, b) for a, b in zip(acted(agent.greedy, chosen), greedy_before))
+    assert all(torch.equal(a, b) for a, b in zip(acted(agent.greedy_policy, chosen), chosen.parameters()))
+    assert not any(torch.equal(a, b) for a, b in zip(acted(agent.greedy_policy, chosen), greedy_before))
     # The behaviour policy acts with the online network, from the next push on.
-    explore_before = values(agent.explore)
-    assert all(torch.equal(a, b) for a, b in zip(acted(agent.explore, agent.algo.qnet), explore_before))
+    explore_before = values(agent.policy)
+    assert all(torch.equal(a, b) for a, b in zip(acted(agent.policy, agent.algo.qnet), explore_before))
     agent.acting.pull()
-    assert all(torch.equal(a, b) for a, b in zip(acted(agent.explore, agent.algo.qnet), agent.algo.qnet.parameters()))
+    assert all(torch.equal(a, b) for a, b in zip(acted(agent.policy, agent.algo.qnet), agent.algo.qnet.parameters()))
 
 
 def test_lr_decays_linearly_to_lr_end_over_the_planned_updates():
@@ -161,7 +162,7 @@ def test_lr_decays_linearly_to_lr_end_over_the_planned_updates():
             "loop.updates_per_frame=0.002",
         ]
     )
-    assert build_agent(validate(cfg), env_spaces(cfg.env, "r2d2")).algo.planned_updates == 4
+    assert build_agent(validate(cfg), env_spaces(cfg.env)).algo.planned_updates == 4
     algo = R2D2(RecurrentQNet(2, 2, [8], 8), R2D2Settings(lr=1e-3, lr_end=1e-4), planned_updates=4)
     batch = slices([12, 5], horizon=12)
     batch.set("action", torch.randint(2, (2, 12)))
@@ -222,7 +223,7 @@ def test_spread_epsilon_gives_each_environment_of_a_vector_its_own_and_evaluatio
     from torchrl.data import Categorical
     from torchrl.envs.utils import ExplorationType, set_exploration_type
 
-    from trajrl.algos.r2d2 import SpreadEpsilonGreedy
+    from trajrl.algos.r2d2.networks import SpreadEpsilonGreedy
     from trajrl.base.keys import WORKER_KEY
 
     module = SpreadEpsilonGreedy(Categorical(4), 0.5, 0.5, 1, spread=3.0, actors=6, per_slot=3)

@@ -13,8 +13,8 @@ from torch.distributions import AffineTransform, Normal, TanhTransform, Transfor
 import trajrl
 from trajrl.algos.memory import FFM, LRU
 from trajrl.algos.networks import DuelingHead, SideThread, read_statistics
-from trajrl.algos.rsac import (
-    RSAC,
+from trajrl.algos.rsac.learner import RSAC
+from trajrl.algos.rsac.networks import (
     RecurrentActor,
     RecurrentCritic,
     SquashedGaussian,
@@ -22,8 +22,8 @@ from trajrl.algos.rsac import (
     run_core,
     twin_critics,
 )
+from trajrl.algos.rsac.settings import RSACSettings
 from trajrl.base.keys import MASK_KEY, TD_KEY
-from trajrl.configuration.settings import RSACSettings
 
 
 def test_squashed_gaussian_log_prob_is_the_change_of_variables():
@@ -317,7 +317,7 @@ def test_the_acting_policy_stores_its_entropy_where_the_penalty_reads_it():
     categorical policy it acted with; without, nothing more than the action."""
     from tensordict import TensorDict
 
-    from trajrl.algos.rsac import make_policy
+    from trajrl.algos.rsac.networks import make_policy
 
     torch.manual_seed(0)
     actor = RecurrentActor(2, 3, [8], 8, "lstm", None, None)
@@ -431,11 +431,11 @@ def test_the_factory_builds_the_critics_and_the_actor_the_settings_name():
     from trajrl.factory.agent import build_agent
 
     cfg = validate(compose(["debug=smoke", "algo.dueling=true", "algo.critic_core=acting"]))
-    agent = build_agent(cfg, env_spaces(cfg.env, "rsac"))
+    agent = build_agent(cfg, env_spaces(cfg.env))
     algo = agent.algo
     assert all(isinstance(critic.q[-1], DuelingHead) for critic in algo.critics)
     assert algo.actor.rnn is algo.critics[0].rnn is algo.critics[1].rnn
-    assert sum(p.numel() for p in agent.explore.parameters()) == sum(
+    assert sum(p.numel() for p in agent.policy.parameters()) == sum(
         p.numel() for module in (algo.actor.encoder, algo.actor.rnn, algo.actor.head) for p in module.parameters()
     )  # the acting policy holds the one core and the head, no second core
 
@@ -466,7 +466,7 @@ def test_actor_and_critic_rates_decay_linearly_to_lr_end_and_the_temperatures_st
     from trajrl.factory.agent import build_agent
 
     cfg = trajrl.compose(["debug=smoke", "total_frames=2400", "loop.warmup_frames=400", "loop.updates_per_frame=0.5"])
-    assert build_agent(validate(cfg), env_spaces(cfg.env, "rsac")).algo.planned_updates == 1000
+    assert build_agent(validate(cfg), env_spaces(cfg.env)).algo.planned_updates == 1000
     algo = discrete_sac(lr=1e-3, rnn_lr=2e-3, lr_end=1e-4, planned_updates=4)
     batch = discrete_batch()
     seen = []

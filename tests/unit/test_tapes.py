@@ -10,11 +10,14 @@ import torch
 from helpers import episodes, padded_buffer
 
 from trajrl.algos.memory import Memory
-from trajrl.algos.r2d2 import R2D2, RecurrentQNet
-from trajrl.algos.rsac import RSAC, RecurrentActor, RecurrentCritic, twin_critics
+from trajrl.algos.r2d2.learner import R2D2
+from trajrl.algos.r2d2.networks import RecurrentQNet
+from trajrl.algos.r2d2.settings import R2D2Settings
+from trajrl.algos.rsac.learner import RSAC
+from trajrl.algos.rsac.networks import RecurrentActor, RecurrentCritic, twin_critics
+from trajrl.algos.rsac.settings import RSACSettings
 from trajrl.algos.sequences import n_step_return
 from trajrl.base.keys import CLOSING_KEY, MASK_KEY, TD_KEY
-from trajrl.configuration.settings import R2D2Settings, RSACSettings
 from trajrl.replay.episodes import as_sequences
 from trajrl.replay.tapes import TapeSampler, as_tape
 

@@ -36,7 +36,8 @@ from tensordict import TensorDictBase
 from tensordict.nn import TensorDictModuleBase
 from torch import nn
 
-from trajrl.configuration.settings import LINEAR_CORES, MEMORY_CORES, NetworkSettings, default_of
+from trajrl.algos.settings import LINEAR_CORES, MEMORY_CORES, NetworkSettings
+from trajrl.base.declare import default_of
 
 _DECLARED = {f.name: default_of(f) for f in fields(NetworkSettings)}
 

@@ -22,17 +22,18 @@ from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from trajrl.algos.registry import SPECS, algo_spec, takes_actions
+from trajrl.algos.settings import LINEAR_CORES
 from trajrl.base.errors import ConfigError
 from trajrl.configuration.settings import (
     GROUPS,
-    LINEAR_CORES,
     OFF_POLICY_ONLY,
-    ON_POLICY_ALGOS,
     ON_POLICY_COLLECTORS,
     RunSettings,
     batches_of,
     default_of,
     option_schema,
+    settings_of,
 )
 from trajrl.configuration.topology import fixed_frame_lanes, lane_ndim, starts_processes
 
@@ -72,19 +73,19 @@ def check(cfg: DictConfig) -> None:
     from trajrl.envs.env_check import check_first_steps
     from trajrl.envs.gym_envs import env_spaces  # gymnasium: only once the settings alone pass (a refusal is quicker)
 
-    spaces = env_spaces(cfg.env, cfg.algo.name, timeout_s=cfg.loop.stall_timeout_s)
+    spaces = env_spaces(cfg.env, timeout_s=cfg.loop.stall_timeout_s)
+    check_actions(cfg, spaces)
     check_first_steps(cfg.env, timeout_s=cfg.loop.stall_timeout_s, refuse=cfg.collector.bad_steps != "drop")
     check_episode_fits_storage(cfg, spaces)
     check_slice_len(cfg, spaces)
-    check_actions(cfg, spaces)
     check_hindsight_replay(cfg)
     check_hindsight_env(cfg, spaces)
     check_her_state(cfg)
 
 
 def learns_on_policy(cfg: DictConfig) -> bool:
-    """Whether the algorithm learns from each batch of complete episodes (no replay buffer)."""
-    return cfg.algo.name in ON_POLICY_ALGOS
+    """Whether the algorithm learns from each batch of complete episodes (no replay buffer): its ``AlgoSpec``."""
+    return algo_spec(cfg.algo.name).on_policy
 
 
 # ---------------------------------------------------------------- each setting on its own
@@ -603,43 +604,41 @@ def check_slice_len(cfg: DictConfig, spaces: Any) -> None:
 
 
 def check_actions(cfg: DictConfig, spaces: Any) -> None:
-    """``algo.target_entropy_fraction``, ``algo.entropy_penalty`` and recurrent SAC's ``algo.dueling`` are
-    for Discrete actions (the fraction instead of ``algo.target_entropy``)."""
-    from trajrl.envs.spaces import DISCRETE  # gymnasium: not for a refusal of the settings alone
+    """The algorithm takes the environment's kind of actions (bounded where it needs bounds), and its own
+    rule between its settings and the spaces holds (``AlgoSpec.check``)."""
+    from trajrl.envs.gym_envs import ACTION_SPACES  # gymnasium: not for a refusal of the settings alone
 
-    if cfg.algo.name == "rsac" and cfg.algo.get("dueling") and spaces.action_kind != DISCRETE:
+    spec, env_id, kind = algo_spec(cfg.algo.name), str(cfg.env.id), spaces.action_kind
+    if kind is None:
+        every = [name for name, other in SPECS.items() if set(ACTION_SPACES) <= set(other.actions)]
         raise ConfigError(
-            "algo.dueling",
-            True,
-            f"splits the critics' Q-values over Discrete actions into V + A, and {cfg.env.id} has "
-            "continuous actions (one Q for the action given): set algo.dueling=false",
+            "env.id",
+            env_id,
+            f"has {spaces.action_space} actions, which no algorithm takes: wrap them into one of "
+            f"{', '.join(ACTION_SPACES.values())}"
+            + "".join(f" (algo={name} takes each of these)" for name in every[:1]),
         )
-    penalty = cfg.algo.get("entropy_penalty", 0.0)
-    if penalty and spaces.action_kind != DISCRETE:
+    if kind not in spec.actions:
+        fix = " or ".join(f"algo={name}" for name in takes_actions(kind))
+        why = f": {spec.why_not[kind]}" if kind in spec.why_not else ""
         raise ConfigError(
-            "algo.entropy_penalty",
-            penalty,
-            f"holds a categorical policy's exact entropy near the one it acted with, and {cfg.env.id} has "
-            "continuous actions: set algo.entropy_penalty=0",
+            "env.id",
+            env_id,
+            f"has {spaces.action_space} actions; algo={spec.name} takes "
+            f"{' or '.join(ACTION_SPACES[k] for k in spec.actions)} actions{why} (use {fix})",
         )
-    fraction = cfg.algo.get("target_entropy_fraction")
-    if fraction is None:
-        return
-    if spaces.action_kind != DISCRETE:
+    if spec.bounded and not spaces.bounded:
         raise ConfigError(
-            "algo.target_entropy_fraction",
-            fraction,
-            f"sets SAC-discrete's target entropy, and {cfg.env.id} has continuous actions: set "
-            f"algo.target_entropy (e.g. -{spaces.actions}, minus the action size: the default), "
-            "or algo.target_entropy_fraction=null",
+            "env.id",
+            env_id,
+            f"declares {spaces.action_space} actions, without finite bounds: algo={spec.name} squashes its "
+            "actions into their bounds; declare the range the environment acts on (e.g. Box(-1, 1)) or use "
+            + " or ".join(
+                f"algo={name}" for name, other in SPECS.items() if kind in other.actions and not other.bounded
+            ),
         )
-    if cfg.algo.get("target_entropy") is not None:
-        raise ConfigError(
-            "algo.target_entropy_fraction",
-            fraction,
-            f"and algo.target_entropy={cfg.algo.target_entropy:g} both set the target entropy: "
-            "keep one, the other null",
-        )
+    if spec.check is not None:
+        spec.check(settings_of(cfg, "algo"), spaces, env_id)
 
 
 def hindsight(cfg: DictConfig) -> str | None:
@@ -765,7 +764,7 @@ def key_of(override: str) -> str:
 
 def check_overrides(overrides: list[str], algo: str) -> None:
     """Refuse an override of a setting this run would not read (``overrides``: as typed)."""
-    if algo not in ON_POLICY_ALGOS:
+    if not algo_spec(algo).on_policy:
         return
     for override in overrides:
         key, value = key_of(override), override.partition("=")[2]

@@ -14,7 +14,6 @@ import logging
 import re
 import typing
 from dataclasses import fields, is_dataclass
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -31,11 +30,13 @@ from omegaconf.errors import (
     ValidationError,
 )
 
+from trajrl.algos.registry import algo_spec
 from trajrl.base import internals
 from trajrl.base.errors import ConfigError
 from trajrl.configuration.checks import check, check_resume, state_every_problem, storage_layout
 from trajrl.configuration.helptext import describe_settings
 from trajrl.configuration.settings import (
+    CONFIG_DIR,
     GROUPS,
     ORDERED_COLLECTOR,
     ORDERED_IN_PLACE_OF,
@@ -46,7 +47,6 @@ from trajrl.configuration.settings import (
 )
 
 log = logging.getLogger("trajrl")
-CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
 _CHECKED = "trajrl_checked"  # the flag validate() leaves on the config it returns
 
 
@@ -136,18 +136,14 @@ def order_collection(cfg: DictConfig) -> None:
     )
 
 
-#: ``sampler.slices_per_batch=auto``: recurrent SAC's slices a batch, and the other learners'.
-RSAC_SLICES_PER_BATCH, SLICES_PER_BATCH = 4, 16
-
-
 def resolve_auto(cfg: DictConfig) -> None:
     """What ``auto`` stands for, in a checked config. ``sampler.state_every``: ``slice_len - burn_in``
     (the most that leaves no step unlearnt) where slices can start at kept states only
-    (``state_every_problem``), else null. ``sampler.slices_per_batch``: 4 for recurrent SAC
-    (``algo=rsac``), 16 for the others. ``storage.ndim``: the collector's layout (``storage_layout``).
+    (``state_every_problem``), else null. ``sampler.slices_per_batch``: the algorithm's
+    (``AlgoSpec.slices_per_batch``). ``storage.ndim``: the collector's layout (``storage_layout``).
     ``env.observe_time``: whether the task's episodes end by a clock (``ends_by_clock``)."""
     if cfg.sampler.get("slices_per_batch") == "auto":
-        cfg.sampler.slices_per_batch = RSAC_SLICES_PER_BATCH if cfg.algo.name == "rsac" else SLICES_PER_BATCH
+        cfg.sampler.slices_per_batch = algo_spec(cfg.algo.name).slices_per_batch
     if cfg.sampler.get("state_every") == "auto":
         most = cfg.sampler.slice_len - cfg.sampler.burn_in  # at least 1: check_burn_in
         cfg.sampler.state_every = most if state_every_problem(cfg) is None else None

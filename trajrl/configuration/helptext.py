@@ -12,7 +12,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from trajrl.configuration.settings import GROUPS, RunSettings, brought_by, option_schema
+from trajrl.configuration.settings import CONFIG_DIR, GROUPS, RunSettings, brought_by, option_schema
 
 
 def describe_settings(*, _root_: DictConfig) -> str:
@@ -36,17 +36,18 @@ def set_by(choices: dict) -> dict[str, tuple[str, Any]]:
     """``{dotted key: (group=option, value)}`` for every setting a chosen option brings (its
     ``brought`` values) or its file under ``configs/`` sets (``choices``: Hydra's ``runtime.choices``),
     the last in the defaults list (``configs/config.yaml``) winning, as composition does."""
-    from trajrl.configuration.compose import CONFIG_DIR
-
     order = OmegaConf.to_container(OmegaConf.load(CONFIG_DIR / "config.yaml").defaults)
     groups = [next(iter(entry)) for entry in order if isinstance(entry, dict)]
     sources: dict[str, tuple[str, Any]] = {}
     for group in groups:
-        option, path = choices.get(group), CONFIG_DIR / group / f"{choices.get(group)}.yaml"
-        if option is None or not path.exists():
+        option = choices.get(group)
+        if option is None:
             continue
         for key, value in brought_by(group, option).items():
             sources[key] = (f"{group}={option}", value)
+        path = CONFIG_DIR / group / f"{option}.yaml"
+        if not path.exists():  # an option registered in code (an algorithm, a sampler): its brought values alone
+            continue
         text = path.read_text()
         package = "" if "# @package _global_" in text else f"{group}."
         settings = OmegaConf.to_container(OmegaConf.load(path), resolve=False)

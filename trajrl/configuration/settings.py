@@ -14,100 +14,28 @@ Nothing here imports torch: a config is checked in about a second.
 
 from __future__ import annotations
 
-import math
-from dataclasses import MISSING, Field, dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
+from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
+from trajrl.algos import ppo, r2d2, rsac  # noqa: F401 (each registers itself: trajrl.algos.registry)
+from trajrl.algos.registry import ALGOS, SPECS
+from trajrl.base.declare import (  # noqa: F401 (how a setting is declared, also imported from here)
+    ANY_NUMBER,
+    FRACTION,
+    Range,
+    above,
+    at_least,
+    between,
+    default_of,
+    option,
+    setting,
+)
 from trajrl.base.errors import ConfigError
+from trajrl.base.kinds import HER_STRATEGIES
 
-
-# ---------------------------------------------------------------- how a setting is declared
-@dataclass(frozen=True)
-class Range:
-    """The numbers a setting admits (always finite): ``low``/``high`` bounds, open or closed."""
-
-    low: float | None = None
-    high: float | None = None
-    low_open: bool = False
-    high_open: bool = False
-
-    def admits(self, value: float) -> bool:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            return False
-        if self.low is not None and (value <= self.low if self.low_open else value < self.low):
-            return False
-        return self.high is None or (value < self.high if self.high_open else value <= self.high)
-
-    def __str__(self) -> str:
-        low = None if self.low is None else f"{'>' if self.low_open else '>='} {self.low:g}"
-        high = None if self.high is None else f"{'<' if self.high_open else '<='} {self.high:g}"
-        if low and high and self.low_open == self.high_open:
-            return f"{'strictly ' if self.low_open else ''}between {self.low:g} and {self.high:g}"
-        if low and high:
-            return f"{low} and {high}"
-        return low or high or "a finite number"
-
-
-def at_least(low: float) -> Range:
-    return Range(low)
-
-
-def above(low: float) -> Range:
-    return Range(low, low_open=True)
-
-
-def between(low: float, high: float, low_open: bool = False, high_open: bool = False) -> Range:
-    return Range(low, high, low_open, high_open)
-
-
-ANY_NUMBER = Range()
-FRACTION = between(0, 1)
-
-
-def setting(
-    default: Any,
-    help: str,
-    *,
-    range: Range | None = None,
-    choices: tuple[str, ...] | None = None,
-    auto: bool = False,
-    null: bool = True,
-    checkpointed: bool = False,
-    brought: dict[str, Any] | None = None,
-) -> Any:
-    """A dataclass field with its description and its range (numbers) or choices (names);
-    ``brought``: the value a run gets where it picks a group's option (``{"algo=rsac": 16_000}``:
-    ``python -m trajrl algo=rsac`` runs 16,000 frames), the later group in ``configs/config.yaml``'s
-    defaults list winning where two chosen options bring one (``brought_by``);
-    ``auto``: the value "auto" is admitted too (trajrl derives it from other settings);
-    ``null=False``: a field typed ``Any`` (a number or auto) refuses null, which its type cannot;
-    ``checkpointed``: what a checkpoint holds was made with it (the networks' shapes, the
-    environment's spaces), so a resume keeps it (``trajrl.configuration.checks.check_resume``).
-    A list default is copied for each instance."""
-    metadata = {
-        "help": help,
-        "range": range,
-        "choices": choices,
-        "auto": auto,
-        "null": null,
-        "checkpointed": checkpointed,
-        "brought": dict(brought or {}),
-    }
-    if isinstance(default, (list, dict)):
-        return field(default_factory=lambda: type(default)(default), metadata=metadata)
-    return field(default=default, metadata=metadata)
-
-
-def option(name: str, checkpointed: bool = False) -> Any:
-    """The field that names a group's option (``kind`` or ``name``); the registry sets its choices.
-    ``checkpointed``: a resume keeps the option (``setting``)."""
-    metadata = {"help": "the option of this group", "range": None, "choices": None, "checkpointed": checkpointed}
-    return field(default=name, metadata=metadata)
-
-
-def default_of(f: Field) -> Any:
-    """The default a field declares (a fresh copy of a list); ``MISSING`` where it is required."""
-    return f.default_factory() if f.default_factory is not MISSING else f.default
+#: The config files Hydra composes (``configs/config.yaml`` and a folder for each group's options).
+CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
 
 
 # ---------------------------------------------------------------- env
@@ -154,7 +82,6 @@ class EnvSettings:
         "Ni et al. (2022) feed recurrent agents (algo=rsac: observed; recurrent SAC learns "
         "CartPole without velocities with it, docs/results.md)",
         checkpointed=True,
-        brought={"algo=rsac": True},
     )
     previous_reward: bool = setting(
         False, "observe the reward of the step before as well (0 at an episode's first step)", checkpointed=True
@@ -168,7 +95,6 @@ class EnvSettings:
         choices=("true", "false", "auto"),
         null=False,
         checkpointed=True,
-        brought={"algo=rsac": "auto"},
     )
     time_scales: list[float] = setting(
         [16.0, 64.0],
@@ -285,10 +211,6 @@ STORAGES: dict[str, type] = {
     "lazy_memmap": MemmapStorageSettings,
     "none": NoStorageSettings,
 }
-
-
-#: Hindsight Experience Replay: where a substituted goal comes from (``trajrl.replay.hindsight``).
-HER_STRATEGIES = ("future", "final", "episode")
 
 
 def her_ratio() -> Any:
@@ -448,358 +370,6 @@ def batches_of(sampler: Any) -> str:
     return SAMPLERS[sampler.kind].batches
 
 
-# ---------------------------------------------------------------- learn: algorithms
-#: Memory cores (``algo.rnn``; ``trajrl.algos.memory``): torch's, stepped one step after another,
-#: then the linear ones, whose whole sequence is one parallel pass that restarts inside it at each
-#: episode start (``sampler=tape`` needs one). ``trajrl.algos.memory.register_core`` adds a linear one
-#: to both lists (the choices of ``algo.rnn`` are the list itself).
-LINEAR_CORES: list[str] = ["lru", "ffm"]
-MEMORY_CORES: list[str] = ["lstm", "gru", *LINEAR_CORES]
-
-
-@dataclass
-class NetworkSettings:
-    name: str = option("r2d2", checkpointed=True)
-    rnn: str = setting(
-        "lstm",
-        "memory core: lstm, gru (stepped through a sequence) | lru (Linear Recurrent Unit), ffm (Fast and "
-        "Forgetful Memory): linear, a whole sequence in one pass, restarting inside it at each episode "
-        "start (what sampler=tape needs)",
-        choices=MEMORY_CORES,
-        checkpointed=True,
-    )
-    hidden_size: int = setting(64, "recurrent cells (the memory core's outputs)", range=at_least(1), checkpointed=True)
-    memory_size: int = setting(
-        64,
-        "rnn=lru: complex state channels of each layer; rnn=ffm: length of its trace (one decay rate each)",
-        range=between(1, 4096),
-        checkpointed=True,
-    )
-    memory_context: int = setting(
-        4, "rnn=ffm: frequencies each element of the trace turns at", range=between(1, 256), checkpointed=True
-    )
-    memory_layers: int = setting(1, "rnn=lru: blocks stacked", range=between(1, 16), checkpointed=True)
-    forget_bias: float | None = setting(
-        None,
-        "rnn=lstm: every cell's forget-gate bias at initialisation (1: Gers et al., 2000; Jozefowicz et al., "
-        "2015): a new core keeps sigmoid(b) of what it holds each step instead of about half; rnn=gru: its "
-        "update gate's, to the same end; null: torch's initialisation",
-        range=between(-10, 10),
-        checkpointed=True,
-    )
-    chrono_horizon: int | None = setting(
-        None,
-        "rnn=lstm: Tallec & Ollivier (2018)'s chrono initialisation: each cell's forget-gate bias drawn as "
-        "log U(1, T - 1) and its input gate's the opposite, T this many steps (the longest dependency to learn): "
-        "a new core's cells keep their content over a spread of time scales up to T instead of about a step; "
-        "null: torch's initialisation (or forget_bias's)",
-        range=at_least(3),
-        checkpointed=True,
-    )
-    chrono_spread: str = setting(
-        "uniform",
-        "rnn=lstm with chrono_horizon: how the time scales u are drawn: uniform in [1, T - 1] (Tallec & Ollivier's: "
-        "most cells long) | log: log-uniform over it, the forget biases log u uniform in [0, log(T - 1)] (as many "
-        "cells keep about a step as keep the whole horizon)",
-        choices=("uniform", "log"),
-        checkpointed=True,
-    )
-    encoder_sizes: list[int] = setting(
-        [64], "MLP layers before the recurrent core (or the head)", range=at_least(1), checkpointed=True
-    )
-    normalize_observations: bool = setting(
-        True, "standardise inputs with statistics of 2,000 random-policy steps", checkpointed=True
-    )
-    observation_stats: str = setting(
-        "fixed",
-        "fixed: standardise with the statistics measured at the start; "
-        "running: they follow the observations the learner trains on (the "
-        "mean over every batch, then a moving one, rate observation_rate)",
-        choices=("fixed", "running"),
-    )
-    observation_rate: float = setting(
-        1e-3, "observation_stats=running: the least weight of each batch", range=between(0, 1)
-    )
-    squash_observations: bool = setting(
-        False,
-        "symlog the standardised inputs: states a learnt policy reaches far "
-        "outside a random policy's statistics stay within a few units",
-    )
-    gamma: float = setting(0.99, "discount", range=FRACTION)
-    lr: float = setting(1e-3, "learning rate (Adam)", range=above(0))
-    rnn_lr: float | None = setting(
-        None,
-        "learning rate of the memory core (algo.rnn), which RESeL (Luo et al., "
-        "2024) trains far slower than the rest; null: lr",
-        range=above(0),
-        checkpointed=True,  # null or not: one group of parameters in the optimiser, or two
-    )
-    max_grad_norm: float = setting(10.0, "gradient norm clipping", range=above(0))
-    layer_norm: bool = setting(
-        False,
-        "layer-normalise each encoder's output, and the recurrent features of the Q-network and the critics",
-        checkpointed=True,
-    )
-
-
-@dataclass
-class ReplayLearnerSettings(NetworkSettings):
-    """What the learners that train from the replay buffer (recurrent DQN and SAC) have in common."""
-
-    lr_end: float | None = setting(
-        None,
-        "decay lr linearly to this over the run's planned updates, rnn_lr in the same proportion (the "
-        "temperature's rate stays); null: constant",
-        range=at_least(0),
-    )
-
-
-@dataclass
-class R2D2Settings(ReplayLearnerSettings):
-    """Recurrent DQN, R2D2-style."""
-
-    n_step: int = setting(3, "rewards summed before bootstrapping", range=at_least(1))
-    initial_state: str = setting(
-        "stored", "state at a slice's first step: stored (the one the policy used) | zero", choices=("stored", "zero")
-    )
-    refresh_states_every: int | None = setting(
-        None,
-        "recompute the recurrent state stored with every step with the current network every this many "
-        "updates (null: never; the state stored by the acting network ages as the network learns)",
-        range=at_least(1),
-    )
-    double_q: bool = setting(True, "the online network picks the next action, the target network scores it")
-    value_rescaling: bool = setting(False, "h(x) = sign(x)(sqrt(|x|+1)-1) + 1e-3 x on targets")
-    target_tau: float = setting(
-        0.002,
-        "share of the way the target network moves toward the online one at each sync (1: a copy)",
-        range=between(0, 1, low_open=True),
-    )
-    target_sync_every: int = setting(
-        1,
-        "updates between two target syncs (1: a soft update every step; with "
-        "target_tau=1, a hard copy every this many updates, as DQN's target network)",
-        range=at_least(1),
-    )
-    eps_start: float = setting(1.0, "epsilon-greedy exploration at the start", range=FRACTION)
-    eps_end: float = setting(0.05, "epsilon after eps_decay_frames", range=FRACTION)
-    eps_decay_frames: int = setting(20_000, "frames over which epsilon anneals", range=at_least(0))
-    eps_spread: float = setting(
-        0.0,
-        "each collecting environment its own epsilon (Ape-X, R2D2): environment i of the N "
-        "(collector.num_workers x env.num_envs) explores with epsilon^(1 + eps_spread x i / (N - 1)), so some "
-        "keep exploring while others act almost greedily (R2D2: 7, with eps_start=eps_end=0.4); "
-        "0: every environment the same epsilon",
-        range=at_least(0),
-    )
-    eval_network: str = setting(
-        "online", "network that acts in evaluation: online | target (a slow average)", choices=("online", "target")
-    )
-    dueling: bool = setting(False, "Q = V + A - mean(A) instead of one linear head", checkpointed=True)
-    advantage_learning: float = setting(
-        0.0,
-        "alpha of advantage learning (Bellemare et al., 2016): each target less alpha x (max_b Q'(s,b) - "
-        "Q'(s,a)), which widens the gap between the best action and the others so that small errors in Q "
-        "do not flip the greedy action (0: off)",
-        range=between(0, 1, high_open=True),
-    )
-
-
-@dataclass
-class RSACSettings(ReplayLearnerSettings):
-    """Recurrent SAC (continuous actions; SAC-discrete for Discrete ones)."""
-
-    name: str = option("rsac", checkpointed=True)
-    hidden_size: int = setting(128, "recurrent cells (the memory core's outputs)", range=at_least(1), checkpointed=True)
-    lr: float = setting(3e-4, "learning rate (Adam; Ni et al., 2022's for recurrent SAC)", range=above(0))
-    initial_state: str = setting(
-        "stored",
-        "actor's state at a slice's first step: stored | zero (critics start at zero)",
-        choices=("stored", "zero"),
-    )
-    refresh_states_every: int | None = setting(
-        None,
-        "recompute the actor's recurrent state stored with every step with the current actor every this "
-        "many updates (null: never)",
-        range=at_least(1),
-    )
-    n_step: int = setting(
-        1,
-        "rewards summed before the critics' target bootstraps with the soft value (the entropy of the "
-        "steps between is not added)",
-        range=at_least(1),
-    )
-    critic_core: str = setting(
-        "separate",
-        "the twin critics' encoder and recurrent core: separate (one each) | shared (one read by both Q "
-        "heads: one sequence pass for the critics and one for their targets, where separate takes two each) "
-        "| acting (shared, and it is also the actor's: trained by the critics' loss alone, the actor's head "
-        "reading it without gradient; it acts and stores its state, so the critics start each slice from "
-        "that state, not from zero, and the actor's own core is gone)",
-        choices=("separate", "shared", "acting"),
-        checkpointed=True,
-    )
-    tau: float = setting(
-        0.02,
-        "share of the way the target critics move toward the critics at each sync (1: a copy); the values "
-        "approach their fixed point with a time constant of 1 / (tau (1 - gamma)) updates: 5,000 at 0.02 and "
-        "gamma 0.99, 20,000 at SAC's 0.005",
-        range=between(0, 1, low_open=True),
-    )
-    target_sync_every: int = setting(
-        1,
-        "updates between two target syncs (1: a soft update every step; with tau=1, "
-        "a hard copy every this many updates)",
-        range=at_least(1),
-    )
-    soft_target: bool = setting(
-        True,
-        "the critics' target adds the next step's entropy bonus (SAC's soft value); false: the policy's "
-        "expected Q of the next step alone, the entropy kept in the actor's objective only (decoupled, as in "
-        "'Dissecting Discrete SAC', 2025): values on the rewards' scale, not the temperature's",
-    )
-    soft_target_fade: int | None = setting(
-        10000,
-        "soft_target only: the level of the bonus in the critics' target (alpha x the target entropy a step) fades "
-        "linearly to nothing over this many updates, the bonus alpha (H - the target entropy) after them: the "
-        "values keep how the next step's entropy differs from the target, not the level that moves with the "
-        "temperature (the level teaches the travel suite's 3-step recall early; its moves with the temperature "
-        "slow the first-observation recall late); null: the level stays (with algo.soft_target=false: null)",
-        range=at_least(1),
-    )
-    critic_loss: str = setting(
-        "huber",
-        "the critics' loss per step: huber (the squared TD error up to an error of 1 (algo.huber_delta), "
-        "then linear: an outlying error, a burst of the critics' loss, moves them by a bounded step, as the "
-        "recurrent DQN's loss does; what teaches the travel suite's 3-step recall) | mse (the squared TD "
-        "error: terminal steps' large errors count in full) | huber_bootstrapped (Huber's where the target "
-        "bootstraps, the squared error where the episode terminates within the target's steps: foreseeable "
-        "ends are learnt as with mse, and so are unforeseeable ones: CartPole 2/2, the 3-step recall at chance)",
-        choices=("mse", "huber", "huber_bootstrapped"),
-    )
-    huber_delta: float = setting(
-        1.0,
-        "critic_loss=huber or huber_bootstrapped: the TD error past which the loss grows linearly. The values "
-        "are on the scale of the "
-        "rewards (after algo.reward_scaling) times about 1 / (1 - gamma), plus the entropy bonus: on CartPole "
-        "100-260, where an error of 1 mutes a terminal step's error of 150 as much as an outlier's",
-        range=above(0),
-    )
-    dueling: bool = setting(
-        False,
-        "Discrete actions only: each critic's head is Q = V + A - mean(A) (Wang et al., 2016), the value "
-        "common to the actions learnt apart from their differences, which are all the policy reads",
-        checkpointed=True,
-    )
-    learner_threads: int = setting(
-        1,
-        "threads an update runs on: 2 runs the actor's pass, the target critics' and the second critic's "
-        "backward on a second thread beside the first (two cores at once, each update the same bits as with 1; "
-        "inside the default run 1.15x the learner's steps a second of one thread, the run 0.88x the time; not the "
-        "default: both confirmations with it ended fewer seeds at 475, 6/10 and 6/10: docs/performance.md)",
-        range=between(1, 2),
-    )
-    twin_value: str = setting(
-        "min",
-        "how the twin critics' values combine in the targets and the actor's loss: min (clipped double Q, "
-        "Fujimoto et al., 2018) | mean (Zhou et al., 2022's double average: min underestimates, and more so "
-        "over a categorical policy's every action)",
-        choices=("min", "mean"),
-    )
-    q_clip: float | None = setting(
-        None,
-        "Zhou et al. (2022)'s Q-clip: each step's critic loss is the larger of its own and that of the target "
-        "critic's value moved at most q_clip towards the critic's (in the rewards' unit after reward_scaling), "
-        "so a critic gains nothing from moving further than q_clip from its target an update; null: off",
-        range=above(0),
-    )
-    entropy_penalty: float = setting(
-        0.0,
-        "Discrete actions only: beta of Zhou et al. (2022)'s penalty beta * (H_acting - H)^2 on the actor's loss, "
-        "each step's entropy held near the one the policy acted with there (stored with each step): the "
-        "policy's entropy cannot swing from one update to the next; 0: off",
-        range=at_least(0),
-        checkpointed=True,  # 0 or not: the stored steps (the checkpoint's buffer) hold policy_entropy or do not
-    )
-    init_alpha: float = setting(1.0, "initial entropy temperature (learnt)", range=above(0))
-    alpha_lr: float | None = setting(
-        None,
-        "learning rate of the temperature's log (Adam: it moves about this much an update, so reaching a "
-        "temperature k times the initial one takes about ln(k) / alpha_lr updates); null: lr",
-        range=above(0),
-    )
-    reward_scaling: str = setting(
-        "rms",
-        "rms: the learner divides rewards by their running root mean square, so that a task's rewards times "
-        "any constant train as the task's own and the temperature meets rewards of one scale whatever the "
-        "task pays (the logged returns stay in the task's units; rewards all 1, as CartPole's, are unchanged); "
-        "none: the learner takes rewards as the task gives them",
-        choices=("none", "rms"),
-    )
-    target_entropy: float | None = setting(
-        None,
-        "entropy the temperature aims at (null: -action size for "
-        "continuous actions, target_entropy_fraction for Discrete ones)",
-        range=ANY_NUMBER,
-    )
-    target_entropy_fraction: float | None = setting(
-        None,
-        "Discrete actions only: the target entropy as a fraction of log |A|, the uniform policy's (null: 0.7)",
-        range=between(0, 1, low_open=True),
-    )
-
-
-@dataclass
-class PPOSettings(NetworkSettings):
-    """Episodic PPO (optionally recurrent)."""
-
-    name: str = option("ppo", checkpointed=True)
-    recurrent: bool = setting(False, "LSTM/GRU actor and critic over whole episodes", checkpointed=True)
-    encoder_sizes: list[int] = setting(
-        [64, 64], "MLP layers (tanh) before the recurrent core or the head", range=at_least(1), checkpointed=True
-    )
-    max_grad_norm: float = setting(0.5, "gradient norm clipping", range=above(0))
-    gae_lambda: float = setting(0.95, "GAE lambda", range=FRACTION)
-    clip_epsilon: float = setting(
-        0.2, "ratio clipping of the surrogate objective", range=between(0, 1, low_open=True, high_open=True)
-    )
-    clip_epsilon_end: float | None = setting(
-        None,
-        "clip_epsilon decays linearly to this over total_frames, so the policy moves less and less (RL Baselines3 "
-        "Zoo's CartPole recipes: 0); null: constant",
-        range=between(0, 1, high_open=True),
-    )
-    epochs: int = setting(10, "passes over each batch of episodes", range=at_least(1))
-    target_kl: float | None = setting(
-        None,
-        "stop a batch's passes at the first minibatch whose approximate KL from the acting policy exceeds "
-        "1.5x this, before its step (Stable-Baselines3's target_kl: no batch moves the policy far); null: every pass",
-        range=above(0),
-    )
-    anneal_lr: bool = setting(True, "lr decays linearly to 0 over total_frames")
-    value_coef: float = setting(0.5, "weight of the value loss", range=at_least(0))
-    entropy_coef: float = setting(0.0, "weight of the entropy bonus", range=at_least(0))
-    normalize_advantage: bool = setting(True, "standardise advantages over the valid steps of each minibatch")
-    normalize_rewards: bool = setting(
-        False,
-        "divide rewards by the running std of the discounted return "
-        "(value targets at unit scale whatever the task's reward scale)",
-    )
-    on_policy: str = setting(
-        "mixed",
-        "strict: learn only from episodes every step of which the current weights "
-        "took (an episode a weight push cut is dropped: batch/episodes_dropped_stale); "
-        "mixed: every complete episode, some begun before the last push",
-        choices=("mixed", "strict"),
-    )
-
-
-ALGOS: dict[str, type] = {"r2d2": R2D2Settings, "rsac": RSACSettings, "ppo": PPOSettings}
-#: Algorithms that learn on-policy from each batch of complete episodes (the episodic loop);
-#: the others learn off-policy from a replay buffer.
-ON_POLICY_ALGOS = ("ppo",)
-
-
 # ---------------------------------------------------------------- report
 @dataclass
 class LoggerSettings:
@@ -824,13 +394,11 @@ class LoopSettings:
         2_000,
         "off-policy: frames stored before the first update",
         range=at_least(0),
-        brought={"algo=rsac": 1_000},
     )
     updates_per_frame: float = setting(
         0.5,
         "off-policy: gradient updates per stored frame (update-to-data ratio)",
         range=above(0),
-        brought={"algo=rsac": 1.0},
     )
     max_update_lag: int | None = setting(
         200,
@@ -845,7 +413,6 @@ class LoopSettings:
         5_000,
         "evaluate (deterministic policy) every this many frames; 0: only at the end",
         range=at_least(0),
-        brought={"algo=rsac": 2_000},
     )
     eval_episodes: int = setting(10, "episodes averaged in each evaluation; 0: no evaluation", range=at_least(0))
     log_every_frames: int = setting(
@@ -891,7 +458,6 @@ class RunSettings:
         "frames stored (PPO: learnt from) before the run stops; the step axis (algo=rsac's: CartPole without "
         "velocities reaches 475 in about 9,000: docs/results.md)",
         range=at_least(1),
-        brought={"algo=rsac": 16_000},
     )
     trajs_per_batch: int | None = setting(
         4,
@@ -899,14 +465,13 @@ class RunSettings:
         "collector=async_batched: each episode written as soon as it ends; algo=ppo: a minibatch of "
         "sampler.episodes_per_batch at least)",
         range=at_least(1),
-        brought={"collector=async_batched": 1, "algo=rsac": 1, "algo=ppo": 8},
+        brought={"collector=async_batched": 1},
     )
     traj_format: str = setting(
         "cat",
         "cat: episodes one after the other; padded: [N, T] with ('collector', 'mask'), stored as valid steps "
         "(algo=ppo's: episodes reach its learner as [N, T] and a mask)",
         choices=("cat", "padded"),
-        brought={"algo=ppo": "padded"},
     )
     deterministic: bool = setting(
         False,
@@ -941,16 +506,19 @@ GROUPS: dict[str, tuple[str | None, dict[str, type]]] = {
 
 
 def brought_by(group: str, option: str) -> dict[str, Any]:
-    """``{dotted key: value}`` of every setting whose declaration says picking ``group=option`` brings a
-    value (``setting(..., brought=...)``): the top level's, the loop's and each group's.
-    ``trajrl.configuration.compose`` puts them in Hydra's ConfigStore (``trajrl_brought_<group>_<option>``),
-    where the option's file includes them; ``--help`` names the option as their source."""
+    """``{dotted key: value}`` of every setting picking ``group=option`` brings a value for: an algorithm's
+    ``AlgoSpec.brings``, else each setting whose declaration says so (``setting(..., brought=...)``).
+    They are in Hydra's ConfigStore (``trajrl_brought_<group>_<option>``), where the option includes
+    them; ``--help`` names the option as their source."""
+    if group == "algo" and option in SPECS:
+        return dict(SPECS[option].brings)
     spec = f"{group}={option}"
     return {key: brought[spec] for key, brought in _brought_values() if spec in brought}
 
 
 def bringing_options() -> list[tuple[str, str]]:
-    """``(group, option)`` of every option some setting declares a ``brought`` value for."""
+    """``(group, option)`` of every option some setting declares a ``brought`` value for (an algorithm's
+    are stored where it registers: ``trajrl.algos.registry.register_algo``)."""
     return sorted({tuple(spec.split("=", 1)) for _, brought in _brought_values() for spec in brought})
 
 

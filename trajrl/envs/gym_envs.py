@@ -442,21 +442,24 @@ class EnvSpaces:
     parts: tuple[Part, ...]  # what each stretch of it is
     actions: int  # number of discrete actions, size of a continuous or MultiBinary action, or the
     # categories of a MultiDiscrete one altogether (trajrl.envs.spaces.action_size)
-    action_kind: str  # DISCRETE, CONTINUOUS, MULTI_DISCRETE or MULTI_BINARY
+    action_kind: str | None  # DISCRETE, CONTINUOUS, MULTI_DISCRETE or MULTI_BINARY (None: a space of no kind)
     step_limit: int  # most steps an episode can last (gymnasium's TimeLimit; 1000 when it has none)
     goal: GoalLayout | None = None  # a goal environment's goals in the flat observation (trajrl.envs.spaces)
     goal_problem: str = ""  # why it is not a goal environment hindsight can relabel ("" when it is)
     action_parts: tuple[int, ...] = ()  # a MultiDiscrete action: the categories of each part
+    bounded: bool = True  # a continuous action's every dimension has finite bounds
+    action_space: str = ""  # the gymnasium space, in words
 
 
-def env_spaces(env_cfg: Any, algo: str | None = None, timeout_s: float | None = None) -> EnvSpaces:
+def env_spaces(env_cfg: Any, timeout_s: float | None = None) -> EnvSpaces:
     """The sizes and step limit of ``env_cfg``'s environment, from one made instance
     (once per environment setting and process); refuses an unknown id, an observation
-    with no flat form, and actions ``algo`` cannot take. ``timeout_s``: ``gym_options``'."""
+    with no flat form (an action space of no kind trajrl knows: ``action_kind`` None; the algorithm's
+    refusal is the configuration's). ``timeout_s``: ``gym_options``'."""
     import json
 
     kwargs = json.dumps(dict(env_cfg.kwargs or {}), sort_keys=True, default=str)
-    key = str(env_cfg.id), kwargs, env_cfg.get("import_module"), algo
+    key = str(env_cfg.id), kwargs, env_cfg.get("import_module")
     previous = bool(env_cfg.get("previous_action", False)), bool(env_cfg.get("previous_reward", False))
     spaces = _env_spaces(*key, *previous)  # an unknown id, bad kwargs, actions refused: before any random step
     time_scales = gym_options(env_cfg, timeout_s)["time_scales"]
@@ -468,7 +471,6 @@ def _env_spaces(
     env_id: str,
     kwargs_json: str,
     import_module: str | None,
-    algo: str | None,
     previous_action: bool = False,
     previous_reward: bool = False,
     time_scales: tuple[float, ...] = (),
@@ -487,35 +489,6 @@ def _env_spaces(
         if kind is not None:  # the previous action's flat form needs a space gymnasium flattens
             env = with_extras(env, previous_action, previous_reward, time_scales)
             obs_space = env.observation_space
-        if kind is None:
-            raise ConfigError(
-                "env.id",
-                env_id,
-                f"has {act_space} actions, which no algorithm takes: wrap them "
-                f"into one of {', '.join(ACTION_SPACES.values())} (algo=ppo takes each of these)",
-            )
-        takes = ACTIONS.get(algo, tuple(ACTION_SPACES))
-        if kind not in takes:
-            fix = " or ".join(f"algo={name}" for name, kinds in ACTIONS.items() if kind in kinds)
-            why = WHY_NOT.get((algo, kind), "")
-            raise ConfigError(
-                "env.id",
-                env_id,
-                f"has {act_space} actions; algo={algo} takes "
-                f"{' or '.join(ACTION_SPACES[k] for k in takes)} actions{why} (use {fix})",
-            )
-        if (
-            algo == "rsac"
-            and kind == CONTINUOUS
-            and not (np.isfinite(act_space.low).all() and np.isfinite(act_space.high).all())
-        ):
-            raise ConfigError(
-                "env.id",
-                env_id,
-                f"declares {act_space} actions, without finite bounds: recurrent SAC squashes its actions into "
-                "their bounds; declare the range the environment acts on (e.g. Box(-1, 1)) or use algo=ppo "
-                "(a Gaussian policy: an unbounded dimension gets its sample as it is)",
-            )
         try:
             parts = parts_of(obs_space)
         except ValueError as err:
@@ -525,12 +498,14 @@ def _env_spaces(
         return EnvSpaces(
             gym.spaces.flatdim(obs_space),
             parts,
-            action_size(act_space),
+            0 if kind is None else action_size(act_space),
             kind,
             int(limit),
             goal,
             problem,
             action_parts(act_space),
+            kind != CONTINUOUS or bool(np.isfinite(act_space.low).all() and np.isfinite(act_space.high).all()),
+            str(act_space),
         )
     finally:
         env.close()
@@ -567,11 +542,3 @@ ACTION_SPACES = {
     MULTI_DISCRETE: "MultiDiscrete (1-D)",
     MULTI_BINARY: "MultiBinary (1-D)",
 }
-#: Why an algorithm does not take a kind of actions.
-#: The kinds of actions (trajrl.envs.spaces) each algorithm acts with.
-ACTIONS = {
-    "r2d2": (DISCRETE,),
-    "ppo": (DISCRETE, CONTINUOUS, MULTI_DISCRETE, MULTI_BINARY),
-    "rsac": (DISCRETE, CONTINUOUS),
-}
-WHY_NOT = {("r2d2", CONTINUOUS): ": it picks the action of highest Q-value among finitely many"}

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 import gymnasium as gym
 import numpy as np
 
+from trajrl.base.kinds import CONTINUOUS, DISCRETE, MULTI_BINARY, MULTI_DISCRETE
+
 #: What each kind of part is, as the encoder treats it.
 NUMBERS, CODES, IMAGE = "numbers", "codes", "image"
 
@@ -114,10 +116,6 @@ def flat_observations(env: gym.Env) -> gym.Env:
             warnings.simplefilter("ignore", UserWarning)
             env = gym.wrappers.DtypeObservation(env, keep)
     return env
-
-
-#: The kinds of actions, and the gymnasium spaces that are each.
-DISCRETE, CONTINUOUS, MULTI_DISCRETE, MULTI_BINARY = "discrete", "continuous", "multi_discrete", "multi_binary"
 
 
 def action_kind(space: gym.Space) -> str | None:

@@ -18,9 +18,9 @@ from torchrl.collectors import BaseCollector
 from torchrl.data import TensorDictReplayBuffer
 from torchrl.envs import EnvBase
 
+from trajrl.algos.agent import Agent
 from trajrl.algos.learner import Learner
 from trajrl.algos.networks import CpuCopies, PolicyVersion, PrefixStates, states_along
-from trajrl.algos.r2d2 import SpreadEpsilonGreedy
 from trajrl.base.errors import CheckpointError, NoReplayBuffer
 from trajrl.base.keys import WORKER_KEY
 from trajrl.checkpoint import WHICH, LoopState, load_checkpoint, restore
@@ -33,7 +33,7 @@ from trajrl.configuration.compose import validate
 from trajrl.configuration.settings import PROCESS_COLLECTORS, settings_of
 from trajrl.configuration.topology import fixed_frame_lanes
 from trajrl.envs.gym_envs import env_spaces, make_gym
-from trajrl.factory.agent import Agent, action_spec, build_agent
+from trajrl.factory.agent import action_spec, build_agent
 from trajrl.factory.collector import build_collector, collector_slots
 from trajrl.factory.logger import build_loggers
 from trajrl.factory.replay import build_buffer
@@ -132,7 +132,7 @@ def build(cfg: DictConfig, run_dir: str | Path | None = None) -> Pipeline:
     the order data flows. Loggers are made when ``run_dir`` is given."""
     cfg = validate(cfg)
     seed_everything(int(cfg.seed))
-    spaces = env_spaces(cfg.env, cfg.algo.name)
+    spaces = env_spaces(cfg.env)
     log.info("env %s: %d observations, %d actions, episodes up to %d steps", *env_line(cfg, spaces))
     agent = build_agent(cfg, spaces)
     counters = frame_counters(cfg)
@@ -153,9 +153,9 @@ def build(cfg: DictConfig, run_dir: str | Path | None = None) -> Pipeline:
         collector=collector,
         replay=sequences.buffer if sequences else None,
         sequences=sequences,
-        policy=agent.explore,
-        greedy_policy=agent.greedy,
-        exploration=agent.egreedy,
+        policy=agent.policy,
+        greedy_policy=agent.greedy_policy,
+        exploration=agent.exploration,
         algo=agent.algo,
         version=agent.version,
         acting=agent.acting,
@@ -190,10 +190,6 @@ def frame_counters(cfg: DictConfig) -> WorkerCounters | None:
     return WorkerCounters(slots=collector_slots(cfg.collector.kind, cfg.collector.num_workers, cfg.env.num_envs))
 
 
-def per_environment_epsilon(agent: Agent) -> bool:
-    return isinstance(agent.egreedy, SpreadEpsilonGreedy)  # reads each step's collector slot
-
-
 def collector_envs(cfg: DictConfig, agent: Agent, counters: WorkerCounters | None) -> Callable[..., EnvBase]:
     """The collector's environments: the agent's inputs primed, frames counted, failures restarted."""
     c = settings_of(cfg, "collector")
@@ -209,7 +205,7 @@ def collector_envs(cfg: DictConfig, agent: Agent, counters: WorkerCounters | Non
         counters=counters,
         restarts=restarts,
         fixed_frames=writes_fixed_frames(cfg),
-        stamp_slot=per_environment_epsilon(agent),
+        stamp_slot=agent.per_environment,
         stepping=cfg.env.stepping,
         niceness=c.worker_niceness,
     )
@@ -222,7 +218,7 @@ def replay(
     if cfg.storage.kind == "none":
         return None
     kind, fixed_frames = cfg.collector.kind, writes_fixed_frames(cfg)
-    shared, worker_key = kind in PROCESS_COLLECTORS, per_environment_epsilon(agent) and not fixed_frames
+    shared, worker_key = kind in PROCESS_COLLECTORS, agent.per_environment and not fixed_frames
     lanes = fixed_frame_lanes(kind, cfg.collector.num_workers, cfg.env.num_envs, int(cfg.collector.frames_per_batch))
     return build_buffer(
         cfg.storage,
@@ -264,7 +260,7 @@ def collector_maker(
         build_collector,
         settings_of(cfg, "collector"),
         env_fn,
-        agent.explore,
+        agent.policy,
         sequences.buffer if sequences else None,
         trajs_per_batch=cfg.trajs_per_batch,
         traj_format=cfg.traj_format,
@@ -300,7 +296,7 @@ def state_refresh(cfg: DictConfig, agent: Agent, sequences: SequenceSampler | No
 def load_agent(run_dir: str | Path, which: str = "latest", device: str = "auto") -> Agent:
     """The agent a finished (or stopped) run left in ``run_dir``: built from its
     ``config.yaml`` and restored from its last checkpoint (``which="latest"``) or the
-    one of its best evaluation (``which="best"``). ``agent.greedy`` acts
+    one of its best evaluation (``which="best"``). ``agent.greedy_policy`` acts
     deterministically (for evaluation, on CPU), ``agent.algo`` can keep learning (on
     ``device``, whichever the run trained on)."""
     from omegaconf import OmegaConf
@@ -314,7 +310,7 @@ def load_agent(run_dir: str | Path, which: str = "latest", device: str = "auto")
     cfg.device = device
     cfg = validate(cfg)
     payload = load_checkpoint(run_dir, algo_name=cfg.algo.name, which=which)
-    spaces = env_spaces(cfg.env, cfg.algo.name)
+    spaces = env_spaces(cfg.env)
     agent = build_agent(cfg, spaces)
     restore(payload, agent.algo, agent.policy_state(), rng=False)
     agent.acting.pull()

@@ -39,7 +39,7 @@ from tensordict import TensorDictBase
 from torchrl.data.replay_buffers.storages import Storage
 
 from trajrl.base.keys import GOAL_KEY, RELABELLED_KEY, STATE_KEY
-from trajrl.configuration.settings import HER_STRATEGIES
+from trajrl.base.kinds import HER_STRATEGIES
 from trajrl.envs.spaces import GoalLayout
 from trajrl.replay.episodes import run_steps
 

@@ -32,6 +32,8 @@ def metrics_differences(run_a: str | Path, run_b: str | Path, most: int = 10) ->
 def checkpoint_differences(run_a: str | Path, run_b: str | Path, most: int = 10) -> list[str]:
     """Where two runs' checkpoints (``latest.pt``, ``best.pt``) differ, entry by entry; of a replay
     buffer's storage only the rows it has written are read (the rest is memory nobody wrote)."""
+    if not any(checkpoint_path(run, "latest").exists() for run in (run_a, run_b)):
+        return ["latest.pt: in neither run (nothing trained: two runs that never began are not the same run)"]
     found = []
     for which in WHICH:
         paths = checkpoint_path(run_a, which), checkpoint_path(run_b, which)

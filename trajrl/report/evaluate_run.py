@@ -29,9 +29,11 @@ def evaluate_run(cfg, agent, episodes: int = 10, seed: int = 0) -> dict[str, flo
     from trajrl.envs.gym_envs import env_spaces
     from trajrl.training.evaluator import Evaluator
 
-    spaces = env_spaces(cfg.env, cfg.algo.name)
+    spaces = env_spaces(cfg.env)
     env_fn = eval_env_factory(cfg.env, primer=agent.primer, success=spaces.goal is not None)
-    evaluator = Evaluator(env_fn, agent.greedy, episodes, seed=seed, max_steps=spaces.step_limit, env_id=cfg.env.id)
+    evaluator = Evaluator(
+        env_fn, agent.greedy_policy, episodes, seed=seed, max_steps=spaces.step_limit, env_id=cfg.env.id
+    )
     try:
         return evaluator()
     finally:
@@ -77,7 +79,7 @@ def record_video(cfg, agent, folder: str | Path, which: str = "best", seed: int 
         try:
             env.set_seed(seed)
             with set_exploration_type(ExplorationType.DETERMINISTIC), torch.no_grad():
-                env.rollout(env_spaces(cfg.env, cfg.algo.name).step_limit, agent.greedy, break_when_any_done=True)
+                env.rollout(env_spaces(cfg.env).step_limit, agent.greedy_policy, break_when_any_done=True)
         finally:
             env.close()  # RecordVideo writes the file when the episode ends or the environment closes
     except gym.error.DependencyNotInstalled as err:

@@ -43,62 +43,6 @@ SIDECAR = "trajrl.json"
 ONNX_METADATA = "trajrl"
 
 
-class Argmax(nn.Module):
-    """features -> the index of the largest of ``net``'s outputs (a Q-value, a logit)."""
-
-    def __init__(self, net: nn.Module):
-        super().__init__()
-        self.net = net
-
-    def forward(self, features: torch.Tensor) -> torch.Tensor:
-        return self.net(features).argmax(-1)
-
-
-class PartsArgmax(nn.Module):
-    """features -> each part's most likely category (``MultiDiscrete``), ``[B, parts]``."""
-
-    def __init__(self, net: nn.Module, categories: tuple[int, ...]):
-        super().__init__()
-        self.net, self.categories = net, list(categories)
-
-    def forward(self, features: torch.Tensor) -> torch.Tensor:
-        return torch.stack([part.argmax(-1) for part in self.net(features).split(self.categories, -1)], -1)
-
-
-class Bits(nn.Module):
-    """features -> each bit's more likely value (``MultiBinary``): 1 where its logit is positive."""
-
-    def __init__(self, net: nn.Module):
-        super().__init__()
-        self.net = net
-
-    def forward(self, features: torch.Tensor) -> torch.Tensor:
-        return (self.net(features) > 0).long()
-
-
-class TanhMean(nn.Module):
-    """features -> a squashed Gaussian's action at its mean: ``loc + scale * tanh(mean)`` (recurrent SAC)."""
-
-    def __init__(self, norm: nn.Module, head: nn.Module):
-        super().__init__()
-        self.norm, self.head = norm, head
-
-    def forward(self, features: torch.Tensor) -> torch.Tensor:
-        mean = self.head.net(self.norm(features)).chunk(2, -1)[0]
-        return self.head.loc + self.head.scale * torch.tanh(mean)
-
-
-class BoundedMean(nn.Module):
-    """features -> a Gaussian's mean, clipped and scaled to the action's bounds (PPO)."""
-
-    def __init__(self, net: nn.Module, bounds: nn.Module):
-        super().__init__()
-        self.net, self.bounds = net, bounds
-
-    def forward(self, features: torch.Tensor) -> torch.Tensor:
-        return self.bounds(self.net(features))
-
-
 class FlatAction(nn.Module):
     """An action -> gymnasium's flat form of it, as ``trajrl.envs.gym_envs.ExtraInputs`` observes
     it: one-hot codes (``Discrete``, each part of a ``MultiDiscrete``), bits, or numbers within
@@ -199,28 +143,12 @@ class GreedyStep(nn.Module):
 
 def greedy_step(cfg, agent) -> GreedyStep:
     """The greedy agent of a loaded run (``trajrl.report.evaluate_run.load_run``) as a ``GreedyStep``."""
-    from trajrl.algos.ppo import ActorCritic
-    from trajrl.algos.r2d2 import RecurrentQNet
-    from trajrl.algos.rsac import RecurrentActor
     from trajrl.envs.gym_envs import gym_options
 
     net = agent.greedy_net
-    if isinstance(net, RecurrentQNet):
-        encoder, core, choose = net.encoder, net.rnn, Argmax(net.head)
-    elif isinstance(net, RecurrentActor):
-        encoder, core = net.encoder, net.rnn
-        choose = Argmax(nn.Sequential(net.norm, net.head.net)) if net.discrete else TanhMean(net.norm, net.head)
-    elif isinstance(net, ActorCritic):
-        tower = net.actor
-        encoder, core = tower.encoder, tower.rnn
-        if net.continuous:
-            choose = BoundedMean(tower.head, net.bounds)
-        elif net.categories:
-            choose = PartsArgmax(tower.head, net.categories)
-        else:
-            choose = Bits(tower.head) if net.binary else Argmax(tower.head)
-    else:
-        raise TypeError(f"no greedy step for a {type(net).__name__}")
+    if not hasattr(net, "greedy_parts"):
+        raise TypeError(f"no greedy step for a {type(net).__name__}: it has no greedy_parts()")
+    encoder, core, choose = net.greedy_parts()
     options = gym_options(cfg.env)
     flat_action = FlatAction(raw_spaces(cfg.env)[1]) if options["previous_action"] else None
     reward_scale = options["reward_scale"] if options["previous_reward"] else None
@@ -463,7 +391,7 @@ def play_exported(agent: Exported, seeds: list[int], steer: list | None = None) 
 
 
 def play_trajrl(cfg, agent, seeds: list[int]) -> tuple[list, list[float]]:
-    """trajrl's own greedy policy (``agent.greedy``, as ``trajrl evaluate`` acts) over one episode per
+    """trajrl's own greedy policy (``agent.greedy_policy``, as ``trajrl evaluate`` acts) over one episode per
     seed of the run's environment with trajrl's wrappers (``reset(seed=...)``): each episode's
     actions, and its return (in the environment's own rewards)."""
     import numpy as np
@@ -486,7 +414,7 @@ def play_trajrl(cfg, agent, seeds: list[int]) -> tuple[list, list[float]]:
                     {"observation": torch.as_tensor(obs)[None], "is_init": torch.tensor([[start]]), **state}, [1]
                 )
                 with set_exploration_type(ExplorationType.DETERMINISTIC), torch.no_grad():
-                    step = agent.greedy(step)
+                    step = agent.greedy_policy(step)
                 action = step.get("action")[0].numpy()
                 state = {key: step.get(("next", key)) for key in shapes}
                 actions.append(action)

@@ -17,7 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 from trajrl.base.signals import interrupts_raise
 from trajrl.checkpoint import Checkpointer, LoopState, checkpoint_path
 from trajrl.configuration.compose import validate
-from trajrl.configuration.settings import ON_POLICY_ALGOS, settings_of
+from trajrl.configuration.settings import settings_of
 from trajrl.factory import build
 from trajrl.factory.logger import flat_hparams
 from trajrl.replay.audit import LiveAudit
@@ -96,7 +96,7 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None, progress: Progress
             keep_best=checkpointer.best,
             collector_at=pipe.collector_at,
         )
-        if cfg.algo.name in ON_POLICY_ALGOS:
+        if pipe.sequences is None:  # on-policy: the collector hands each batch of complete episodes to the learner
             strict = int(cfg.trajs_per_batch) if cfg.algo.on_policy == "strict" else None
             loop = EpisodicLoop(parts, loop_settings, int(cfg.total_frames), pipe.resumed, strict_episodes=strict)
         else:

@@ -30,27 +30,20 @@ from collections.abc import Callable
 
 import torch
 from tensordict import TensorDictBase
-from tensordict.nn import TensorDictSequential
 from torch import nn
-from torchrl.envs.utils import ExplorationType, exploration_type
-from torchrl.modules import MLP
 
-from trajrl.algos.memory import Memory, acting_core, recurrent_core, run_memory, state_keys
 from trajrl.algos.networks import (
-    DuelingHead,
-    Inputs,
-    KeyedModule,
-    Parts,
     SideThread,
     TargetSync,
     adam,
     clipped_step,
     decay_lr,
-    encoder,
     frozen,
     read_statistics,
     track_observations,
 )
+from trajrl.algos.rsac.networks import RecurrentActor, critic_features, run_core
+from trajrl.algos.rsac.settings import RSACSettings
 from trajrl.algos.sequences import (
     exact_targets,
     learned_steps,
@@ -60,7 +53,6 @@ from trajrl.algos.sequences import (
     without_padding_columns,
 )
 from trajrl.base.keys import ENTROPY_KEY, MASK_KEY, TD_KEY
-from trajrl.configuration.settings import RSACSettings
 
 #: Discrete actions' target entropy by default, as a fraction of log |A| (Ni et al., 2022; Christodoulou's
 #: 0.98 keeps a two-action policy almost uniform).
@@ -76,244 +68,6 @@ def target_entropy(settings: RSACSettings, actions: int, discrete: bool) -> floa
         fraction = settings.target_entropy_fraction
         return (DISCRETE_TARGET_FRACTION if fraction is None else fraction) * math.log(actions)
     return -float(actions)
-
-
-# ---------------------------------------------------------------- networks
-def run_core(
-    rnn: nn.Module,
-    x: torch.Tensor,
-    state: tuple[torch.Tensor, ...] | None,
-    burn_in: int,
-    starts: torch.Tensor | None = None,
-    episode_starts: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """Features ``[B, T, H]``; the first ``burn_in`` steps' features carry no gradient. In the rows
-    ``episode_starts`` (``[B]``: slices that start their episode) the state they leave does: the
-    later steps' gradient reaches back through them to the episode's first observation, which is
-    how a memory of it is learnt; ``starts``: where an episode starts inside the sequence (a tape;
-    linear cores; no burn-in)."""
-    if burn_in <= 0 or not torch.is_grad_enabled():  # no gradient to stop: one pass
-        return run_memory(rnn, x, state, starts)[0]
-    if episode_starts is None or not bool(episode_starts.any()):
-        with torch.no_grad():
-            warm, final = run_memory(rnn, x[:, :burn_in], state)
-    else:
-        warm, final = run_memory(rnn, x[:, :burn_in], state)
-        warm = warm.detach()
-        final = tuple(torch.where(episode_starts.view(1, -1, 1), h, h.detach()) for h in final)
-    rest, _ = run_memory(rnn, x[:, burn_in:], final)
-    return torch.cat([warm, rest], 1)
-
-
-class SquashedGaussian(nn.Module):
-    """features -> action in ``[low, high]``: tanh of a Gaussian sample (its mean when
-    exploration is deterministic, as in evaluation)."""
-
-    def __init__(self, in_size: int, action_dim: int, low: torch.Tensor, high: torch.Tensor):
-        super().__init__()
-        self.net = nn.Linear(in_size, 2 * action_dim)
-        self.register_buffer("loc", (high + low) / 2)
-        self.register_buffer("scale", (high - low) / 2)
-
-    def sample(self, features: torch.Tensor, deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-        """(action, log-probability) with the tanh change of variables."""
-        mean, log_std = self.net(features).chunk(2, -1)
-        std = log_std.clamp(-5, 2).exp()
-        u = mean if deterministic else mean + std * torch.randn_like(mean)
-        log_prob = (-0.5 * ((u - mean) / std) ** 2 - std.log() - 0.5 * math.log(2 * math.pi)).sum(-1)
-        # log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u)), exact where tanh saturates: with
-        # log(1 - tanh(u)^2 + eps) a saturated action's log-probability stops at -log(eps) and
-        # its gradient at 0, the entropy estimate sticks low and the temperature grows unbounded
-        # (Q values diverged on point reach; docs/benchmarks/learning/hindsight_pilots.md).
-        log_det = self.scale.log() + 2 * (math.log(2) - u - nn.functional.softplus(-2 * u))
-        return self.loc + self.scale * torch.tanh(u), log_prob - log_det.sum(-1)
-
-    def forward(self, features: torch.Tensor) -> torch.Tensor:
-        deterministic = exploration_type() in (
-            ExplorationType.DETERMINISTIC,
-            ExplorationType.MODE,
-            ExplorationType.MEAN,
-        )
-        return self.sample(features, deterministic)[0]
-
-
-class CategoricalHead(nn.Module):
-    """features -> one of ``actions`` discrete actions: sampled from the softmax of its
-    logits (the most likely one when exploration is deterministic, as in evaluation)."""
-
-    def __init__(self, in_size: int, actions: int):
-        super().__init__()
-        self.net = nn.Linear(in_size, actions)
-
-    def log_probs(self, features: torch.Tensor) -> torch.Tensor:
-        """log pi(. | features): ``[..., actions]``."""
-        return torch.log_softmax(self.net(features), -1)
-
-    def forward(self, features: torch.Tensor) -> torch.Tensor:
-        return self.choose(self.net(features))
-
-    def choose(self, logits: torch.Tensor) -> torch.Tensor:
-        """An action from ``logits``: the most likely where exploration is deterministic, else a sample."""
-        if exploration_type() in (ExplorationType.DETERMINISTIC, ExplorationType.MODE, ExplorationType.MEAN):
-            return logits.argmax(-1)
-        return torch.distributions.Categorical(logits=logits).sample()
-
-    def act(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(action, the policy's entropy there)."""
-        logits = self.net(features)
-        log_probs = torch.log_softmax(logits, -1)
-        return self.choose(logits), -(log_probs.exp() * log_probs).sum(-1)
-
-
-class ActingWithEntropy(nn.Module):
-    """A categorical actor's normalisation and head, acting: ``(action, entropy)`` a step
-    (``algo.entropy_penalty`` reads the entropy stored with each step)."""
-
-    def __init__(self, norm: nn.Module, head: CategoricalHead):
-        super().__init__()
-        self.norm, self.head = norm, head
-
-    def forward(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.head.act(self.norm(features))
-
-
-class RecurrentActor(nn.Module):
-    """Encoder, memory core (``trajrl.algos.memory``) and a head: a squashed Gaussian within ``[low, high]`` for a
-    continuous action of ``action_dim`` numbers, or (``low`` and ``high`` None) a categorical
-    policy over ``action_dim`` discrete actions."""
-
-    def __init__(
-        self,
-        parts: Parts,
-        action_dim: int,
-        sizes: list[int],
-        hidden_size: int,
-        rnn: Memory | str,
-        low: torch.Tensor | None,
-        high: torch.Tensor | None,
-        inputs: Inputs | None = None,
-        layer_norm: bool = False,
-    ):
-        super().__init__()
-        self.discrete = low is None
-        self.actions = action_dim
-        self.encoder = encoder(parts, sizes, inputs, layer_norm=layer_norm)
-        self.rnn = recurrent_core(rnn, sizes[-1], hidden_size)
-        self.norm: nn.Module = nn.Identity()
-        self.head = (
-            CategoricalHead(hidden_size, action_dim)
-            if self.discrete
-            else SquashedGaussian(hidden_size, action_dim, low, high)
-        )
-
-    @property
-    def state_keys(self) -> list[str]:
-        return state_keys(self.rnn)
-
-    def read_critic(self, critic: RecurrentCritic) -> None:
-        """Act on ``critic``'s encoder, core and normalisation (``critic_core=acting``): the
-        head alone stays the actor's own."""
-        self.encoder, self.rnn, self.norm = critic.encoder, critic.rnn, critic.norm
-
-
-class RecurrentCritic(nn.Module):
-    """Q(history up to t, a_t): the recurrent core reads observations; a continuous action
-    joins after it (with ``layer_norm``, after the core's features are layer-normalised);
-    with ``discrete``, the head gives the Q-value of each of ``action_dim`` actions at once
-    (with ``dueling``, as V + A - mean(A): a value common to the actions learnt apart from their
-    differences, which are all the policy reads)."""
-
-    def __init__(
-        self,
-        parts: Parts,
-        action_dim: int,
-        sizes: list[int],
-        hidden_size: int,
-        rnn: Memory | str,
-        inputs: Inputs | None = None,
-        layer_norm: bool = False,
-        discrete: bool = False,
-        dueling: bool = False,
-    ):
-        super().__init__()
-        if dueling and not discrete:
-            raise ValueError("a dueling head is for discrete actions: Q(h, .) over each of them")
-        self.discrete = discrete
-        self.encoder = encoder(parts, sizes, inputs, layer_norm=layer_norm)
-        self.rnn = recurrent_core(rnn, sizes[-1], hidden_size)
-        self.norm = nn.LayerNorm(hidden_size) if layer_norm else nn.Identity()
-        if dueling:  # the layer before the outputs, then V + A - mean(A)
-            hidden = MLP(in_features=hidden_size, out_features=hidden_size, num_cells=[], activate_last_layer=True)
-            self.q = nn.Sequential(hidden, DuelingHead(hidden_size, action_dim))
-        else:
-            self.q = MLP(
-                in_features=hidden_size + (0 if discrete else action_dim),
-                out_features=action_dim if discrete else 1,
-                num_cells=[hidden_size],
-                activation_class=nn.ReLU,
-            )
-
-    def features(
-        self,
-        obs: torch.Tensor,
-        burn_in: int,
-        starts: torch.Tensor | None = None,
-        state: tuple[torch.Tensor, ...] | None = None,
-        episode_starts: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        """The core's (normalised) features over ``obs``, from ``state`` (None: zero); ``run_core``
-        says what ``burn_in`` and ``episode_starts`` do."""
-        return self.norm(run_core(self.rnn, self.encoder(obs), state, burn_in, starts, episode_starts))
-
-    def value(self, features: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-        """Q of ``action`` (continuous: ``[..., action_dim]`` floats; discrete: ``[...]`` indices)."""
-        if self.discrete:
-            return self.values(features).gather(-1, action.long().unsqueeze(-1)).squeeze(-1)
-        return self.q(torch.cat([features, action], -1)).squeeze(-1)
-
-    def values(self, features: torch.Tensor) -> torch.Tensor:
-        """Discrete actions: the Q-value of every action, ``[..., action_dim]``."""
-        return self.q(features)
-
-
-def twin_critics(make: Callable[[], RecurrentCritic], shared: bool) -> nn.ModuleList:
-    """Two critics from ``make``; with ``shared`` the second reads the first's encoder, recurrent
-    core and normalisation (each keeps its own Q head): one pass over a sequence serves both."""
-    first, second = make(), make()
-    if shared:
-        second.encoder, second.rnn, second.norm = first.encoder, first.rnn, first.norm
-    return nn.ModuleList([first, second])
-
-
-def critic_features(
-    critics: nn.ModuleList,
-    obs: torch.Tensor,
-    burn_in: int,
-    starts: torch.Tensor | None = None,
-    state: tuple[torch.Tensor, ...] | None = None,
-    episode_starts: torch.Tensor | None = None,
-) -> list[torch.Tensor]:
-    """Each critic's features over ``obs`` from ``state`` (None: zero); critics sharing a core
-    share its one pass."""
-    passes: dict[nn.Module, torch.Tensor] = {}
-    for critic in critics:
-        if critic.rnn not in passes:
-            passes[critic.rnn] = critic.features(obs, burn_in, starts, state, episode_starts)
-    return [passes[critic.rnn] for critic in critics]
-
-
-def make_policy(actor: RecurrentActor, entropy: bool = False):
-    """The acting policy: stores its recurrent state with each step, restarts at ``is_init``; with
-    ``entropy`` (a categorical actor), its entropy at each step too (``ENTROPY_KEY``).
-    Returns ``(policy, recurrent core)``; the core's primer must be on every env."""
-    core = acting_core(actor.rnn, in_key="embed", out_key="features")
-    head = (
-        KeyedModule(ActingWithEntropy(actor.norm, actor.head), ["features"], ["action", ENTROPY_KEY])
-        if entropy
-        else KeyedModule(nn.Sequential(actor.norm, actor.head), ["features"], ["action"])
-    )
-    policy = TensorDictSequential(KeyedModule(actor.encoder, ["observation"], ["embed"]), core, head)
-    return policy, core
 
 
 # ---------------------------------------------------------------- algorithm

@@ -17,129 +17,20 @@ import copy
 
 import torch
 from tensordict import TensorDictBase
-from tensordict.nn import TensorDictSequential
 from torch import nn
-from torchrl.envs.utils import ExplorationType, exploration_type
-from torchrl.modules import EGreedyModule, QValueModule
 
-from trajrl.algos.memory import Memory, acting_core, recurrent_core, run_memory, state_keys
 from trajrl.algos.networks import (
-    DuelingHead,
-    Inputs,
-    KeyedModule,
-    Parts,
     TargetSync,
     adam,
     clipped_step,
     decay_lr,
-    encoder,
     read_statistics,
     track_observations,
 )
+from trajrl.algos.r2d2.networks import RecurrentQNet
+from trajrl.algos.r2d2.settings import R2D2Settings
 from trajrl.algos.sequences import learned_steps, n_step_return, sequence_of, stored_state, without_padding_columns
-from trajrl.base.keys import TD_KEY, WORKER_KEY
-from trajrl.configuration.settings import R2D2Settings
-
-
-# ---------------------------------------------------------------- network
-class RecurrentQNet(nn.Module):
-    """observation -> its inputs (``Inputs``: standardised, squashed) -> MLP encoder -> memory core
-    -> one Q-value per action (a linear head, or a dueling one); with ``layer_norm``,
-    the encoder's output and the core's features are layer-normalised."""
-
-    def __init__(
-        self,
-        parts: Parts,
-        num_actions: int,
-        encoder_sizes: list[int],
-        hidden_size: int,
-        rnn: Memory | str = "lstm",
-        inputs: Inputs | None = None,
-        dueling: bool = False,
-        layer_norm: bool = False,
-    ):
-        super().__init__()
-        self.encoder = encoder(parts, encoder_sizes, inputs, layer_norm=layer_norm)
-        self.rnn = recurrent_core(rnn, encoder_sizes[-1], hidden_size)
-        head = DuelingHead(hidden_size, num_actions) if dueling else nn.Linear(hidden_size, num_actions)
-        self.head = nn.Sequential(nn.LayerNorm(hidden_size), head) if layer_norm else head
-
-    def sequence_q(
-        self, obs: torch.Tensor, state: tuple[torch.Tensor, ...], starts: torch.Tensor | None = None
-    ) -> torch.Tensor:
-        """Q-values ``[B, T, A]`` for observations ``[B, T, obs]`` from ``state`` (each ``[layers, B, H]``),
-        restarting where ``starts`` flags (a tape; linear cores)."""
-        return self.run(obs, state, starts)[0]
-
-    def run(
-        self, obs: torch.Tensor, state: tuple[torch.Tensor, ...], starts: torch.Tensor | None = None
-    ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
-        """Like ``sequence_q`` but also returns the final state."""
-        features, final = run_memory(self.rnn, self.encoder(obs), state, starts)
-        return self.head(features), final
-
-    @property
-    def state_keys(self) -> list[str]:
-        """Keys under which the acting policy stores the recurrent state with each step."""
-        return state_keys(self.rnn)
-
-
-class SpreadEpsilonGreedy(EGreedyModule):
-    """TorchRL's ``EGreedyModule`` (its epsilon annealed the same way, kept in checkpoints the
-    same way) with each collecting environment exploring at its own rate, as Ape-X's and R2D2's
-    actors do: environment ``i`` of ``actors`` at ``epsilon^(1 + spread * i / (actors - 1))``.
-    ``i`` comes from the collector slot every step carries (``WORKER_KEY``): slot ``s`` holds
-    environments ``s * per_slot`` to ``s * per_slot + per_slot - 1`` (a vector of ``per_slot``)."""
-
-    def __init__(
-        self, spec, eps_init: float, eps_end: float, annealing_num_steps: int, spread: float, actors: int, per_slot: int
-    ):
-        super().__init__(spec=spec, eps_init=eps_init, eps_end=eps_end, annealing_num_steps=annealing_num_steps)
-        self.spread, self.actors, self.per_slot = spread, actors, per_slot
-
-    def epsilons(self, tensordict: TensorDictBase) -> torch.Tensor:
-        """Each environment's epsilon, shaped as the tensordict's batch."""
-        slot = tensordict.get(WORKER_KEY)
-        actor = slot * self.per_slot
-        if self.per_slot > 1:  # a vector's environments, in order
-            actor = actor + torch.arange(slot.numel()).reshape(slot.shape) % self.per_slot
-        return self.eps ** (1 + self.spread * actor / max(1, self.actors - 1))
-
-    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
-        if exploration_type() not in (ExplorationType.RANDOM, None):  # evaluation acts greedily
-            return tensordict
-        action = tensordict.get(self.action_key)
-        explore = torch.rand(tensordict.shape) < self.epsilons(tensordict)
-        spec = self.spec[self.action_key]  # TorchRL keeps it under the action's key
-        spec = spec if spec.shape == action.shape else spec.expand(action.shape)
-        explore = explore.reshape(*explore.shape, *([1] * (action.dim() - explore.dim())))
-        return tensordict.set(self.action_key, torch.where(explore, spec.rand(), action))
-
-
-def make_policies(
-    qnet: RecurrentQNet,
-    action_spec,
-    eps_start: float,
-    eps_end: float,
-    eps_decay_frames: int,
-    spread: dict | None = None,
-):
-    """The acting policies around ``qnet``: (greedy, epsilon-greedy, the EGreedyModule).
-
-    They share ``qnet``'s parameters; the recurrent module stores its state with
-    every step and restarts from zero where ``is_init`` is set. ``spread``: ``{spread, actors,
-    per_slot}`` gives each collecting environment its own epsilon (``SpreadEpsilonGreedy``).
-    """
-    core = acting_core(qnet.rnn, in_key="embed", out_key="features")
-    greedy = TensorDictSequential(
-        KeyedModule(qnet.encoder, ["observation"], ["embed"]),
-        core,
-        KeyedModule(qnet.head, ["features"], ["action_value"]),
-        QValueModule(spec=action_spec, action_value_key="action_value"),
-    )
-    anneal = dict(spec=action_spec, eps_init=eps_start, eps_end=eps_end, annealing_num_steps=max(1, eps_decay_frames))
-    egreedy = EGreedyModule(**anneal) if spread is None else SpreadEpsilonGreedy(**anneal, **spread)
-    return greedy, TensorDictSequential(greedy, egreedy), egreedy, core
+from trajrl.base.keys import TD_KEY
 
 
 def signed_hyperbolic(x: torch.Tensor, eps: float = 1e-3) -> torch.Tensor:

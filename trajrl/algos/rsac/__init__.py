@@ -1,0 +1,77 @@
+"""Recurrent SAC (``algo=rsac``): an LSTM/GRU actor (a squashed Gaussian; categorical for Discrete
+actions, SAC-discrete) and twin recurrent critics trained on stored slices of episodes, target
+critics and a learnt temperature. The default run's agent.
+
+``settings``: its settings; ``networks``: the actor, the critics and the acting policy; ``learner``:
+one update on a batch; ``build``: all of them for a run. Registered here, as any algorithm is
+(``trajrl.algos.registry``); nothing here imports torch."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trajrl.algos.registry import AlgoSpec, register_algo
+from trajrl.algos.rsac.settings import RSACSettings
+from trajrl.base.errors import ConfigError
+from trajrl.base.kinds import CONTINUOUS, DISCRETE
+
+
+def build(needs: Any) -> Any:
+    from trajrl.algos.rsac.build import build_rsac
+
+    return build_rsac(needs)
+
+
+def check(settings: RSACSettings, spaces: Any, env_id: str) -> None:
+    """``algo.dueling`` and ``algo.target_entropy_fraction`` are for Discrete actions (the fraction instead of
+    ``algo.target_entropy``)."""
+    if settings.dueling and spaces.action_kind != DISCRETE:
+        raise ConfigError(
+            "algo.dueling",
+            True,
+            f"splits the critics' Q-values over Discrete actions into V + A, and {env_id} has "
+            "continuous actions (one Q for the action given): set algo.dueling=false",
+        )
+    fraction = settings.target_entropy_fraction
+    if fraction is None:
+        return
+    if spaces.action_kind != DISCRETE:
+        raise ConfigError(
+            "algo.target_entropy_fraction",
+            fraction,
+            f"sets SAC-discrete's target entropy, and {env_id} has continuous actions: set "
+            f"algo.target_entropy (e.g. -{spaces.actions}, minus the action size: the default), "
+            "or algo.target_entropy_fraction=null",
+        )
+    if settings.target_entropy is not None:
+        raise ConfigError(
+            "algo.target_entropy_fraction",
+            fraction,
+            f"and algo.target_entropy={settings.target_entropy:g} both set the target entropy: "
+            "keep one, the other null",
+        )
+
+
+register_algo(
+    AlgoSpec(
+        name="rsac",
+        settings=RSACSettings,
+        build=build,
+        actions=(DISCRETE, CONTINUOUS),
+        bounded=True,
+        # the loop and inputs it learns well with: one update per stored frame from 1,000 frames on, each
+        # episode written as soon as it ends, the previous action observed (Ni et al., 2022), the time since
+        # the episode began observed where episodes end by a clock, an evaluation every 2,000 frames
+        brings={
+            "env.previous_action": True,
+            "env.observe_time": "auto",
+            "loop.warmup_frames": 1_000,
+            "loop.updates_per_frame": 1.0,
+            "loop.eval_every_frames": 2_000,
+            "total_frames": 16_000,
+            "trajs_per_batch": 1,
+        },
+        slices_per_batch=4,
+        check=check,
+    )
+)
