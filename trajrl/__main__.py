@@ -163,9 +163,10 @@ def train_from_the_command_line(typed: list[str]) -> None:
     """Train with the config Hydra composes from ``typed`` (overrides, ``--multirun``,
     ``--help``, ``--cfg``, ``hydra.*``: Hydra parses them from ``sys.argv``)."""
     stacks_on_sigusr1()
-    import_the_users_module(typed)
+    arguments = resume_arguments(typed)  # a resumed run's own overrides: its env.import_module too
+    import_the_users_module(arguments)
     workers_from_a_fork_server()
-    sys.argv[1:] = resume_arguments(typed)
+    sys.argv[1:] = arguments
     os.environ["TRAJRL_FULL_ERROR"] = "1" if SHOW_TRACEBACK else "0"
     os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra raises what it cannot compose; one_line_errors reports it
 
@@ -178,7 +179,7 @@ def train_from_the_command_line(typed: list[str]) -> None:
 
 def import_the_users_module(typed: list[str]) -> None:
     """The module ``env.import_module=<module>`` names on the command line, imported before Hydra
-    composes (it may register an option of a group: a sampler, ``trajrl.factory.replay.register_sampler``)
+    composes (it may register an option of a group: an algorithm, a sampler: ``docs/development.md``)
     and before the fork server starts (its workers have it)."""
     from trajrl.envs.gym_envs import import_env_module
 
@@ -247,6 +248,7 @@ def resume_arguments(argv: list[str]) -> list[str]:
         return argv  # the config check says what is missing
     now = {key_of(a) for a in argv}
     merged = [o for o in original if key_of(o) not in now] + argv
+    import_the_users_module(merged)  # the run's own module (an option it registers) before composing again
     if not any(a in ("--help", "-h", "--cfg", "-c", "--info") for a in argv):
         # before Hydra writes into the run's directory: an override its checkpoint contradicts is refused
         validate(

@@ -95,6 +95,21 @@ def test_a_run_made_before_the_package_tree_moved_still_evaluates(tmp_path):
     )
 
 
+def test_a_run_made_with_a_setting_trajrl_no_longer_has_is_refused_unless_it_held_what_trajrl_does(tmp_path):
+    """The same run's config.yaml holds settings trajrl no longer has (``RETIRED``): at the value trajrl now
+    always uses they are dropped (the test above); at another (``algo.critic_core=shared``) its agent was made by
+    code that is gone, and ``trajrl evaluate`` says so in one line."""
+    import shutil
+
+    from helpers import REPO
+
+    run_dir = shutil.copytree(REPO / "tests" / "data" / "run_e5c87d8", tmp_path / "run")
+    config = run_dir / "config.yaml"
+    config.write_text(config.read_text().replace("critic_core: separate", "critic_core: shared"))
+    proc = trajrl_cli("evaluate", str(run_dir), "--episodes", "2", cwd=tmp_path, timeout=120)
+    failed_with(proc, 2, "trajrl evaluate: algo.critic_core='shared'", "a setting trajrl no longer has", "'separate'")
+
+
 def test_evaluate_without_the_video_extra_names_it_and_leaves_no_folder(smoke_run, tmp_path):
     """``trajrl evaluate --video`` where moviepy cannot be imported (what ``make run`` installs):
     the return, then one line naming the extra; the folder RecordVideo made is not left behind

@@ -34,7 +34,6 @@ class AgentNeeds:
     device: torch.device  # where the learner trains
     seed: int
     total_frames: int  # frames the run stores (PPO: learns from)
-    planned_updates: int  # a replay learner's updates over the run (``algo.lr_end`` is reached at the last)
     burn_in: int  # the sampler's warm-up steps of each slice (0: none)
     episodes_per_batch: int  # whole episodes per sampled batch (``sampler.episodes_per_batch``; else 0)
     actors: int  # collecting environments (``collector.num_workers x env.num_envs``)
@@ -94,15 +93,7 @@ def on_cpu(net: nn.Module) -> nn.Module:
 
 def memory_of(a: NetworkSettings) -> Memory:
     """The memory core the settings name, with its sizes."""
-    return Memory(
-        kind=a.rnn,
-        size=a.memory_size,
-        context=a.memory_context,
-        layers=a.memory_layers,
-        forget_bias=a.forget_bias,
-        chrono_horizon=a.chrono_horizon,
-        chrono_spread=a.chrono_spread,
-    )
+    return Memory(kind=a.rnn, size=a.memory_size, context=a.memory_context, layers=a.memory_layers)
 
 
 def action_bounds(action_spec: Any) -> tuple[torch.Tensor, torch.Tensor]:

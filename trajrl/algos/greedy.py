@@ -44,12 +44,12 @@ class Bits(nn.Module):
 class TanhMean(nn.Module):
     """features -> a squashed Gaussian's action at its mean: ``loc + scale * tanh(mean)`` (recurrent SAC)."""
 
-    def __init__(self, norm: nn.Module, head: nn.Module):
+    def __init__(self, head: nn.Module):
         super().__init__()
-        self.norm, self.head = norm, head
+        self.head = head
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
-        mean = self.head.net(self.norm(features)).chunk(2, -1)[0]
+        mean = self.head.net(features).chunk(2, -1)[0]
         return self.head.loc + self.head.scale * torch.tanh(mean)
 
 

@@ -16,8 +16,9 @@ class Learner(Protocol):
 
     ``update(batch)``: one update (PPO: its passes over one batch of complete episodes); returns its
     statistics (``train/<name>`` in metrics.csv). Raises ``trajrl.base.errors.NonFiniteUpdate`` instead
-    of taking a step whose loss or gradient is not finite. An off-policy learner may write each
-    step's ``|TD error|`` into ``batch`` for a prioritised sampler.
+    of taking a step whose loss or gradient is not finite. An off-policy learner writes each
+    step's ``|TD error|`` into ``batch[TD_KEY]`` (``[B, T]``; NaN where it learnt nothing), which a
+    prioritised sampler reads.
     ``updates``: gradient steps so far. ``device``: where it learns.
     ``state_dict()`` / ``load_state_dict()``: networks, targets, optimisers and counters."""
 

@@ -51,9 +51,6 @@ class Memory:
     size: int = _DECLARED["memory_size"]  # lru: complex state channels a layer; ffm: the trace's length
     context: int = _DECLARED["memory_context"]  # ffm: frequencies each trace element turns at
     layers: int = _DECLARED["memory_layers"]  # lru: stacked blocks
-    forget_bias: float | None = _DECLARED["forget_bias"]  # lstm, gru: the keeping gate's bias at initialisation
-    chrono_horizon: int | None = _DECLARED["chrono_horizon"]  # lstm: chrono initialisation's longest time scale
-    chrono_spread: str = _DECLARED["chrono_spread"]  # lstm: how chrono's time scales are drawn: uniform | log
 
 
 def linear_scan(
@@ -281,52 +278,10 @@ def restarted(state: torch.Tensor, starts: torch.Tensor | None) -> torch.Tensor:
     return state if starts is None else torch.where(starts.reshape(1, -1, 1), 0.0, state)
 
 
-def set_gate_bias(core: nn.LSTM | nn.GRU, layer: int, gate: int, bias: torch.Tensor | float) -> None:
-    """Gate ``gate``'s bias of ``layer`` (an LSTM's gates in torch's order i, f, g, o; a GRU's r, z, n) set to
-    ``bias``: the input side's holds it, the hidden side's 0."""
-    rows = slice(gate * core.hidden_size, (gate + 1) * core.hidden_size)
-    with torch.no_grad():
-        getattr(core, f"bias_ih_l{layer}")[rows] = bias
-        getattr(core, f"bias_hh_l{layer}")[rows] = 0.0
-
-
-def keeping(core: nn.LSTM | nn.GRU, forget_bias: float | None) -> nn.LSTM | nn.GRU:
-    """``core`` with the gate that keeps its state (an LSTM's forget gate, a GRU's update gate: the second
-    of each) biased by ``forget_bias`` at initialisation: each cell keeps ``sigmoid(forget_bias)`` of its state
-    a step where torch's initialisation keeps about half. None: ``core`` as torch initialised it."""
-    if forget_bias is not None:
-        for layer in range(core.num_layers):
-            set_gate_bias(core, layer, 1, forget_bias)
-    return core
-
-
-def chrono(core: nn.LSTM, horizon: int | None, spread: str = "uniform") -> nn.LSTM:
-    """``core`` with Tallec & Ollivier (2018)'s chrono initialisation: each cell's forget-gate bias
-    ``log u``, ``u ~ U(1, horizon - 1)`` (``spread="log"``: ``log u ~ U(0, log(horizon - 1))``), and its
-    input gate's ``-log u``, so that the cells keep their content over time scales spread up to
-    ``horizon`` steps. None: ``core`` unchanged."""
-    if horizon is None:
-        return core
-    for layer in range(core.num_layers):
-        if spread == "log":
-            forget = torch.empty(core.hidden_size).uniform_(0, math.log(horizon - 1))
-        else:
-            forget = torch.empty(core.hidden_size).uniform_(1, horizon - 1).log()
-        set_gate_bias(core, layer, 0, -forget)  # (i, f, g, o)
-        set_gate_bias(core, layer, 1, forget)
-    return core
-
-
 #: How each memory core of ``algo.rnn`` is built: ``(in_size, hidden_size, memory) -> module``.
 BUILDERS: dict[str, Callable[[int, int, Memory], nn.Module]] = {
-    "lstm": lambda in_size, hidden_size, memory: chrono(
-        keeping(nn.LSTM(in_size, hidden_size, batch_first=True), memory.forget_bias),
-        memory.chrono_horizon,
-        memory.chrono_spread,
-    ),
-    "gru": lambda in_size, hidden_size, memory: keeping(
-        nn.GRU(in_size, hidden_size, batch_first=True), memory.forget_bias
-    ),
+    "lstm": lambda in_size, hidden_size, memory: nn.LSTM(in_size, hidden_size, batch_first=True),
+    "gru": lambda in_size, hidden_size, memory: nn.GRU(in_size, hidden_size, batch_first=True),
     "lru": lambda in_size, hidden_size, memory: LRU(in_size, hidden_size, memory.size, memory.layers),
     "ffm": lambda in_size, hidden_size, memory: FFM(in_size, hidden_size, memory.size, memory.context),
 }

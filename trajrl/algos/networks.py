@@ -2,11 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import queue
-import threading
-from collections.abc import Callable
-from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -16,76 +11,44 @@ from tensordict.nn import TensorDictModule
 from torch import nn
 from torchrl.modules import MLP
 
-from trajrl.algos.memory import CORES, run_memory, state_shape
+from trajrl.algos.memory import run_memory, state_shape
 from trajrl.base import internals
 from trajrl.base.errors import NonFiniteUpdate
 from trajrl.envs.spaces import IMAGE, NUMBERS, Part
 
 
 class Standardize(internals.StateDictDefaults, nn.Module):
-    """(x - loc) / scale (buffers: saved and synced with the weights); ``track`` moves the
-    statistics toward those of the data, where ``moving`` says (the others stay as set)."""
+    """(x - loc) / scale (buffers: saved and synced with the weights)."""
 
     def __init__(self, size: int, loc: torch.Tensor | None = None, scale: torch.Tensor | None = None):
         super().__init__()
         self.register_buffer("loc", torch.zeros(size) if loc is None else torch.as_tensor(loc, dtype=torch.float))
         self.register_buffer("scale", torch.ones(size) if scale is None else torch.as_tensor(scale, dtype=torch.float))
-        self.register_buffer("tracked", torch.zeros((), dtype=torch.long))  # batches tracked so far
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return (x - self.loc) / self.scale
 
-    def state_dict_defaults(self) -> dict:
-        """Checkpoints written before the statistics could move have no count: none tracked."""
-        return {"tracked": torch.zeros((), dtype=torch.long)}
-
-    @torch.no_grad()
-    def track(self, x: torch.Tensor, moving: torch.Tensor, min_rate: float) -> None:
-        """One batch ``x`` of shape ``[N, size]``: the running mean and variance move toward
-        the batch's by ``max(min_rate, 1 / (batches + 2))`` (the first statistics count as one
-        batch: an average over every batch at first, then an exponential one); the std stays
-        at least 1e-3, as the measured one does (``trajrl.collect.collector_env.observation_stats``)."""
-        rate = max(min_rate, 1.0 / (int(self.tracked) + 2))
-        mean, var = x.mean(0), x.var(0, unbiased=False)
-        shift = mean - self.loc
-        loc = self.loc + rate * shift
-        # The mixture of the two: its variance from the variances and the shift of the means
-        # (no E[x^2] - E[x]^2, which loses a small std to rounding when the mean is large).
-        var = (1 - rate) * self.scale.square() + rate * var + rate * (1 - rate) * shift.square()
-        scale = var.sqrt().clamp_min(1e-3)  # the floor of the measured statistics
-        self.loc.copy_(torch.where(moving, loc, self.loc))
-        self.scale.copy_(torch.where(moving, scale, self.scale))
-        self.tracked += 1
+    def state_dict_retired(self) -> tuple[str, ...]:
+        """Older checkpoints count the batches their statistics tracked, which they no longer do."""
+        return ("tracked",)
 
 
 #: An observation's parts (``trajrl.envs.spaces.parts_of``), or the size of a vector of numbers.
 Parts = tuple[Part, ...] | int
 
 
-def symlog(x: torch.Tensor) -> torch.Tensor:
-    """sign(x) log(1 + |x|): the identity near 0, logarithmic far from it (Hafner et al., 2023)."""
-    return x.sign() * x.abs().log1p()
-
-
 @dataclass
 class Inputs:
     """How an observation's numbers reach a network: standardised with ``loc`` and ``scale``
-    (None: as they are), then, with ``squash``, passed through ``symlog``."""
+    (None: as they are)."""
 
     loc: torch.Tensor | None = None
     scale: torch.Tensor | None = None
-    squash: bool = False
 
 
 class ObservationInputs(nn.Module):
-    """The flat observation (``trajrl.envs.spaces``) as the MLP's input: numbers standardised
-    (and with ``squash``, passed through ``symlog``), one-hot codes and bits as they are,
-    each image through a small convolution (pixels / 255).
-
-    Why ``squash``: the statistics come from a random policy, and a learnt policy visits
-    states far outside them (CartPole's cart wanders 10-20 of a random policy's standard
-    deviations away); symlog keeps such inputs within a few units while leaving the
-    resolution near the statistics' centre unchanged."""
+    """The flat observation (``trajrl.envs.spaces``) as the MLP's input: numbers standardised,
+    one-hot codes and bits as they are, each image through a small convolution (pixels / 255)."""
 
     def __init__(self, parts: tuple[Part, ...], inputs: Inputs | None = None):
         super().__init__()
@@ -99,25 +62,15 @@ class ObservationInputs(nn.Module):
         loc = torch.zeros(len(numbers)) if loc is None else torch.where(numbers, torch.as_tensor(loc).float(), 0.0)
         scale = torch.ones(len(numbers)) if scale is None else torch.where(numbers, torch.as_tensor(scale).float(), 1.0)
         self.standardize = Standardize(len(flat), loc[flat], scale[flat])
-        self.squash = inputs.squash
-        self.register_buffer("numbers", numbers[flat], persistent=False)  # derived from the parts: not saved
         self.register_buffer("flat", torch.tensor(flat, dtype=torch.long))
         self.everything_flat = flat == list(range(len(numbers)))  # no image: no columns to pick
         self.image_parts = [p for p in parts if p.kind == IMAGE]
         self.images = nn.ModuleList(ImageEncoder(p.image_shape, p.channels_last) for p in self.image_parts)
         self.out_features = len(flat) + sum(image.out_features for image in self.images)
 
-    def track(self, obs: torch.Tensor, min_rate: float) -> None:
-        """The numbers' statistics move toward those of ``obs`` (``[N, obs]``, valid steps only)."""
-        if len(self.flat) and self.numbers.any():
-            flat = obs if self.everything_flat else obs.index_select(-1, self.flat)
-            self.standardize.track(flat.float(), self.numbers, min_rate)
-
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         flat = obs if self.everything_flat else obs.index_select(-1, self.flat)
         inputs = [self.standardize(flat.float())] if len(self.flat) else []
-        if self.squash and inputs:
-            inputs[0] = torch.where(self.numbers, symlog(inputs[0]), inputs[0])
         for part, image in zip(self.image_parts, self.images):
             inputs.append(image(obs[..., part.start : part.start + part.size]))
         return inputs[0] if len(inputs) == 1 else torch.cat(inputs, -1)
@@ -153,27 +106,14 @@ class ImageEncoder(nn.Module):
         return self.net(images.float() / 255.0).reshape(*batch, self.out_features)
 
 
-def track_observations(networks: list[nn.Module], obs: torch.Tensor, min_rate: float) -> None:
-    """Every ``ObservationInputs`` in ``networks`` tracks ``obs`` (the same statistics in each:
-    the online and target networks, actor and critics see the same inputs); a module that
-    two networks share tracks them once."""
-    seen: set[int] = set()
-    for network in networks:
-        for module in network.modules():
-            if isinstance(module, ObservationInputs) and id(module) not in seen:
-                seen.add(id(module))
-                module.track(obs, min_rate)
-
-
 def encoder(
     parts: Parts,
     sizes: list[int],
     inputs: Inputs | None = None,
     activation: type[nn.Module] = nn.ReLU,
-    layer_norm: bool = False,
 ) -> nn.Module:
     """observation -> its inputs (``ObservationInputs``: standardised numbers, codes, images)
-    -> MLP of ``sizes`` (activated last layer) -> layer normalisation (with ``layer_norm``).
+    -> MLP of ``sizes`` (activated last layer).
 
     Standardising inside the network keeps raw observations in the buffer; partial
     observations (positions without velocities) carry their signal in small
@@ -191,7 +131,6 @@ def encoder(
             activation_class=activation,
             activate_last_layer=True,
         ),
-        *([nn.LayerNorm(sizes[-1])] if layer_norm else []),
     )
 
 
@@ -294,50 +233,6 @@ class TargetSync:
         return True
 
 
-class SideThread:
-    """A second thread for the passes of an update that do not depend on each other (the target
-    networks' pass beside the online ones', one critic's backward beside the other's): torch lets
-    go of the GIL inside each operation, so the two run on two cores at once, with the results
-    one thread gives (no pass run there draws random numbers). ``enabled`` false: each pass runs
-    on the calling thread, when submitted. The thread is a daemon, idle between passes: the
-    process's exit does not wait for it."""
-
-    def __init__(self, enabled: bool):
-        self.enabled = enabled
-        self.tasks: queue.SimpleQueue | None = None
-        self.pid = os.getpid()
-
-    def submit(self, fn: Callable, *args) -> Future:
-        """``fn(*args)`` there, in the caller's grad mode (thread-local in torch); its future."""
-        future: Future = Future()
-        if not self.enabled:
-            future.set_result(fn(*args))
-            return future
-        if self.tasks is None or self.pid != os.getpid():  # at the first pass (and in a forked process: its own)
-            self.tasks, self.pid = queue.SimpleQueue(), os.getpid()
-            threading.Thread(target=self.serve, args=(self.tasks,), name="trajrl-learner", daemon=True).start()
-        self.tasks.put((future, fn, args, torch.is_grad_enabled()))
-        return future
-
-    @staticmethod
-    def serve(tasks: queue.SimpleQueue) -> None:
-        while (task := tasks.get()) is not None:
-            future, fn, args, grad = task
-            try:
-                with torch.set_grad_enabled(grad):
-                    future.set_result(fn(*args))
-            except BaseException as error:  # the caller's result() raises it
-                future.set_exception(error)
-
-    def __del__(self) -> None:
-        if self.tasks is not None:
-            self.tasks.put(None)  # the thread ends
-
-    def __deepcopy__(self, memo: dict) -> SideThread:
-        """A thread of its own for the copy (a learner copied, as a test does)."""
-        return SideThread(self.enabled)
-
-
 @contextmanager
 def frozen(parameters: list[torch.Tensor]):
     """A network's ``parameters`` without gradient inside the block (a loss that reads it as a
@@ -375,26 +270,13 @@ def read_statistics(stats: dict[str, torch.Tensor]) -> dict[str, float]:
     return dict(zip(stats, values))
 
 
-def recurrent_parameters(module: nn.Module) -> set[int]:
-    """The ids of ``module``'s parameters that belong to its recurrent cores (``trajrl.algos.memory``)."""
-    return {id(p) for m in module.modules() if isinstance(m, CORES) for p in m.parameters()}
-
-
-def adam(params, lr: float, rnn_lr: float | None = None, **kwargs) -> torch.optim.Adam:
+def adam(params, lr: float, **kwargs) -> torch.optim.Adam:
     """Adam with its fused step: one kernel over every parameter, where torch picks its
     per-parameter loop on a CPU; the same arithmetic (``tests/integration/test_speedups.py``;
-    ``scripts/bench_pipeline.py`` times both). Given a module and ``rnn_lr``, its recurrent
-    cores learn at ``rnn_lr`` and the rest at ``lr`` (two parameter groups). Each group keeps
-    its rate in ``base_lr``, which schedules scale (``scale_lr``)."""
+    ``scripts/bench_pipeline.py`` times both). Each group keeps its rate in ``base_lr``, which
+    schedules scale (``scale_lr``)."""
     if isinstance(params, nn.Module):
-        module, params = params, list(params.parameters())
-        if rnn_lr is not None:
-            core = recurrent_parameters(module)
-            params = [
-                {"params": [p for p in params if id(p) not in core], "lr": lr},
-                {"params": [p for p in params if id(p) in core], "lr": rnn_lr},
-            ]
-            params = [group for group in params if group["params"]]
+        params = list(params.parameters())
     optimizer = torch.optim.Adam(params, lr=lr, fused=True, **kwargs)
     for group in optimizer.param_groups:
         group["base_lr"] = group["lr"]
@@ -405,18 +287,6 @@ def scale_lr(optimizer: torch.optim.Optimizer, factor: float) -> None:
     """Each parameter group's learning rate at ``factor`` times its own (``base_lr``)."""
     for group in optimizer.param_groups:
         group["lr"] = group.setdefault("base_lr", group["lr"]) * factor
-
-
-def decay_lr(
-    optimizers: list[torch.optim.Optimizer], lr: float, lr_end: float | None, updates: int, planned: int
-) -> None:
-    """Every group of ``optimizers`` at ``lr`` decayed linearly to ``lr_end`` over ``planned`` updates (and
-    held there after), each group in proportion to its own rate (``rnn_lr``'s too), at ``updates`` done;
-    ``lr_end`` None or nothing planned: unchanged."""
-    if lr_end is not None and planned > 0:
-        factor = (lr + (lr_end - lr) * min(1.0, updates / planned)) / lr
-        for optimizer in optimizers:
-            scale_lr(optimizer, factor)
 
 
 class CpuCopies:

@@ -95,12 +95,3 @@ def n_step_return(
         ret += (gamma**k) * padded[:, k : k + horizon] * (k < m)
     last = (steps + m - 1).clamp_max(horizon - 1)
     return ret + (gamma**m) * (1.0 - terminated.gather(-1, last)) * bootstrap.gather(-1, last)
-
-
-def exact_targets(terminated: torch.Tensor, mask: torch.Tensor, n: int) -> torch.Tensor:
-    """Per ``[B, T]`` step: whether its ``n``-step target (``n_step_return``) holds no bootstrapped
-    value, because its episode terminates within the ``n`` steps: the rewards alone, exact."""
-    horizon = mask.shape[-1]
-    steps = torch.arange(horizon, device=mask.device).unsqueeze(0)
-    last = (steps + steps_left(mask).clamp(1, n) - 1).clamp_max(horizon - 1)
-    return terminated.gather(-1, last).bool() & mask

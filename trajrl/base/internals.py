@@ -258,16 +258,23 @@ class WriteOutputsWithSet:
 # ---------------------------------------------------------------- torch
 class StateDictDefaults:
     """Mixin for ``torch.nn.Module``: entries an older checkpoint lacks are given
-    ``self.state_dict_defaults()`` before it loads, through torch's private
-    ``_load_from_state_dict`` (the one place a module sees the prefix of its own entries)."""
+    ``self.state_dict_defaults()`` before it loads, and those it holds that the module no longer has
+    (``self.state_dict_retired()``) are dropped, through torch's private ``_load_from_state_dict``
+    (the one place a module sees the prefix of its own entries)."""
 
     def state_dict_defaults(self) -> dict:
         """Each entry (its name in this module) a checkpoint may lack, and its value then."""
         return {}
 
+    def state_dict_retired(self) -> tuple[str, ...]:
+        """Each entry (its name in this module) an older checkpoint may hold that nothing reads now."""
+        return ()
+
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         for name, value in self.state_dict_defaults().items():
             state_dict.setdefault(prefix + name, value)
+        for name in self.state_dict_retired():
+            state_dict.pop(prefix + name, None)
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
 

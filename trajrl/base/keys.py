@@ -15,8 +15,6 @@ FAULT_KEY = "env_fault"
 TD_KEY = "td_error"
 #: Where the acting policy stores log pi(a|s).
 LOG_PROB_KEY = "action_log_prob"
-#: Recurrent SAC-discrete with ``algo.entropy_penalty``: the acting policy's entropy at the step.
-ENTROPY_KEY = "policy_entropy"
 #: Continuous actions: the Gaussian sample, before clipping to the bounds.
 SAMPLE_KEY = "action_sample"
 #: Per sampled step (hindsight): the substituted goal, whether the step's slice is

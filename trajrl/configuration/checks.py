@@ -32,6 +32,7 @@ from trajrl.configuration.settings import (
     RunSettings,
     batches_of,
     default_of,
+    load_run_config,
     option_schema,
     settings_of,
 )
@@ -51,20 +52,14 @@ def check(cfg: DictConfig) -> None:
     # replay: storage and sampler
     check_replay_storage(cfg)
     check_fixed_frame_sampler(cfg)
-    check_terminal_share(cfg)
     check_lane_capacity(cfg)
     check_tape(cfg)
-    check_refresh_states(cfg)
     check_async_batched_writes(cfg)
     check_storage_ndim(cfg)
     check_burn_in(cfg)
     check_state_every(cfg)
     # learn, and when to stop
     check_warmup(cfg)
-    check_rnn_lr(cfg)
-    check_gate_initialisation(cfg)
-    check_soft_target_fade(cfg)
-    check_huber_delta(cfg)
     check_target_sync(cfg)
     check_eps_spread(cfg)
     check_clip_schedule(cfg)
@@ -246,27 +241,6 @@ def check_fixed_frame_sampler(cfg: DictConfig) -> None:
         )
 
 
-def check_terminal_share(cfg: DictConfig) -> None:
-    """Slices set aside for terminal steps need trajrl's episode index: step weighting, complete episodes."""
-    share = cfg.sampler.get("terminal_share", 0.0)
-    if not share:
-        return
-    if cfg.sampler.weighting != "step":
-        raise ConfigError(
-            "sampler.terminal_share",
-            share,
-            "it needs trajrl's episode index, which sampler.weighting=episode (TorchRL's SliceSampler) does not "
-            "keep: set sampler.weighting=step, or sampler.terminal_share=0",
-        )
-    if writes_fixed_frames(cfg):
-        raise ConfigError(
-            "sampler.terminal_share",
-            share,
-            "fixed-frame batches (trajs_per_batch=null) keep no episode index: set trajs_per_batch=4 to store "
-            "complete episodes, or sampler.terminal_share=0",
-        )
-
-
 def check_lane_capacity(cfg: DictConfig) -> None:
     """Each lane of fixed-frame batches (one per environment) holds a write and a slice."""
     if not writes_fixed_frames(cfg):
@@ -287,7 +261,7 @@ def check_lane_capacity(cfg: DictConfig) -> None:
 
 def check_tape(cfg: DictConfig) -> None:
     """``sampler=tape`` runs whole episodes laid end to end through one pass of the memory core,
-    which restarts at each episode start inside it: a linear core, and no stored state read."""
+    which restarts at each episode start inside it: a linear core."""
     if batches_of(cfg.sampler) != "tape":
         return
     if cfg.algo.rnn not in LINEAR_CORES:
@@ -297,39 +271,6 @@ def check_tape(cfg: DictConfig) -> None:
             f"sampler={cfg.sampler.kind} restarts the memory core at every episode start inside one sequence, which "
             f"{cfg.algo.rnn} "
             f"cannot: use algo.rnn={' or algo.rnn='.join(LINEAR_CORES)}, or a slice sampler (sampler=slice)",
-        )
-    if cfg.algo.get("refresh_states_every") is not None:
-        raise ConfigError(
-            "algo.refresh_states_every",
-            cfg.algo.refresh_states_every,
-            f"sampler={cfg.sampler.kind} starts every episode from a zero state and reads no stored state: leave it "
-            "null",
-        )
-
-
-def check_refresh_states(cfg: DictConfig) -> None:
-    """``algo.refresh_states_every`` recomputes the states stored with complete episodes, which
-    slices must then read."""
-    refresh = cfg.algo.get("refresh_states_every")
-    if refresh is None:
-        return
-    if writes_fixed_frames(cfg):
-        raise ConfigError(
-            "algo.refresh_states_every",
-            refresh,
-            "recomputes the stored states of complete episodes; with fixed-frame batches "
-            "(trajs_per_batch=null) leave it null, or set trajs_per_batch=4",
-        )
-    if cfg.algo.initial_state == "zero" or batches_of(cfg.sampler) == "episodes":
-        why = (
-            "algo.initial_state=zero starts every slice from a zero state"
-            if cfg.algo.initial_state == "zero"
-            else f"sampler={cfg.sampler.kind} starts every sequence at its episode's first step, from a zero state"
-        )
-        raise ConfigError(
-            "algo.refresh_states_every",
-            refresh,
-            f"{why}: no stored state is read; leave it null or use the stored states",
         )
 
 
@@ -423,8 +364,6 @@ def state_every_problem(cfg: DictConfig) -> str | None:
         )
     if cfg.algo.get("initial_state") == "zero":
         return "algo.initial_state=zero starts every slice from a zero state, so no state is read; leave it null"
-    if cfg.algo.get("refresh_states_every") is not None:
-        return "algo.refresh_states_every recomputes every step's stored state; set it to null"
     if cfg.algo.get("recurrent", True) is False:
         return "the network is not recurrent: it keeps no state; leave it null"
     return None
@@ -438,82 +377,6 @@ def check_warmup(cfg: DictConfig) -> None:
             "loop.warmup_frames",
             cfg.loop.warmup_frames,
             f"must be below total_frames={cfg.total_frames}, or no update ever runs",
-        )
-
-
-def check_rnn_lr(cfg: DictConfig) -> None:
-    """``algo.rnn_lr`` needs a recurrent core to apply to."""
-    if cfg.algo.get("rnn_lr") is not None and cfg.algo.get("recurrent", True) is False:
-        raise ConfigError(
-            "algo.rnn_lr",
-            cfg.algo.rnn_lr,
-            "is the learning rate of the recurrent core, and "
-            "algo.recurrent=false has none: set algo.recurrent=true, or algo.rnn_lr=null",
-        )
-
-
-#: The settings that initialise a gated core's gates, and the cores that have those gates.
-GATE_SETTINGS = {"forget_bias": ("lstm", "gru"), "chrono_horizon": ("lstm",)}
-
-
-def check_gate_initialisation(cfg: DictConfig) -> None:
-    """``algo.forget_bias`` and ``algo.chrono_horizon`` set the gates of the cores they name, one at a time."""
-    for name, cores in GATE_SETTINGS.items():
-        value = cfg.algo.get(name)
-        if value is None:
-            continue
-        if cfg.algo.get("recurrent", True) is False:
-            raise ConfigError(
-                f"algo.{name}",
-                value,
-                "sets a recurrent core's gates, and algo.recurrent=false has none: "
-                f"set algo.recurrent=true, or algo.{name}=null",
-            )
-        if cfg.algo.rnn not in cores:
-            raise ConfigError(
-                f"algo.{name}",
-                value,
-                f"sets the gates of algo.rnn={' or '.join(cores)}, and algo.rnn={cfg.algo.rnn} is another core: "
-                f"set algo.rnn={cores[0]}, or algo.{name}=null",
-            )
-    spread = cfg.algo.get("chrono_spread", "uniform")
-    if spread != "uniform" and cfg.algo.get("chrono_horizon") is None:
-        raise ConfigError(
-            "algo.chrono_spread",
-            spread,
-            "spreads chrono's time scales, and algo.chrono_horizon=null draws none: set algo.chrono_horizon "
-            "(e.g. 40, sampler.slice_len), or algo.chrono_spread=uniform",
-        )
-    if cfg.algo.get("forget_bias") is not None and cfg.algo.get("chrono_horizon") is not None:
-        raise ConfigError(
-            "algo.chrono_horizon",
-            cfg.algo.chrono_horizon,
-            f"and algo.forget_bias={cfg.algo.forget_bias:g} both set the forget gates' biases: "
-            "keep one, the other null",
-        )
-
-
-def check_soft_target_fade(cfg: DictConfig) -> None:
-    """``algo.soft_target_fade`` fades a bonus that ``algo.soft_target`` puts in the target."""
-    fade = cfg.algo.get("soft_target_fade")
-    if fade is not None and not cfg.algo.soft_target:
-        raise ConfigError(
-            "algo.soft_target_fade",
-            fade,
-            "fades the entropy bonus's level in the critics' target, and algo.soft_target=false puts no bonus "
-            "there: set algo.soft_target=true, or algo.soft_target_fade=null",
-        )
-
-
-def check_huber_delta(cfg: DictConfig) -> None:
-    """``algo.huber_delta`` shapes Huber's loss only (``algo.critic_loss=huber``)."""
-    delta = cfg.algo.get("huber_delta", 1.0)
-    if delta != 1.0 and cfg.algo.get("critic_loss") not in ("huber", "huber_bootstrapped"):
-        raise ConfigError(
-            "algo.huber_delta",
-            delta,
-            f"is where Huber's loss turns linear, and algo.critic_loss={cfg.algo.critic_loss} does not use it: "
-            "set algo.critic_loss=huber, or leave algo.huber_delta at 1",
         )
 
 
@@ -731,7 +594,7 @@ def check_resume(cfg: DictConfig) -> None:
             f"has no {' and no '.join(missing)}; use resume=<the directory of a "
             "run that saved a checkpoint> (outputs/<date>/<time>)",
         )
-    saved = OmegaConf.load(Path(cfg.resume) / "config.yaml")
+    saved = load_run_config(cfg.resume)
     keeps = (
         "a resume keeps the algorithm, the networks' sizes and the environment's spaces that its "
         "checkpoint was made with: drop the override, or train a new run (without resume)"

@@ -264,8 +264,8 @@ class SliceSamplerSettings:
     kind: str = option("slice_without_replacement")
     slices_per_batch: Any = setting(
         "auto",
-        "slices in each [N, T] training batch; auto: 4 with algo=rsac (its update costs about 0.44x as much as "
-        "with 16 and learns as much a frame: docs/benchmarks/learning/tuning.md), 16 otherwise",
+        "slices in each [N, T] training batch; auto: the algorithm's (algo=rsac: 4, its update costing about "
+        "0.44x as much as with 16 for as much learnt a frame; the others: 16)",
         range=at_least(1),
         auto=True,
         null=False,
@@ -304,13 +304,6 @@ class StepSliceSamplerSettings(SliceSamplerSettings):
         "their share); episode: every stored episode equally likely (TorchRL's "
         "SliceSampler)",
         choices=("step", "episode"),
-    )
-    terminal_share: float = setting(
-        0.0,
-        "the share of each batch's slices that end where a stored episode terminated (the episode drawn "
-        "uniformly among those; the others drawn as weighting says): a policy's rare failures learnt from "
-        "that often however rare they become (weighting=step, complete episodes)",
-        range=FRACTION,
     )
     state_every: Any = state_every()
 
@@ -549,3 +542,64 @@ def section_settings(group: str, section: Any) -> Any:
     from omegaconf import OmegaConf
 
     return option_schema(group, section)(**OmegaConf.to_container(section, resolve=True))
+
+
+# ---------------------------------------------------------------- a run's saved config
+#: Settings trajrl no longer has (docs/benchmarks/learning/tuning.md, "2026-12-02 (nineteenth session)",
+#: lists them and why), by option (``group=option``) and key, with the value that is now what trajrl
+#: always does (``ANY``: every value did the same). A saved run that holds one at that value loads
+#: without it; at another, it is refused: its agent was made by code trajrl no longer carries.
+ANY = object()
+RETIRED: dict[str, dict[str, Any]] = {
+    "algo=*": {
+        "forget_bias": None,
+        "chrono_horizon": None,
+        "chrono_spread": ANY,
+        "observation_stats": "fixed",
+        "observation_rate": ANY,
+        "squash_observations": False,
+        "rnn_lr": None,
+        "layer_norm": False,
+        "lr_end": None,
+        "refresh_states_every": None,
+    },
+    "algo=r2d2": {"eval_network": "online", "advantage_learning": 0.0},
+    "algo=rsac": {
+        "critic_core": "separate",
+        "soft_target": True,
+        "huber_delta": 1.0,
+        "dueling": False,
+        "learner_threads": ANY,
+        "twin_value": "min",
+        "q_clip": None,
+        "entropy_penalty": 0.0,
+    },
+    "sampler=*": {"terminal_share": 0.0},
+}
+
+
+def load_run_config(run_dir: Any) -> Any:
+    """A run directory's ``config.yaml``, without the settings trajrl no longer has (``RETIRED``) where
+    they hold what trajrl now always does; ``ConfigError`` where one holds something else."""
+    from omegaconf import OmegaConf
+
+    saved = OmegaConf.load(Path(run_dir) / "config.yaml")
+    for group, (selector, _) in GROUPS.items():
+        section = saved.get(group)
+        if selector is None or not OmegaConf.is_dict(section):
+            continue
+        retired = {**RETIRED.get(f"{group}=*", {}), **RETIRED.get(f"{group}={section.get(selector)}", {})}
+        for key, kept in retired.items():
+            if key not in section:
+                continue
+            value = OmegaConf.to_container(section, resolve=True)[key]
+            if kept is not ANY and value != kept:
+                raise ConfigError(
+                    f"{group}.{key}",
+                    value,
+                    f"{run_dir} was made with a setting trajrl no longer has (the code that read it is gone, "
+                    f"{'unset' if kept is None else kept!r} is what trajrl does now): evaluate or resume it with "
+                    "the version of trajrl it was made with",
+                )
+            del section[key]
+    return saved

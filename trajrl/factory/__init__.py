@@ -20,7 +20,7 @@ from torchrl.envs import EnvBase
 
 from trajrl.algos.agent import Agent
 from trajrl.algos.learner import Learner
-from trajrl.algos.networks import CpuCopies, PolicyVersion, PrefixStates, states_along
+from trajrl.algos.networks import CpuCopies, PolicyVersion, PrefixStates
 from trajrl.base.errors import CheckpointError, NoReplayBuffer
 from trajrl.base.keys import WORKER_KEY
 from trajrl.checkpoint import WHICH, LoopState, load_checkpoint, restore
@@ -30,7 +30,7 @@ from trajrl.collect.faults import RestartLimit
 from trajrl.collect.watch import close_collector
 from trajrl.configuration.checks import writes_fixed_frames
 from trajrl.configuration.compose import validate
-from trajrl.configuration.settings import PROCESS_COLLECTORS, settings_of
+from trajrl.configuration.settings import PROCESS_COLLECTORS, load_run_config, settings_of
 from trajrl.configuration.topology import fixed_frame_lanes
 from trajrl.envs.gym_envs import env_spaces, make_gym
 from trajrl.factory.agent import action_spec, build_agent
@@ -40,7 +40,6 @@ from trajrl.factory.replay import build_buffer
 from trajrl.replay.batches import SequenceSampler
 from trajrl.replay.hindsight import HindsightGoals
 from trajrl.replay.incoming import ActionRange
-from trajrl.replay.states import StateRefresh
 
 log = logging.getLogger("trajrl")
 
@@ -66,9 +65,6 @@ class Pipeline:
     loggers: list = field(default_factory=list)
     eval_max_steps: int = 1000
     resumed: LoopState | None = None  # ``resume=<run dir>``: the loop's counters at its checkpoint
-    state_refresh: StateRefresh | None = (
-        None  # recomputes the buffer's stored recurrent states (algo.refresh_states_every)
-    )
     make_collector: Callable[[int], BaseCollector] | None = None  # another collector like it (a seed offset)
     collector_at: Callable[[int], BaseCollector] | None = None  # deterministic=true: one seeded for a frame count
     restart_limit: RestartLimit | None = None  # collector.max_restarts per worker, within collector.restart_window_s
@@ -164,7 +160,6 @@ def build(cfg: DictConfig, run_dir: str | Path | None = None) -> Pipeline:
         loggers=loggers,
         eval_max_steps=spaces.step_limit,
         resumed=resumed,
-        state_refresh=state_refresh(cfg, agent, sequences),
         make_collector=lambda restart: make_collector(seed=int(cfg.seed) + 1000 * restart),
         collector_at=(lambda frames: make_collector(seed=collection_seed(cfg, frames))) if cfg.deterministic else None,
         restart_limit=RestartLimit(c.max_restarts, c.restart_window_s),
@@ -280,33 +275,18 @@ def collector_line(cfg: DictConfig, collector: BaseCollector, sequences: Sequenc
     return c.kind, type(collector).__name__, c.num_workers * cfg.env.num_envs, storage, cfg.sampler.kind
 
 
-def state_refresh(cfg: DictConfig, agent: Agent, sequences: SequenceSampler | None) -> StateRefresh | None:
-    """``algo.refresh_states_every``: the buffer's stored recurrent states recomputed with the current actor."""
-    if cfg.algo.get("refresh_states_every") is None or sequences is None:
-        return None
-    net = agent.recurrent_net
-    return StateRefresh(
-        sequences.buffer,
-        net.state_keys,
-        partial(states_along, net.encoder, net.rnn),
-        int(cfg.algo.refresh_states_every),
-    )
-
-
 def load_agent(run_dir: str | Path, which: str = "latest", device: str = "auto") -> Agent:
     """The agent a finished (or stopped) run left in ``run_dir``: built from its
     ``config.yaml`` and restored from its last checkpoint (``which="latest"``) or the
     one of its best evaluation (``which="best"``). ``agent.greedy_policy`` acts
     deterministically (for evaluation, on CPU), ``agent.algo`` can keep learning (on
     ``device``, whichever the run trained on)."""
-    from omegaconf import OmegaConf
-
     run_dir = Path(run_dir)
     if which not in WHICH:
         raise CheckpointError(f"which={which!r}: a run keeps the checkpoints {' and '.join(WHICH)}")
     if not (run_dir / "config.yaml").exists():
         raise CheckpointError(f"{run_dir} has no config.yaml: not a trajrl run directory")
-    cfg = OmegaConf.load(run_dir / "config.yaml")
+    cfg = load_run_config(run_dir)
     cfg.device = device
     cfg = validate(cfg)
     payload = load_checkpoint(run_dir, algo_name=cfg.algo.name, which=which)

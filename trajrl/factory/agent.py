@@ -28,12 +28,6 @@ def action_spec(env_cfg):
     return spec
 
 
-def planned_updates(cfg) -> int:
-    """The updates a replay learner plans over the run: one per ``1 / loop.updates_per_frame`` frames
-    after the warm-up (``algo.lr_end`` is reached at the last)."""
-    return int(max(0, cfg.total_frames - cfg.loop.warmup_frames) * cfg.loop.updates_per_frame)
-
-
 def agent_needs(cfg, spaces: EnvSpaces) -> AgentNeeds:
     """What the run ``cfg`` (a checked config) gives its algorithm's builder."""
     settings = settings_of(cfg, "algo")
@@ -49,11 +43,10 @@ def agent_needs(cfg, spaces: EnvSpaces) -> AgentNeeds:
         settings=settings,
         spaces=spaces,
         action_spec=action_spec(cfg.env),
-        inputs=Inputs(*stats, squash=settings.squash_observations),
+        inputs=Inputs(*stats),
         device=learner_device(cfg.device),
         seed=int(cfg.seed),
         total_frames=int(cfg.total_frames),
-        planned_updates=planned_updates(cfg),
         burn_in=int(getattr(sampler, "burn_in", 0)),
         episodes_per_batch=int(getattr(sampler, "episodes_per_batch", 0)),
         actors=actors,

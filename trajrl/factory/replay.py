@@ -56,7 +56,7 @@ def _slices(sampler: Sampler, s) -> tuple[Sampler, int]:
 
 def _uniform_slices(s, capacity: int) -> tuple[Sampler, int]:
     if s.weighting == "step":  # trajrl's: each stored step equally likely to start a slice
-        return _slices(StepSliceSampler(capacity, s.slice_len, terminal_share=s.terminal_share), s)
+        return _slices(StepSliceSampler(capacity, s.slice_len), s)
     # TorchRL's: each stored episode equally likely. Slices never cross an episode (boundaries
     # come from the trajectory ids); episodes shorter than slice_len come back whole.
     return _slices(SliceSampler(slice_len=s.slice_len, traj_key=TRAJ_KEY, strict_length=False), s)

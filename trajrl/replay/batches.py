@@ -49,7 +49,13 @@ class SequenceSampler:
         closing cells keep the priority they had)."""
         if self.priority_eta is None:
             return
-        td = batch.get(TD_KEY)
+        td = batch.get(TD_KEY, None)
+        if td is None:
+            raise RuntimeError(
+                f"a prioritised sampler reads the |TD error| the learner writes on each sampled step "
+                f"(batch[{TD_KEY!r}]), and this learner wrote none: write it in the learner's update "
+                "(trajrl.algos.learner.Learner), or sample slices uniformly (sampler=slice)"
+            )
         priority = sequence_priority(td, self.priority_eta)
         learnt = batch.get(MASK_KEY) & ~td.isnan()
         self.buffer.update_priority(batch.get("index")[learnt], priority.unsqueeze(-1).expand(learnt.shape)[learnt])

@@ -34,9 +34,7 @@ class StepSliceSampler(Sampler):
 
     A slice starts at the drawn step, moved back if the episode ends sooner, and is
     shorter only when the whole episode is. ``is_init`` marks each slice's first step.
-    New steps get the largest priority seen so far. ``terminal_share``: that share of each
-    batch's slices end where a stored episode terminated, the episode drawn uniformly among those
-    (none stored: drawn as the others); rare failures are then learnt from as often as it asks.
+    New steps get the largest priority seen so far.
 
     The episodes' starts are kept up to date as the buffer is written: each sample
     reads only the steps written since the last one (the buffer's writer counts
@@ -54,11 +52,8 @@ class StepSliceSampler(Sampler):
         eps: float = 1e-6,
         traj_key: Any = TRAJ_KEY,
         states: SparseStates | None = None,
-        terminal_share: float = 0.0,
     ):
-        if terminal_share > 0 and alpha > 0:
-            raise ValueError("terminal_share is for uniform slices: prioritised ones are drawn by their priority alone")
-        self.capacity, self.slice_len, self.terminal_share = capacity, slice_len, terminal_share
+        self.capacity, self.slice_len = capacity, slice_len
         self.states = states  # the state kept every k steps only: slices start there (trajrl.replay.states)
         self.alpha, self.beta, self.eps, self.traj_key = alpha, beta, eps, traj_key
         self.priority = torch.zeros(capacity)
@@ -128,8 +123,6 @@ class StepSliceSampler(Sampler):
             picked = torch.randint(size, (num_slices,), generator=internals.sampler_rng(self))
         starts = self._starts
         lengths = torch.diff(starts, append=starts[:1] + size)
-        if self.terminal_share > 0:
-            picked = self._with_terminal_ends(storage, picked, lengths)
 
         # The run (episode) of each picked step, by binary search over the runs' starts;
         # a step before the first start belongs to the last run, which wraps around.
@@ -167,26 +160,6 @@ class StepSliceSampler(Sampler):
             rng = internals.sampler_rng(self)
             info.update(self.hindsight.draw(storage, starts[run], run_len, first, slice_len, rng))
         return index, info
-
-    def _with_terminal_ends(self, storage: Storage, picked: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        """``picked`` with its first ``round(terminal_share * len(picked))`` picks replaced by picks whose
-        slice ends at the last step of a stored episode that terminated (drawn uniformly among them;
-        ``lengths``: each run's, in the order of ``self._starts``). That is the last step itself, or
-        with kept states (every k steps) the step ``slice_len - k`` before it: the kept state at or
-        before it starts a slice that reaches the end."""
-        count = round(self.terminal_share * len(picked))
-        if count == 0:
-            return picked
-        size = len(storage)
-        last = (self._starts + lengths - 1) % size
-        ended = internals.storage_contents(storage).get(("next", "terminated")).reshape(-1)[last]
-        if not bool(ended.any()):
-            return picked
-        last, lengths = last[ended], lengths[ended]
-        chosen = torch.randint(len(last), (count,), generator=internals.sampler_rng(self))
-        back = 0 if self.states is None else max(self.slice_len - self.states.every, 0)
-        back = lengths[chosen].sub(1).clamp_max(back)
-        return torch.cat([(last[chosen] - back) % size, picked[count:]])
 
     def _importance(
         self, probability: torch.Tensor, begin: torch.Tensor, left: torch.Tensor, size: int

@@ -14,13 +14,12 @@ from trajrl.base.errors import ConfigError
 
 def load_run(run_dir: str | Path, which: str = "best"):
     """``(checked config, agent)`` of a finished run: its ``which`` agent (``load_agent``)."""
-    from omegaconf import OmegaConf
-
     from trajrl.configuration.compose import validate
+    from trajrl.configuration.settings import load_run_config
     from trajrl.factory import load_agent
 
     agent = load_agent(run_dir, which)
-    return validate(OmegaConf.load(Path(run_dir) / "config.yaml")), agent
+    return validate(load_run_config(run_dir)), agent
 
 
 def evaluate_run(cfg, agent, episodes: int = 10, seed: int = 0) -> dict[str, float]:

@@ -41,7 +41,6 @@ from trajrl.collect.faults import RestartLimit, without_faulted
 from trajrl.configuration.settings import LoopSettings
 from trajrl.replay.audit import LiveAudit
 from trajrl.replay.episodes import as_sequences, buffer_locked, without_stale
-from trajrl.replay.states import StateRefresh
 from trajrl.training.cadence import Cadence
 from trajrl.training.evaluator import Evaluations
 from trajrl.training.metrics import MaskTally, MetricsLog, StoredEpisodeStats, buffer_stats, episode_stats
@@ -191,12 +190,11 @@ class OffPolicyLoop(Loop):
         settings: LoopSettings,
         total_frames: int,
         start: LoopState | None = None,
-        state_refresh: StateRefresh | None = None,
     ):
         self.resume_point = start.frames if start is not None else None  # where latest.pt resumes exactly
         start = start or LoopState()
         self.settings, self.algo, self.audit = settings, parts.algo, parts.audit
-        self.sequences, self.exploration, self.state_refresh = sequences, exploration, state_refresh
+        self.sequences, self.exploration = sequences, exploration
         self.buffer = sequences.buffer
         self.frames = self.buffer.write_count  # stored (a resumed buffer holds its frames)
         self.episodes = StoredEpisodeStats(self.buffer, start.episodes)
@@ -295,10 +293,8 @@ class OffPolicyLoop(Loop):
             self.train_stats = learnt_from(self.algo, batch)
             if self.algo.updates % self.settings.weight_sync_every == 0:
                 self.collection.push_weights()
-        with self.collection.waiting_on_buffer("an update's priorities or stored states waited on the replay buffer"):
+        with self.collection.waiting_on_buffer("an update's priorities waited on the replay buffer"):
             self.sequences.update_priority(batch)
-            if self.state_refresh is not None:  # stored states from the current network
-                self.state_refresh(self.algo.updates)
         self.timings["sample"] += t1 - t0
         self.timings["update"] += time.monotonic() - t1
 
@@ -325,7 +321,6 @@ class OffPolicyLoop(Loop):
             **self.samples.stats(),
             "train/updates_per_frame": updates / max(1, frames - self.settings.warmup_frames),
             **({"collect/epsilon": float(self.exploration.eps)} if self.exploration is not None else {}),
-            **({"buffer/state_refreshes": float(self.state_refresh.refreshes)} if self.state_refresh else {}),
             **stored,
             "time/sample_ms": 1000 * self.timings["sample"] / max(1, updates),
         }

@@ -107,7 +107,6 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None, progress: Progress
                 loop_settings,
                 int(cfg.total_frames),
                 pipe.resumed,
-                pipe.state_refresh,
             )
         try:
             final = loop.run()

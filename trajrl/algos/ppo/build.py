@@ -21,7 +21,6 @@ def build_ppo(needs: AgentNeeds) -> Agent:
         a.hidden_size,
         needs.inputs,
         bounds,
-        a.layer_norm,
         categories=spaces.action_parts,
         binary=spaces.action_kind == MULTI_BINARY,
     ).to(needs.device)

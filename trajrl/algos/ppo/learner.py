@@ -30,7 +30,6 @@ from trajrl.algos.networks import (
     adam,
     clipped_step,
     scale_lr,
-    track_observations,
 )
 from trajrl.algos.ppo.networks import ActorCritic
 from trajrl.algos.ppo.settings import PPOSettings
@@ -118,7 +117,7 @@ class PPO:
         self.net = net
         self.params = list(net.parameters())  # listed once: each step clips their gradient
         self.settings, self.minibatch_episodes, self.total_frames = settings, minibatch_episodes, total_frames
-        self.optimizer = adam(net, lr=settings.lr, rnn_lr=settings.rnn_lr, eps=1e-5)
+        self.optimizer = adam(net, lr=settings.lr, eps=1e-5)
         self.generator = torch.Generator().manual_seed(seed)
         self.reward_scale = RewardScale(settings.gamma) if settings.normalize_rewards else None
         self.updates = 0
@@ -230,8 +229,6 @@ class PPO:
         explained = 1 - masked_mean((returns - value.detach()) ** 2, mask) / masked_mean(
             (returns - masked_mean(returns, mask)) ** 2, mask
         ).clamp_min(1e-8)
-        if s.observation_stats == "running":  # after learning: the next batch is collected and learnt with the same
-            track_observations([self.net], batch.get("observation")[mask], s.observation_rate)
         return {
             **{name: total / looked for name, total in totals.items()},
             "grad_norm": grad_norm / max(steps, 1),

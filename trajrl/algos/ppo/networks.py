@@ -94,10 +94,9 @@ class Tower(nn.Module):
         rnn: Memory | str | None,
         hidden_size: int,
         inputs: Inputs | None = None,
-        layer_norm: bool = False,
     ):
         super().__init__()
-        self.encoder = encoder(parts, sizes, inputs, activation=nn.Tanh, layer_norm=layer_norm)
+        self.encoder = encoder(parts, sizes, inputs, activation=nn.Tanh)
         self.rnn = recurrent_core(rnn, sizes[-1], hidden_size) if rnn else None
         self.head = nn.Linear(hidden_size if rnn else sizes[-1], out)
 
@@ -152,13 +151,12 @@ class ActorCritic(nn.Module):
         hidden_size: int,
         inputs: Inputs | None = None,
         bounds: tuple[torch.Tensor, torch.Tensor] | None = None,
-        layer_norm: bool = False,
         categories: tuple[int, ...] = (),
         binary: bool = False,
     ):
         super().__init__()
-        self.actor = Tower(parts, actions, sizes, rnn, hidden_size, inputs, layer_norm)
-        self.critic = Tower(parts, 1, sizes, rnn, hidden_size, inputs, layer_norm)
+        self.actor = Tower(parts, actions, sizes, rnn, hidden_size, inputs)
+        self.critic = Tower(parts, 1, sizes, rnn, hidden_size, inputs)
         self.continuous = bounds is not None
         self.categories, self.binary = tuple(categories), binary
         if self.continuous:

@@ -19,7 +19,6 @@ def build_r2d2(needs: AgentNeeds) -> Agent:
         memory_of(a),
         needs.inputs,
         dueling=a.dueling,
-        layer_norm=a.layer_norm,
     ).to(needs.device)
     acting, evaluated = on_cpu(qnet), on_cpu(qnet)
     spread = None
@@ -27,15 +26,14 @@ def build_r2d2(needs: AgentNeeds) -> Agent:
         spread = dict(spread=a.eps_spread, actors=needs.actors, per_slot=needs.actors_per_slot)
     anneal = (a.eps_start, a.eps_end, a.eps_decay_frames)
     _, policy, exploration, core = make_policies(acting, needs.action_spec, *anneal, spread)
-    algo = R2D2(qnet, a, burn_in=needs.burn_in, planned_updates=needs.planned_updates)
-    shown = algo.target if a.eval_network == "target" else qnet  # target: the slowly averaged network is evaluated
+    algo = R2D2(qnet, a, burn_in=needs.burn_in)
     return Agent(
         algo=algo,
         greedy_policy=make_policies(evaluated, needs.action_spec, *anneal)[0],
         policy=policy,
         primer=core.make_tensordict_primer(),
         acting=CpuCopies([(acting, qnet)]),
-        evaluated=CpuCopies([(evaluated, shown)]),
+        evaluated=CpuCopies([(evaluated, qnet)]),
         greedy_net=evaluated,
         exploration=exploration,
         recurrent_net=qnet,

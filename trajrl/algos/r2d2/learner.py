@@ -23,9 +23,7 @@ from trajrl.algos.networks import (
     TargetSync,
     adam,
     clipped_step,
-    decay_lr,
     read_statistics,
-    track_observations,
 )
 from trajrl.algos.r2d2.networks import RecurrentQNet
 from trajrl.algos.r2d2.settings import R2D2Settings
@@ -47,21 +45,14 @@ def signed_parabolic(x: torch.Tensor, eps: float = 1e-3) -> torch.Tensor:
 class R2D2:
     """Online and target recurrent Q-networks, an optimiser, and one update per batch."""
 
-    def __init__(
-        self,
-        qnet: RecurrentQNet,
-        settings: R2D2Settings,
-        burn_in: int = 0,
-        planned_updates: int = 0,
-    ):
-        """``burn_in``: the sampler's (``sampler.burn_in``); ``planned_updates``: the run's,
-        over which the learning rate decays to ``settings.lr_end``. Batches are rows of slices or
-        episodes, or tapes of whole episodes (``trajrl.algos.sequences.is_tape``)."""
+    def __init__(self, qnet: RecurrentQNet, settings: R2D2Settings, burn_in: int = 0):
+        """``burn_in``: the sampler's (``sampler.burn_in``). Batches are rows of slices or episodes, or
+        tapes of whole episodes (``trajrl.algos.sequences.is_tape``)."""
         self.qnet = qnet
         self.target = copy.deepcopy(qnet).requires_grad_(False)
         self.params, self.target_params = list(qnet.parameters()), list(self.target.parameters())  # listed once
-        self.settings, self.burn_in, self.planned_updates = settings, burn_in, planned_updates
-        self.optimizer = adam(qnet, lr=settings.lr, rnn_lr=settings.rnn_lr)
+        self.settings, self.burn_in = settings, burn_in
+        self.optimizer = adam(qnet, lr=settings.lr)
         self.target_sync = TargetSync(settings.target_tau, settings.target_sync_every)
         self.updates = 0
 
@@ -88,8 +79,6 @@ class R2D2:
         batch = without_padding_columns(batch)
         mask = batch.get(("collector", "mask"))
         n_seq, horizon = mask.shape
-        if s.observation_stats == "running":  # standardise with the statistics of what is learnt from
-            track_observations([self.qnet, self.target], batch.get("observation")[mask], s.observation_rate)
         sequence, starts = sequence_of(batch)  # T + 1 observations
         state = self.initial_state(batch)
         burn_in = min(self.burn_in, horizon - 1)
@@ -123,10 +112,6 @@ class R2D2:
             target = n_step_return(reward, terminated, bootstrap, mask, s.gamma, s.n_step)
             if s.value_rescaling:
                 target = signed_hyperbolic(target)
-            if s.advantage_learning > 0:  # less the taken action's shortfall from the best one, under Q'
-                q_target_now = q_target_all[:, :-1]
-                shortfall = q_target_now.max(-1).values - q_target_now.gather(-1, action).squeeze(-1)
-                target = target - s.advantage_learning * shortfall
 
         td = (q_taken - target) * learn
         weight = batch.get("priority_weight", None)
@@ -136,7 +121,6 @@ class R2D2:
 
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        self.set_lr()
         grad_norm = clipped_step(self.optimizer, self.params, s.max_grad_norm, loss, "Q loss")
         self.updates += 1
         self.target_sync.after(self.updates, self.target_params, self.params)
@@ -155,12 +139,6 @@ class R2D2:
                 "learn_frac": learn.float().mean(),
             }
         )
-
-    def set_lr(self) -> None:
-        """The learning rates of this update: ``lr`` decayed linearly to ``lr_end``, and the
-        recurrent core's (``rnn_lr``) in the same proportion."""
-        s = self.settings
-        decay_lr([self.optimizer], s.lr, s.lr_end, self.updates, self.planned_updates)
 
     def state_dict(self) -> dict:
         return {

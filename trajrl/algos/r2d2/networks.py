@@ -34,9 +34,8 @@ from trajrl.base.keys import WORKER_KEY
 
 # ---------------------------------------------------------------- network
 class RecurrentQNet(nn.Module):
-    """observation -> its inputs (``Inputs``: standardised, squashed) -> MLP encoder -> memory core
-    -> one Q-value per action (a linear head, or a dueling one); with ``layer_norm``,
-    the encoder's output and the core's features are layer-normalised."""
+    """observation -> its inputs (``Inputs``: standardised) -> MLP encoder -> memory core
+    -> one Q-value per action (a linear head, or a dueling one)."""
 
     def __init__(
         self,
@@ -47,13 +46,11 @@ class RecurrentQNet(nn.Module):
         rnn: Memory | str = "lstm",
         inputs: Inputs | None = None,
         dueling: bool = False,
-        layer_norm: bool = False,
     ):
         super().__init__()
-        self.encoder = encoder(parts, encoder_sizes, inputs, layer_norm=layer_norm)
+        self.encoder = encoder(parts, encoder_sizes, inputs)
         self.rnn = recurrent_core(rnn, encoder_sizes[-1], hidden_size)
-        head = DuelingHead(hidden_size, num_actions) if dueling else nn.Linear(hidden_size, num_actions)
-        self.head = nn.Sequential(nn.LayerNorm(hidden_size), head) if layer_norm else head
+        self.head = DuelingHead(hidden_size, num_actions) if dueling else nn.Linear(hidden_size, num_actions)
 
     def sequence_q(
         self, obs: torch.Tensor, state: tuple[torch.Tensor, ...], starts: torch.Tensor | None = None

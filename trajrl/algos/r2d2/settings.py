@@ -4,23 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trajrl.algos.settings import ReplayLearnerSettings
+from trajrl.algos.settings import NetworkSettings
 from trajrl.base.declare import FRACTION, at_least, between, setting
 
 
 @dataclass
-class R2D2Settings(ReplayLearnerSettings):
+class R2D2Settings(NetworkSettings):
     """Recurrent DQN, R2D2-style."""
 
     n_step: int = setting(3, "rewards summed before bootstrapping", range=at_least(1))
     initial_state: str = setting(
         "stored", "state at a slice's first step: stored (the one the policy used) | zero", choices=("stored", "zero")
-    )
-    refresh_states_every: int | None = setting(
-        None,
-        "recompute the recurrent state stored with every step with the current network every this many "
-        "updates (null: never; the state stored by the acting network ages as the network learns)",
-        range=at_least(1),
     )
     double_q: bool = setting(True, "the online network picks the next action, the target network scores it")
     value_rescaling: bool = setting(False, "h(x) = sign(x)(sqrt(|x|+1)-1) + 1e-3 x on targets")
@@ -46,14 +40,4 @@ class R2D2Settings(ReplayLearnerSettings):
         "0: every environment the same epsilon",
         range=at_least(0),
     )
-    eval_network: str = setting(
-        "online", "network that acts in evaluation: online | target (a slow average)", choices=("online", "target")
-    )
     dueling: bool = setting(False, "Q = V + A - mean(A) instead of one linear head", checkpointed=True)
-    advantage_learning: float = setting(
-        0.0,
-        "alpha of advantage learning (Bellemare et al., 2016): each target less alpha x (max_b Q'(s,b) - "
-        "Q'(s,a)), which widens the gap between the best action and the others so that small errors in Q "
-        "do not flip the greedy action (0: off)",
-        range=between(0, 1, high_open=True),
-    )

@@ -23,15 +23,7 @@ def build(needs: Any) -> Any:
 
 
 def check(settings: RSACSettings, spaces: Any, env_id: str) -> None:
-    """``algo.dueling`` and ``algo.target_entropy_fraction`` are for Discrete actions (the fraction instead of
-    ``algo.target_entropy``)."""
-    if settings.dueling and spaces.action_kind != DISCRETE:
-        raise ConfigError(
-            "algo.dueling",
-            True,
-            f"splits the critics' Q-values over Discrete actions into V + A, and {env_id} has "
-            "continuous actions (one Q for the action given): set algo.dueling=false",
-        )
+    """``algo.target_entropy_fraction`` is for Discrete actions, instead of ``algo.target_entropy``."""
     fraction = settings.target_entropy_fraction
     if fraction is None:
         return

@@ -3,10 +3,12 @@ the learner (SAC-discrete where the actions are ``Discrete``)."""
 
 from __future__ import annotations
 
+from torch import nn
+
 from trajrl.algos.agent import Agent, AgentNeeds, action_bounds, memory_of, on_cpu
 from trajrl.algos.networks import CpuCopies
 from trajrl.algos.rsac.learner import RSAC
-from trajrl.algos.rsac.networks import RecurrentActor, RecurrentCritic, make_policy, twin_critics
+from trajrl.algos.rsac.networks import RecurrentActor, RecurrentCritic, make_policy
 from trajrl.base.kinds import DISCRETE
 
 
@@ -17,21 +19,14 @@ def build_rsac(needs: AgentNeeds) -> Agent:
     low, high = (None, None) if discrete else action_bounds(needs.action_spec)
     sizes, memory = list(a.encoder_sizes), memory_of(a)
     parts, action_dim = spaces.parts, spaces.actions
-    actor = RecurrentActor(parts, action_dim, sizes, a.hidden_size, memory, low, high, needs.inputs, a.layer_norm)
-    actor = actor.to(needs.device)
-    critics = twin_critics(
-        lambda: RecurrentCritic(
-            parts, action_dim, sizes, a.hidden_size, memory, needs.inputs, a.layer_norm, discrete, a.dueling
-        ),
-        shared=a.critic_core != "separate",
+    actor = RecurrentActor(parts, action_dim, sizes, a.hidden_size, memory, low, high, needs.inputs).to(needs.device)
+    critics = nn.ModuleList(
+        [RecurrentCritic(parts, action_dim, sizes, a.hidden_size, memory, needs.inputs, discrete) for _ in range(2)]
     ).to(needs.device)
-    if a.critic_core == "acting":
-        actor.read_critic(critics[0])
     acting, evaluated = on_cpu(actor), on_cpu(actor)
-    policy, core = make_policy(acting, entropy=a.entropy_penalty > 0)
-    algo = RSAC(actor, critics, a, burn_in=needs.burn_in, planned_updates=needs.planned_updates)
+    policy, core = make_policy(acting)
     return Agent(
-        algo=algo,
+        algo=RSAC(actor, critics, a, burn_in=needs.burn_in),
         greedy_policy=make_policy(evaluated)[0],
         policy=policy,
         primer=core.make_tensordict_primer(),

@@ -1,62 +1,39 @@
-"""Recurrent SAC (Haarnoja et al., 2018, with R2D2-style sequences), for continuous actions
-and, as Christodoulou (2019)'s SAC-discrete, for ``Discrete`` ones.
+"""Recurrent SAC's update (Haarnoja et al., 2018, with R2D2-style sequences; Christodoulou (2019)'s
+SAC-discrete for ``Discrete`` actions): one ``update(batch)`` on a ``[B, T]`` batch of slices with
+``("collector", "mask")``, read top to bottom: the critics towards the n-step return bootstrapped with the
+soft value of the target critics, then the actor, then the temperature.
 
-Read top to bottom: the networks (an LSTM/GRU actor with a squashed Gaussian head, or a
-categorical one; twin recurrent critics, Q(h, a) for a continuous action, Q(h, .) over
-every discrete action, each with its own core or both on one), the acting policy, then
-one ``update(batch)`` on a ``[B, T]`` batch of slices with ``("collector", "mask")``. Its
-settings (``RSACSettings``) are in ``trajrl.configuration.settings``.
-
-With discrete actions every expectation over the policy is exact (a sum over the
-actions weighted by their probabilities) where the continuous case samples one action:
-the critics' soft value, the actor's loss and the entropy the temperature follows.
-
-The actor starts each slice from the state it stored while acting; the critics,
-which do not run while acting, start from zero. With ``critic_core=acting`` there is one
-core: the critics' (trained by their loss alone) is the one that acts, the actor's head
-reading its features without gradient, so the critics too start each slice from the
-state stored while acting, as the recurrent DQN's network does. The first ``burn_in``
-steps of a slice that starts mid-episode only warm those states: no loss on them, and no
-gradient through them; a slice that starts its episode learns from every step (its first
-``burn_in`` steps' losses reach the heads only), and the gradient of its later steps reaches back
-through the first ones to the episode's first observation.
+With discrete actions every expectation over the policy is exact (a sum over the actions weighted by
+their probabilities) where the continuous case samples one action: the critics' soft value, the actor's
+loss and the entropy the temperature follows.
 """
 
 from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable
 
 import torch
 from tensordict import TensorDictBase
 from torch import nn
 
-from trajrl.algos.networks import (
-    SideThread,
-    TargetSync,
-    adam,
-    clipped_step,
-    decay_lr,
-    frozen,
-    read_statistics,
-    track_observations,
-)
+from trajrl.algos.networks import TargetSync, adam, clipped_step, frozen, read_statistics
 from trajrl.algos.rsac.networks import RecurrentActor, critic_features, run_core
 from trajrl.algos.rsac.settings import RSACSettings
 from trajrl.algos.sequences import (
-    exact_targets,
     learned_steps,
     n_step_return,
     sequence_of,
     stored_state,
     without_padding_columns,
 )
-from trajrl.base.keys import ENTROPY_KEY, MASK_KEY, TD_KEY
+from trajrl.base.keys import MASK_KEY, TD_KEY
 
 #: Discrete actions' target entropy by default, as a fraction of log |A| (Ni et al., 2022; Christodoulou's
 #: 0.98 keeps a two-action policy almost uniform).
 DISCRETE_TARGET_FRACTION = 0.7
+#: ``critic_loss=huber``: the TD error past which a critic's loss grows linearly.
+HUBER_DELTA = 1.0
 
 
 def target_entropy(settings: RSACSettings, actions: int, discrete: bool) -> float:
@@ -70,56 +47,32 @@ def target_entropy(settings: RSACSettings, actions: int, discrete: bool) -> floa
     return -float(actions)
 
 
-# ---------------------------------------------------------------- algorithm
 #: What the actor does at each step: (action, log pi(action)) sampled for a continuous action;
 #: (None, log pi(.) over every action) for a discrete one.
 Policy = tuple[torch.Tensor | None, torch.Tensor]
 
 
 def soft_value(
-    critics: nn.ModuleList, features: list[torch.Tensor], policy: Policy, alpha: torch.Tensor, twins: str = "min"
+    critics: nn.ModuleList, features: list[torch.Tensor], policy: Policy, alpha: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Per step, E_pi[Q(h, a) - alpha log pi(a|h)], the policy's entropy and Q, the twin critics' ``twins``
-    (``min`` or ``mean``): over the sampled action (continuous), or exactly, weighting every action by its
-    probability (discrete; Q then of every action, ``[..., actions]``)."""
+    """Per step, E_pi[min Q(h, a) - alpha log pi(a|h)] over the twin critics (clipped double Q, Fujimoto
+    et al., 2018), the policy's entropy and that Q: over the sampled action (continuous), or exactly,
+    weighting every action by its probability (discrete; Q then of every action, ``[..., actions]``)."""
     action, log_prob = policy
     if action is None:
-        q = combined(torch.stack([c.values(f) for c, f in zip(critics, features)]), twins)
+        q = torch.stack([c.values(f) for c, f in zip(critics, features)]).min(0).values
         prob = log_prob.exp()
         return (prob * (q - alpha * log_prob)).sum(-1), -(prob * log_prob).sum(-1), q
-    q = combined(torch.stack([c.value(f, action) for c, f in zip(critics, features)]), twins)
+    q = torch.stack([c.value(f, action) for c, f in zip(critics, features)]).min(0).values
     return q - alpha * log_prob, -log_prob, q
 
 
-def combined(values: torch.Tensor, twins: str) -> torch.Tensor:
-    """The twin critics' values (stacked on the first dimension) as one: their ``min`` or ``mean``."""
-    return values.min(0).values if twins == "min" else values.mean(0)
-
-
-def critic_error(
-    q: torch.Tensor, target: torch.Tensor, loss: str, delta: float = 1.0, exact: torch.Tensor | None = None
-) -> torch.Tensor:
-    """Each step's loss of a critic: the squared TD error (``mse``), or twice Huber's (``huber``),
-    which equals it up to an error of ``delta`` and grows linearly past it (2 delta |d| - delta^2);
-    ``huber_bootstrapped``: Huber's where the target bootstraps, the squared error where it is
-    ``exact`` (the episode terminates within the target's steps: no target network's noise in it)."""
-    squared = (q - target) ** 2
+def critic_error(q: torch.Tensor, target: torch.Tensor, loss: str) -> torch.Tensor:
+    """Each step's loss of a critic: the squared TD error (``mse``), or twice Huber's (``huber``), which
+    equals it up to an error of ``HUBER_DELTA`` and grows linearly past it (2 delta |d| - delta^2)."""
     if loss == "mse":
-        return squared
-    huber = 2 * nn.functional.huber_loss(q, target, reduction="none", delta=delta)
-    return huber if loss == "huber" else torch.where(exact, squared, huber)
-
-
-def clipped_error(
-    error: Callable[[torch.Tensor], torch.Tensor], q: torch.Tensor, q_before: torch.Tensor, clip: float | None
-) -> torch.Tensor:
-    """``error(q)``, or with ``clip`` (Zhou et al., 2022's Q-clip) the larger of it and ``error`` of
-    ``q_before`` (the target critic's value) moved towards ``q`` by at most ``clip``: past the band the
-    larger one is the clipped value's, whose gradient is 0, so a step moves a critic at most ``clip``
-    further from its target's value than the target would pull it."""
-    if clip is None:
-        return error(q)
-    return torch.maximum(error(q), error(q_before + (q - q_before).clamp(-clip, clip)))
+        return (q - target) ** 2
+    return 2 * nn.functional.huber_loss(q, target, reduction="none", delta=HUBER_DELTA)
 
 
 def steps_of(policy: Policy, steps: slice) -> Policy:
@@ -152,34 +105,22 @@ class RewardRMS:
 class RSAC:
     """Actor, twin critics and their targets, a learnt temperature, one update per batch."""
 
-    def __init__(
-        self,
-        actor: RecurrentActor,
-        critics: nn.ModuleList,
-        settings: RSACSettings,
-        burn_in: int = 0,
-        planned_updates: int = 0,
-    ):
-        """``burn_in``: the sampler's (``sampler.burn_in``); ``planned_updates``: the run's, over which
-        the actor's and critics' rates decay to ``settings.lr_end``. Batches are rows of slices or
-        episodes, or tapes of whole episodes (``trajrl.algos.sequences.is_tape``)."""
+    def __init__(self, actor: RecurrentActor, critics: nn.ModuleList, settings: RSACSettings, burn_in: int = 0):
+        """``burn_in``: the sampler's (``sampler.burn_in``). Batches are rows of slices or episodes, or
+        tapes of whole episodes (``trajrl.algos.sequences.is_tape``)."""
         self.actor, self.critics, self.settings, self.burn_in = actor, critics, settings, burn_in
-        self.planned_updates = planned_updates
-        self.critics_act = settings.critic_core == "acting"  # the actor reads the critics' core
         self.target_critics = copy.deepcopy(critics).requires_grad_(False)
         # each network's parameters, listed once: an update clips, freezes and averages them
         self.actor_params, self.critic_params = list(actor.parameters()), list(critics.parameters())
         self.target_params = list(self.target_critics.parameters())
         self.target_entropy = target_entropy(settings, actor.actions, actor.discrete)
         self.log_alpha = torch.tensor(math.log(settings.init_alpha), device=self.device, requires_grad=True)
-        self.actor_optimizer = adam(actor.head if self.critics_act else actor, lr=settings.lr, rnn_lr=settings.rnn_lr)
-        self.critic_optimizer = adam(critics, lr=settings.lr, rnn_lr=settings.rnn_lr)
+        self.actor_optimizer = adam(actor, lr=settings.lr)
+        self.critic_optimizer = adam(critics, lr=settings.lr)
         self.target_sync = TargetSync(settings.tau, settings.target_sync_every)
         alpha_lr = settings.lr if settings.alpha_lr is None else settings.alpha_lr
         self.alpha_optimizer = adam([self.log_alpha], lr=alpha_lr)
         self.reward_rms = RewardRMS() if settings.reward_scaling == "rms" else None
-        self.side = SideThread(settings.learner_threads > 1)
-        self.separate_critics = not set(map(id, critics[0].parameters())) & set(map(id, critics[1].parameters()))
         self.updates = 0
 
     @property
@@ -187,20 +128,12 @@ class RSAC:
         """Where the networks are: batches are moved there."""
         return self.actor_params[0].device
 
-    def actor_state(self, batch: TensorDictBase) -> tuple[torch.Tensor, ...]:
-        return stored_state(batch, self.actor.state_keys, zero=self.settings.initial_state == "zero")
-
     def actor_features(
-        self,
-        sequence: torch.Tensor,
-        batch: TensorDictBase,
-        burn_in: int,
-        starts: torch.Tensor | None,
-        episode_starts: torch.Tensor,
+        self, sequence: torch.Tensor, batch: TensorDictBase, burn_in: int, starts: torch.Tensor | None, episode_starts
     ) -> torch.Tensor:
-        """The actor's own core's (normalised) features over ``sequence``, from the state it stored while acting."""
-        encoded, state = self.actor.encoder(sequence), self.actor_state(batch)
-        return self.actor.norm(run_core(self.actor.rnn, encoded, state, burn_in, starts, episode_starts))
+        """The actor's core's features over ``sequence``, from the state it stored while acting."""
+        state = stored_state(batch, self.actor.state_keys, zero=self.settings.initial_state == "zero")
+        return run_core(self.actor.rnn, self.actor.encoder(sequence), state, burn_in, starts, episode_starts)
 
     def policy(self, features: torch.Tensor) -> Policy:
         """The actor's policy at each step of ``features``."""
@@ -215,14 +148,9 @@ class RSAC:
         importance weight) scales that slice's critic loss."""
         s = self.settings
         full = batch
-        batch = batch.to(self.device)  # the learner's device
-        batch = without_padding_columns(batch)
+        batch = without_padding_columns(batch.to(self.device))  # on the learner's device
         mask = batch.get(MASK_KEY)
         n_seq, horizon = mask.shape
-        if s.observation_stats == "running":  # standardise with the statistics of what is learnt from
-            track_observations(
-                [self.actor, self.critics, self.target_critics], batch.get("observation")[mask], s.observation_rate
-            )
         sequence, starts = sequence_of(batch)  # T + 1 observations
         action = (
             batch.get("action").reshape(n_seq, horizon)
@@ -239,79 +167,45 @@ class RSAC:
         learn, episode_starts = learned_steps(batch, burn_in)
         n_learn = learn.sum().clamp_min(1)
         alpha = self.log_alpha.exp().detach()
-        # algo.lr_end: this update's rates
-        decay_lr([self.actor_optimizer, self.critic_optimizer], s.lr, s.lr_end, self.updates, self.planned_updates)
 
-        # The critics and the actor over all T + 1 observations (the actor's policy at the next steps
-        # for the targets, at these for its loss); with critic_core=acting the critics start from the
-        # stored state and the actor reads their features, without gradient. With algo.learner_threads=2
-        # the actor's pass and the target critics' run on the side thread, beside the critics'.
-        critic_state = self.actor_state(batch) if self.critics_act else None
-        actor_ahead = None
-        if not self.critics_act:
-            actor_ahead = self.side.submit(self.actor_features, sequence, batch, burn_in, starts, episode_starts)
+        # The actor and the critics over all T + 1 observations (the actor's policy at the next steps
+        # for the targets, at these for its loss)
+        actor_features = self.actor_features(sequence, batch, burn_in, starts, episode_starts)
         with torch.no_grad():
-            targets_ahead = self.side.submit(
-                critic_features, self.target_critics, sequence, burn_in, starts, critic_state
-            )
-        online = critic_features(self.critics, sequence, burn_in, starts, critic_state, episode_starts)
-        actor_features = online[0].detach() if actor_ahead is None else actor_ahead.result()
+            target_features = [f[:, 1:] for f in critic_features(self.target_critics, sequence, burn_in, starts)]
+        online = critic_features(self.critics, sequence, burn_in, starts, episode_starts)
         policy = self.policy(actor_features)
 
         # ---- critics: twin Q towards the n-step return, bootstrapped with the soft value
-        # E_pi[min target Q(next, a') - alpha log pi(a'|next)] (n = 1: r + gamma * that); without
-        # soft_target, E_pi[min target Q(next, a')]: no entropy in the critics' values
+        # E_pi[min target Q(next, a') - alpha log pi(a'|next)] (n = 1: r + gamma * that); the level of its
+        # bonus, alpha x the target entropy a step, fades out over algo.soft_target_fade updates
         with torch.no_grad():
-            target_features = [f[:, 1:] for f in targets_ahead.result()]
             next_policy = tuple(None if p is None else p.detach() for p in steps_of(policy, slice(1, None)))
-            bonus = alpha if s.soft_target else torch.zeros_like(alpha)
-            next_value, _, _ = soft_value(self.target_critics, target_features, next_policy, bonus, s.twin_value)
+            next_value, _, _ = soft_value(self.target_critics, target_features, next_policy, alpha)
             if s.soft_target_fade is not None:  # the level alpha x target fades out: alpha (H - target) after
                 faded = min(1.0, self.updates / s.soft_target_fade)
-                next_value = next_value - faded * bonus * self.target_entropy
+                next_value = next_value - faded * alpha * self.target_entropy
             target = n_step_return(reward, terminated, next_value, mask, s.gamma, s.n_step)
-            exact = exact_targets(terminated, mask, s.n_step) if s.critic_loss == "huber_bootstrapped" else None
         features = [f[:, :-1] for f in online]
         q_taken = [c.value(f, action) for c, f in zip(self.critics, features)]
         weight = batch.get("priority_weight", None)
         weight = 1.0 if weight is None else weight.reshape(n_seq, horizon)[:, :1]
-        if s.q_clip is None:
-            q_before = [None, None]
-        else:  # each target critic's value of the action taken (its features: the steps before the next ones)
-            with torch.no_grad():
-                q_before = [c.value(f[:, :-1], action) for c, f in zip(self.target_critics, targets_ahead.result())]
-
-        def error(q: torch.Tensor) -> torch.Tensor:
-            return critic_error(q, target, s.critic_loss, s.huber_delta, exact)
-
-        losses = [
-            (clipped_error(error, q, before, s.q_clip) * learn * weight).sum() / n_learn
-            for q, before in zip(q_taken, q_before)
-        ]
+        losses = [(critic_error(q, target, s.critic_loss) * learn * weight).sum() / n_learn for q in q_taken]
         critic_loss = losses[0] + losses[1]
         self.critic_optimizer.zero_grad(set_to_none=True)
-        if self.separate_critics and self.side.enabled:  # each critic's gradient from its own loss: the second's there
-            second = self.side.submit(losses[1].backward)
-            losses[0].backward()
-            second.result()
-        else:
-            critic_loss.backward()
+        critic_loss.backward()
         critic_grad = clipped_step(
             self.critic_optimizer, self.critic_params, s.max_grad_norm, critic_loss, "critic loss"
         )
-        # the target critics follow the critics' new weights, on the side thread while the actor learns
-        synced = self.side.submit(self.target_sync.after, self.updates + 1, self.target_params, self.critic_params)
+        self.target_sync.after(self.updates + 1, self.target_params, self.critic_params)
 
         # ---- actor: maximise E_pi[min Q(h, a) - alpha log pi(a|h)] (the critics fixed: their features
         # and weights, whose gradient this loss does not need)
         with frozen(self.critic_params):
             value, entropy, q_now = soft_value(
-                self.critics, [f.detach() for f in features], steps_of(policy, slice(None, -1)), alpha, s.twin_value
+                self.critics, [f.detach() for f in features], steps_of(policy, slice(None, -1)), alpha
             )
             actor_loss = -(value * learn).sum() / n_learn
-            if s.entropy_penalty:  # each step's entropy held near the one the policy acted with there
-                acted = batch.get(ENTROPY_KEY).reshape(n_seq, horizon)
-                actor_loss = actor_loss + s.entropy_penalty * ((acted - entropy) ** 2 * learn).sum() / n_learn
             self.actor_optimizer.zero_grad(set_to_none=True)
             actor_loss.backward()
         clipped_step(self.actor_optimizer, self.actor_params, s.max_grad_norm, actor_loss, "actor loss")
@@ -322,7 +216,6 @@ class RSAC:
         self.log_alpha.grad = (entropy - self.target_entropy).to(self.log_alpha.dtype)
         self.alpha_optimizer.step()
 
-        synced.result()
         self.updates += 1
         td = torch.stack([(q.detach() - target).abs() for q in q_taken]).mean(0)
         td_error = torch.full(full.shape, float("nan"), device=full.device)

@@ -1,31 +1,18 @@
-"""Recurrent SAC (Haarnoja et al., 2018, with R2D2-style sequences), for continuous actions
-and, as Christodoulou (2019)'s SAC-discrete, for ``Discrete`` ones.
+"""Recurrent SAC's networks (Haarnoja et al., 2018, with R2D2-style sequences), for continuous actions
+and, as Christodoulou (2019)'s SAC-discrete, for ``Discrete`` ones: an LSTM/GRU actor with a squashed
+Gaussian head, or a categorical one; twin recurrent critics, Q(h, a) for a continuous action, Q(h, .)
+over every discrete action, each with its own encoder and core; the acting policy around the actor.
 
-Read top to bottom: the networks (an LSTM/GRU actor with a squashed Gaussian head, or a
-categorical one; twin recurrent critics, Q(h, a) for a continuous action, Q(h, .) over
-every discrete action, each with its own core or both on one), the acting policy, then
-one ``update(batch)`` on a ``[B, T]`` batch of slices with ``("collector", "mask")``. Its
-settings (``RSACSettings``) are in ``trajrl.configuration.settings``.
-
-With discrete actions every expectation over the policy is exact (a sum over the
-actions weighted by their probabilities) where the continuous case samples one action:
-the critics' soft value, the actor's loss and the entropy the temperature follows.
-
-The actor starts each slice from the state it stored while acting; the critics,
-which do not run while acting, start from zero. With ``critic_core=acting`` there is one
-core: the critics' (trained by their loss alone) is the one that acts, the actor's head
-reading its features without gradient, so the critics too start each slice from the
-state stored while acting, as the recurrent DQN's network does. The first ``burn_in``
-steps of a slice that starts mid-episode only warm those states: no loss on them, and no
-gradient through them; a slice that starts its episode learns from every step (its first
-``burn_in`` steps' losses reach the heads only), and the gradient of its later steps reaches back
-through the first ones to the episode's first observation.
+The actor starts each slice from the state it stored while acting; the critics, which do not run
+while acting, start from zero. The first ``burn_in`` steps of a slice that starts mid-episode only warm
+those states: no loss on them, and no gradient through them; a slice that starts its episode learns from
+every step (its first ``burn_in`` steps' losses reach the heads only), and the gradient of its later steps
+reaches back through the first ones to the episode's first observation (``run_core``).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
 import torch
 from tensordict.nn import TensorDictSequential
@@ -35,14 +22,7 @@ from torchrl.modules import MLP
 
 from trajrl.algos.greedy import Argmax, TanhMean
 from trajrl.algos.memory import Memory, acting_core, recurrent_core, run_memory, state_keys
-from trajrl.algos.networks import (
-    DuelingHead,
-    Inputs,
-    KeyedModule,
-    Parts,
-    encoder,
-)
-from trajrl.base.keys import ENTROPY_KEY
+from trajrl.algos.networks import Inputs, KeyedModule, Parts, encoder
 
 
 # ---------------------------------------------------------------- networks
@@ -125,24 +105,6 @@ class CategoricalHead(nn.Module):
             return logits.argmax(-1)
         return torch.distributions.Categorical(logits=logits).sample()
 
-    def act(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(action, the policy's entropy there)."""
-        logits = self.net(features)
-        log_probs = torch.log_softmax(logits, -1)
-        return self.choose(logits), -(log_probs.exp() * log_probs).sum(-1)
-
-
-class ActingWithEntropy(nn.Module):
-    """A categorical actor's normalisation and head, acting: ``(action, entropy)`` a step
-    (``algo.entropy_penalty`` reads the entropy stored with each step)."""
-
-    def __init__(self, norm: nn.Module, head: CategoricalHead):
-        super().__init__()
-        self.norm, self.head = norm, head
-
-    def forward(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.head.act(self.norm(features))
-
 
 class RecurrentActor(nn.Module):
     """Encoder, memory core (``trajrl.algos.memory``) and a head: a squashed Gaussian within ``[low, high]`` for a
@@ -159,14 +121,12 @@ class RecurrentActor(nn.Module):
         low: torch.Tensor | None,
         high: torch.Tensor | None,
         inputs: Inputs | None = None,
-        layer_norm: bool = False,
     ):
         super().__init__()
         self.discrete = low is None
         self.actions = action_dim
-        self.encoder = encoder(parts, sizes, inputs, layer_norm=layer_norm)
+        self.encoder = encoder(parts, sizes, inputs)
         self.rnn = recurrent_core(rnn, sizes[-1], hidden_size)
-        self.norm: nn.Module = nn.Identity()
         self.head = (
             CategoricalHead(hidden_size, action_dim)
             if self.discrete
@@ -181,21 +141,14 @@ class RecurrentActor(nn.Module):
         """(encoder, memory core, greedy choice) in plain torch, for export: the most likely action, or the
         squashed Gaussian's at its mean."""
         if self.discrete:
-            return self.encoder, self.rnn, Argmax(nn.Sequential(self.norm, self.head.net))
-        return self.encoder, self.rnn, TanhMean(self.norm, self.head)
-
-    def read_critic(self, critic: RecurrentCritic) -> None:
-        """Act on ``critic``'s encoder, core and normalisation (``critic_core=acting``): the
-        head alone stays the actor's own."""
-        self.encoder, self.rnn, self.norm = critic.encoder, critic.rnn, critic.norm
+            return self.encoder, self.rnn, Argmax(self.head.net)
+        return self.encoder, self.rnn, TanhMean(self.head)
 
 
 class RecurrentCritic(nn.Module):
     """Q(history up to t, a_t): the recurrent core reads observations; a continuous action
-    joins after it (with ``layer_norm``, after the core's features are layer-normalised);
-    with ``discrete``, the head gives the Q-value of each of ``action_dim`` actions at once
-    (with ``dueling``, as V + A - mean(A): a value common to the actions learnt apart from their
-    differences, which are all the policy reads)."""
+    joins after it; with ``discrete``, the head gives the Q-value of each of ``action_dim``
+    actions at once."""
 
     def __init__(
         self,
@@ -205,27 +158,18 @@ class RecurrentCritic(nn.Module):
         hidden_size: int,
         rnn: Memory | str,
         inputs: Inputs | None = None,
-        layer_norm: bool = False,
         discrete: bool = False,
-        dueling: bool = False,
     ):
         super().__init__()
-        if dueling and not discrete:
-            raise ValueError("a dueling head is for discrete actions: Q(h, .) over each of them")
         self.discrete = discrete
-        self.encoder = encoder(parts, sizes, inputs, layer_norm=layer_norm)
+        self.encoder = encoder(parts, sizes, inputs)
         self.rnn = recurrent_core(rnn, sizes[-1], hidden_size)
-        self.norm = nn.LayerNorm(hidden_size) if layer_norm else nn.Identity()
-        if dueling:  # the layer before the outputs, then V + A - mean(A)
-            hidden = MLP(in_features=hidden_size, out_features=hidden_size, num_cells=[], activate_last_layer=True)
-            self.q = nn.Sequential(hidden, DuelingHead(hidden_size, action_dim))
-        else:
-            self.q = MLP(
-                in_features=hidden_size + (0 if discrete else action_dim),
-                out_features=action_dim if discrete else 1,
-                num_cells=[hidden_size],
-                activation_class=nn.ReLU,
-            )
+        self.q = MLP(
+            in_features=hidden_size + (0 if discrete else action_dim),
+            out_features=action_dim if discrete else 1,
+            num_cells=[hidden_size],
+            activation_class=nn.ReLU,
+        )
 
     def features(
         self,
@@ -235,9 +179,9 @@ class RecurrentCritic(nn.Module):
         state: tuple[torch.Tensor, ...] | None = None,
         episode_starts: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """The core's (normalised) features over ``obs``, from ``state`` (None: zero); ``run_core``
-        says what ``burn_in`` and ``episode_starts`` do."""
-        return self.norm(run_core(self.rnn, self.encoder(obs), state, burn_in, starts, episode_starts))
+        """The core's features over ``obs``, from ``state`` (None: zero); ``run_core`` says what
+        ``burn_in`` and ``episode_starts`` do."""
+        return run_core(self.rnn, self.encoder(obs), state, burn_in, starts, episode_starts)
 
     def value(self, features: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         """Q of ``action`` (continuous: ``[..., action_dim]`` floats; discrete: ``[...]`` indices)."""
@@ -250,41 +194,21 @@ class RecurrentCritic(nn.Module):
         return self.q(features)
 
 
-def twin_critics(make: Callable[[], RecurrentCritic], shared: bool) -> nn.ModuleList:
-    """Two critics from ``make``; with ``shared`` the second reads the first's encoder, recurrent
-    core and normalisation (each keeps its own Q head): one pass over a sequence serves both."""
-    first, second = make(), make()
-    if shared:
-        second.encoder, second.rnn, second.norm = first.encoder, first.rnn, first.norm
-    return nn.ModuleList([first, second])
-
-
 def critic_features(
     critics: nn.ModuleList,
     obs: torch.Tensor,
     burn_in: int,
     starts: torch.Tensor | None = None,
-    state: tuple[torch.Tensor, ...] | None = None,
     episode_starts: torch.Tensor | None = None,
 ) -> list[torch.Tensor]:
-    """Each critic's features over ``obs`` from ``state`` (None: zero); critics sharing a core
-    share its one pass."""
-    passes: dict[nn.Module, torch.Tensor] = {}
-    for critic in critics:
-        if critic.rnn not in passes:
-            passes[critic.rnn] = critic.features(obs, burn_in, starts, state, episode_starts)
-    return [passes[critic.rnn] for critic in critics]
+    """Each critic's features over ``obs``, from a zero state."""
+    return [critic.features(obs, burn_in, starts, None, episode_starts) for critic in critics]
 
 
-def make_policy(actor: RecurrentActor, entropy: bool = False):
-    """The acting policy: stores its recurrent state with each step, restarts at ``is_init``; with
-    ``entropy`` (a categorical actor), its entropy at each step too (``ENTROPY_KEY``).
+def make_policy(actor: RecurrentActor):
+    """The acting policy: stores its recurrent state with each step, restarts at ``is_init``.
     Returns ``(policy, recurrent core)``; the core's primer must be on every env."""
     core = acting_core(actor.rnn, in_key="embed", out_key="features")
-    head = (
-        KeyedModule(ActingWithEntropy(actor.norm, actor.head), ["features"], ["action", ENTROPY_KEY])
-        if entropy
-        else KeyedModule(nn.Sequential(actor.norm, actor.head), ["features"], ["action"])
-    )
+    head = KeyedModule(actor.head, ["features"], ["action"])
     policy = TensorDictSequential(KeyedModule(actor.encoder, ["observation"], ["embed"]), core, head)
     return policy, core
