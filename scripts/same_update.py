@@ -5,7 +5,7 @@ checkout first on ``PYTHONPATH``. Prints each update's losses side by side and w
 after them are equal to the bit.
 
     python scripts/same_update.py <checkout A> <checkout B> [overrides ...]
-    python scripts/same_update.py /tmp/old . --b-overrides algo.learner_threads=2   # a setting A has not
+    python scripts/same_update.py /tmp/old . --b-overrides algo.n_step=3   # an override for B alone
 
 A change that leaves the update the same to the bit leaves a learning row where it was, but for
 the timing of updates against the collection (docs/results.md, "The same update, measured three times").

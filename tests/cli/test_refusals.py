@@ -76,7 +76,7 @@ CASES = [
     ),
     (["collector=async_batched", "trajs_per_batch=4"], ["trajs_per_batch=4", "async_batched", "trajs_per_batch=1"]),
     # the recipes' settings: out of range, or contradicting another
-    (["algo.rnn_lr=0"], ["algo.rnn_lr=0", "must be > 0"]),
+    (["algo.twin_value=mean"], ["algo.twin_value='mean'", "has no such setting"]),  # a setting trajrl no longer has
     (["algo=r2d2", "algo.eps_spread=-1"], ["algo.eps_spread=-1.0", "must be >= 0"]),
     (
         ["algo=r2d2", "collector=sync", "env.num_envs=1", "algo.eps_spread=7"],
@@ -85,24 +85,6 @@ CASES = [
     (["algo=ppo", "algo.clip_epsilon_end=1"], ["algo.clip_epsilon_end=1.0", "must be >= 0 and < 1"]),
     (["algo=ppo", "algo.clip_epsilon_end=0.3"], ["algo.clip_epsilon_end=0.3", "algo.clip_epsilon=0.2", "null"]),
     (["algo=ppo", "algo.target_kl=0"], ["algo.target_kl=0.0", "must be > 0"]),
-    (["algo=ppo", "algo.rnn_lr=1e-4"], ["algo.rnn_lr=0.0001", "algo.recurrent=true"]),
-    (
-        ["algo.rnn=lru", "algo.forget_bias=1"],
-        ["algo.forget_bias=1.0", "algo.rnn=lstm or gru", "algo.rnn=lru is another core", "algo.forget_bias=null"],
-    ),
-    (["algo=ppo", "algo.forget_bias=1"], ["algo.forget_bias=1.0", "algo.recurrent=true"]),
-    (["algo.forget_bias=20"], ["algo.forget_bias=20.0", "must be between -10 and 10"]),
-    (["algo.rnn=gru", "algo.chrono_horizon=40"], ["algo.chrono_horizon=40", "algo.rnn=gru", "algo.rnn=lstm"]),
-    (["algo.forget_bias=1", "algo.chrono_horizon=40"], ["algo.chrono_horizon=40", "algo.forget_bias=1", "keep one"]),
-    (["algo=ppo", "algo.chrono_horizon=40"], ["algo.chrono_horizon=40", "algo.recurrent=true"]),
-    (
-        ["algo.chrono_spread=log"],
-        ["algo.chrono_spread='log'", "algo.chrono_horizon=null", "algo.chrono_spread=uniform"],
-    ),
-    (
-        ["algo.critic_loss=mse", "algo.huber_delta=10"],
-        ["algo.huber_delta=10", "algo.critic_loss=mse does not use it", "critic_loss=huber"],
-    ),
     (["algo.target_sync_every=0"], ["algo.target_sync_every=0", "must be >= 1"]),
     (["algo=r2d2", "algo.target_sync_every=100"], ["algo.target_sync_every=100", "algo.target_tau=1"]),
     (["algo=rsac", "env=pendulum_novel", "algo.target_sync_every=100"], ["algo.target_sync_every=100", "algo.tau=1"]),
@@ -119,41 +101,12 @@ CASES = [
         ["experiment=r2d2_bit_flipping_her", "env.reward_scale=0.1"],
         ["env.reward_scale=0.1", "env.reward_scale=1", "sampler.her_ratio=0"],
     ),
-    (["algo=rsac", "algo.critic_core=one"], ["algo.critic_core='one'", "separate", "shared", "acting"]),
-    (
-        ["algo.soft_target=false", "algo.soft_target_fade=8000"],
-        ["algo.soft_target_fade=8000", "algo.soft_target=false", "algo.soft_target_fade=null"],
-    ),
-    (["algo.soft_target=false"], ["algo.soft_target_fade=10000", "algo.soft_target_fade=null"]),
     (["algo.soft_target_fade=0"], ["algo.soft_target_fade=0", "must be >= 1"]),
-    (
-        ["experiment=rsac_pendulum_novel", "algo.dueling=true"],
-        ["algo.dueling=True", "continuous actions", "algo.dueling=false"],
-    ),
-    (
-        ["experiment=rsac_pendulum_novel", "algo.entropy_penalty=0.5"],
-        ["algo.entropy_penalty=0.5", "continuous actions", "algo.entropy_penalty=0"],
-    ),
-    (["algo.twin_value=max"], ["algo.twin_value='max'", "min", "mean"]),
-    (["algo.q_clip=0"], ["algo.q_clip=0", "must be > 0"]),
     (["algo.n_step=0"], ["algo.n_step=0", "must be >= 1"]),
     (["algo.alpha_lr=0"], ["algo.alpha_lr=0", "must be > 0"]),
     (["sampler.slices_per_batch=null"], ["sampler.slices_per_batch=null", "must be >= 1 or auto"]),
     (["sampler.slices_per_batch=0"], ["sampler.slices_per_batch=0", "must be >= 1 or auto"]),
     # slices set aside for the terminal steps
-    (["sampler=slice", "sampler.terminal_share=1.5"], ["sampler.terminal_share=1.5", "must be between 0 and 1"]),
-    (
-        ["sampler=slice", "sampler.terminal_share=0.25", "sampler.weighting=episode"],
-        ["sampler.terminal_share=0.25", "sampler.weighting=step"],
-    ),
-    (
-        ["sampler=slice", "sampler.terminal_share=0.25", "trajs_per_batch=null"],
-        ["sampler.terminal_share=0.25", "trajs_per_batch=4"],
-    ),
-    (
-        ["sampler=prioritized_slice", "sampler.terminal_share=0.25"],
-        ["sampler.terminal_share=0.25", "sampler=prioritized_slice has no such setting"],
-    ),
     # the recurrent state kept every k steps only
     (["sampler.state_every=often"], ["sampler.state_every='often'", ">= 1, null or auto"]),
     (["sampler.state_every=0"], ["sampler.state_every=0", "must be >= 1, null or auto"]),
@@ -163,10 +116,6 @@ CASES = [
     ),
     (["sampler.state_every=10", "trajs_per_batch=null"], ["sampler.state_every=10", "trajs_per_batch=4"]),
     (["sampler.state_every=10", "algo.initial_state=zero"], ["sampler.state_every=10", "no state is read"]),
-    (
-        ["sampler.state_every=10", "algo.refresh_states_every=50"],
-        ["sampler.state_every=10", "algo.refresh_states_every", "null"],
-    ),
     (["sampler=episode", "sampler.state_every=10"], ["sampler.state_every=10", "sampler=episode has no such setting"]),
     (["sampler.state_every=31"], ["sampler.state_every=31", "never be learnt from", "sampler.state_every<=30"]),
     # hindsight relabelling
@@ -231,14 +180,6 @@ CASES = [
     (["loop.warmup_frames=5000", "total_frames=1000"], ["loop.warmup_frames=5000", "below total_frames=1000"]),
     (["algo=ppo", "loop.updates_per_frame=2"], ["loop.updates_per_frame='2'", "off-policy loop only", "algo.epochs"]),
     (["logger.backends=[mlflow]"], ["logger.backends='mlflow'", "use one of csv, tensorboard, wandb"]),
-    (
-        ["algo.refresh_states_every=100", "sampler=episode"],
-        ["algo.refresh_states_every=100", "sampler=episode starts every sequence", "no stored state is read"],
-    ),
-    (
-        ["algo.refresh_states_every=100", "algo.initial_state=zero"],
-        ["algo.refresh_states_every=100", "algo.initial_state=zero", "no stored state is read"],
-    ),
     # memory cores and tapes
     (["algo.rnn=transformer"], ["algo.rnn='transformer'", "use one of lstm, gru, lru, ffm"]),
     (["algo.rnn=lru", "algo.memory_size=0"], ["algo.memory_size=0", "must be between 1 and 4096", "the default is 64"]),
@@ -246,10 +187,6 @@ CASES = [
     (["sampler=tape"], ["algo.rnn='lstm'", "sampler=tape restarts", "use algo.rnn=lru or algo.rnn=ffm"]),
     (["sampler=tape", "algo.rnn=lru", "sampler.tape_frames=0"], ["sampler.tape_frames=0", "must be between 1 and"]),
     (["sampler=tape", "algo.rnn=lru", "sampler.burn_in=5"], ["sampler.burn_in=5", "sampler=tape has no such setting"]),
-    (
-        ["sampler=tape", "algo.rnn=ffm", "algo.refresh_states_every=50"],
-        ["algo.refresh_states_every=50", "sampler=tape", "reads no stored state"],
-    ),
     (["sampler=tape", "algo.rnn=lru", "trajs_per_batch=null"], ["sampler='tape'", "fixed-frame", "sampler=slice"]),
     (["algo=ppo", "algo.recurrent=true", "algo.rnn=lru", "sampler=tape"], ["sampler", "use sampler=episode"]),
     # against the environment

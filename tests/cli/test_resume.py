@@ -175,10 +175,6 @@ def files_of(run_dir):
     [
         ("algo.hidden_size=32", "algo.hidden_size=32: the checkpoint in {run} holds 128; a resume keeps the algorithm"),
         ("algo=r2d2", "algo='r2d2': the checkpoint in {run} was made with algo=rsac; a resume keeps the algorithm"),
-        (  # the buffer it would learn from holds no acting entropy
-            "algo.entropy_penalty=0.5",
-            "algo.entropy_penalty=0.5: the checkpoint in {run} holds 0.0; a resume keeps the algorithm",
-        ),
     ],
 )
 def test_a_resume_that_contradicts_its_checkpoint_is_refused_before_anything_is_written(

@@ -10,7 +10,6 @@ from torchrl.data import LazyTensorStorage, TensorDictReplayBuffer
 from torchrl.data.replay_buffers.samplers import SliceSampler
 
 import trajrl
-from trajrl.algos.rsac.networks import run_core
 from trajrl.base.keys import LOG_PROB_KEY, MASK_KEY, TRAJ_KEY
 from trajrl.collect.assembly import EpisodeCollector
 from trajrl.collect.collector_env import env_factory
@@ -197,9 +196,8 @@ def test_the_actor_starts_from_the_state_it_stored_while_acting():
         for start in (0, 17, 150, 201):
             stop = min(start + 30, 200 if start < 200 else 260)
             batch = steps[start:stop].unsqueeze(0)
-            state = pipe.algo.actor_state(batch)
             with torch.no_grad():
-                features = run_core(actor.rnn, actor.encoder(batch["observation"]), state, burn_in=0)
+                features = pipe.algo.actor_features(batch["observation"], batch, 0, None, None)
                 action, _ = actor.head.sample(features, deterministic=True)
             torch.testing.assert_close(action[0], steps["action"][start:stop], rtol=1e-5, atol=1e-5)
 
@@ -221,7 +219,7 @@ def test_sac_discrete_learner_reproduces_the_actions_taken_from_the_stored_state
                 start = (begin + end) // 2  # mid-episode: only the stored state carries what came before
                 batch = steps[start:end].unsqueeze(0)
                 with torch.no_grad():
-                    features = run_core(actor.rnn, actor.encoder(batch["observation"]), pipe.algo.actor_state(batch), 0)
+                    features = pipe.algo.actor_features(batch["observation"], batch, 0, None, None)
                     torch.testing.assert_close(features[0], steps["features"][start:end], rtol=1e-5, atol=1e-5)
                     torch.testing.assert_close(actor.head(features)[0], steps["action"][start:end])
     assert len(starts) > 2  # several episodes checked

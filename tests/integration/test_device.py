@@ -84,7 +84,7 @@ def test_an_update_on_cuda_is_the_update_on_cpu_and_its_weights_reach_the_cpu_po
 @pytest.mark.parametrize(
     "overrides",
     [
-        ["algo=r2d2", "collector=multi_async", "algo.refresh_states_every=20"],
+        ["algo=r2d2", "collector=multi_async"],
         ["experiment=rsac_pendulum_novel"],
         ["algo=ppo", "algo.recurrent=true", "collector=multi_sync"],
         ["env=bit_flipping", "sampler.her_ratio=0.5", "sampler.her_state=recompute"],

@@ -1,6 +1,5 @@
 """What the learning recipes need: the previous action and reward as inputs, a hard target
-sync every N updates, a slower recurrent core, and time limits that bootstrap where
-terminations do not, for each algorithm."""
+sync every N updates, and time limits that bootstrap where terminations do not, for each algorithm."""
 
 import copy
 
@@ -9,7 +8,6 @@ import torch
 from helpers import acting_rollout, collect_frames, random_episodes, slices
 
 import trajrl
-from trajrl.algos.networks import recurrent_parameters
 from trajrl.algos.ppo.learner import PPO
 from trajrl.algos.ppo.networks import ActorCritic
 from trajrl.algos.ppo.settings import PPOSettings
@@ -168,47 +166,6 @@ def test_a_soft_target_moves_tau_of_the_way_at_every_update():
         torch.testing.assert_close(new, old + 0.25 * (online - old))
 
 
-@pytest.mark.parametrize("algo_name", ["r2d2", "rsac", "ppo"])
-def test_the_recurrent_core_learns_at_its_own_rate(algo_name):
-    """Adam's first step moves each parameter by about its group's learning rate: the LSTM's by
-    at most ``rnn_lr``, the rest by up to ``lr``."""
-    torch.manual_seed(0)
-    lr, rnn_lr = 1e-2, 1e-5
-    if algo_name == "r2d2":
-        algo = R2D2(RecurrentQNet(2, 2, [8], 8), R2D2Settings(lr=lr, rnn_lr=rnn_lr))
-        nets, batch = [algo.qnet], slices([12, 5, 1, 9], horizon=12)
-        batch["action"] = torch.randint(2, (4, 12, 1))
-    elif algo_name == "rsac":
-        low, high = -2 * torch.ones(1), 2 * torch.ones(1)
-        actor = RecurrentActor(2, 1, [8], 8, "lstm", low, high)
-        critics = torch.nn.ModuleList(RecurrentCritic(2, 1, [8], 8, "lstm") for _ in range(2))
-        algo = RSAC(actor, critics, RSACSettings(lr=lr, rnn_lr=rnn_lr))
-        nets, batch = [actor, critics], slices([12, 5, 1, 9], horizon=12)
-    else:
-        net = ActorCritic(2, 2, [8], "lstm", 8)
-        algo = PPO(
-            net, PPOSettings(lr=lr, rnn_lr=rnn_lr, recurrent=True, epochs=1, anneal_lr=False), minibatch_episodes=4
-        )
-        nets, batch = [net], ppo_episodes([12, 5, 1, 9], terminated=True)
-    before = [copy.deepcopy(net) for net in nets]
-    algo.update(batch)
-    for net, old in zip(nets, before):
-        core = recurrent_parameters(net)
-        assert core
-        for (name, new), old_p in zip(net.named_parameters(), old.parameters()):
-            moved = (new - old_p).abs().max().item()
-            if id(new) in core:
-                assert moved <= rnn_lr * 1.01, name
-            elif moved > 0:
-                assert moved <= lr * 1.01, name
-        heads = [
-            (new - old_p).abs().max().item()
-            for new, old_p in zip(net.parameters(), old.parameters())
-            if id(new) not in core
-        ]
-        assert max(heads) > 0.5 * lr
-
-
 # ---------------------------------------------------------------- time limits
 def ppo_episodes(lengths, terminated: bool):
     """Whole episodes for PPO, each ending at its last step: terminated there, or cut by the time limit."""
@@ -287,7 +244,6 @@ def test_a_time_limit_bootstraps_from_the_next_observation_and_a_termination_doe
         (["sampler.slice_len=20", "sampler.burn_in=5"], 15),
         (["sampler=slice", "sampler.weighting=episode"], None),  # TorchRL's slices start anywhere
         (["algo.initial_state=zero"], None),  # no stored state is read
-        (["algo.refresh_states_every=100"], None),  # every step's state is recomputed
         (["trajs_per_batch=null"], None),  # fixed-frame lanes keep every step's state
         (["sampler=prioritized_slice"], 30),
     ],

@@ -60,12 +60,11 @@ def test_the_flat_observation_is_gymnasiums_flatten_and_its_parts_tile_it(kind):
     assert space_envs  # the module registered Spaces-v0
 
 
-@pytest.mark.parametrize("squash", [False, True])
-def test_codes_are_not_standardised_and_images_reach_a_convolution(squash):
-    """Standardisation statistics (and symlog, with squash) apply to numbers only; a one-hot code stays 0/1."""
+def test_codes_are_not_standardised_and_images_reach_a_convolution():
+    """Standardisation statistics apply to numbers only; a one-hot code stays 0/1."""
     parts = parts_of(gym.make("Spaces-v0", kind="dict").observation_space)
     size = sum(p.size for p in parts)
-    inputs = ObservationInputs(parts, Inputs(torch.full((size,), 5.0), torch.full((size,), 2.0), squash=squash))
+    inputs = ObservationInputs(parts, Inputs(torch.full((size,), 5.0), torch.full((size,), 2.0)))
     obs = torch.zeros(4, size)
     obs[:, 1600 + 1] = 1.0  # the cue code
     obs[:, 1603] = 7.0  # the position
@@ -74,8 +73,7 @@ def test_codes_are_not_standardised_and_images_reach_a_convolution(squash):
     assert out.shape == (4, inputs.out_features) and inputs.out_features > 5
     torch.testing.assert_close(out[:, :3], obs[:, 1600:1603])  # codes as they are
     standardised = torch.tensor([1.0, -12.0]).expand(4, 2)  # (7 - 5) / 2, (-19 - 5) / 2
-    expected = standardised.sign() * standardised.abs().log1p() if squash else standardised
-    torch.testing.assert_close(out[:, 3:5], expected)  # symlog: log(2), -log(13)
+    torch.testing.assert_close(out[:, 3:5], standardised)
     assert len(inputs.images) == 1 and isinstance(inputs.images[0].net[0], torch.nn.Conv2d)
 
 
@@ -189,19 +187,3 @@ def test_ppo_continuous_log_probs_are_the_gaussians_of_the_sample_and_the_env_ge
     with torch.no_grad():  # the learner's log-probability of the same sample: a first ratio of exactly 1
         learnt = net.distribution(batch.get("observation")).log_prob(u)
     torch.testing.assert_close(learnt[mask], stored[mask], rtol=1e-5, atol=1e-5)
-
-
-@pytest.mark.parametrize("algo", ["r2d2", "rsac", "ppo"])
-def test_layer_norm_is_in_every_algorithms_networks_when_asked(algo):
-    env = ["env=pendulum_novel"] if algo == "rsac" else []
-    for on in (False, True):
-        cfg = trajrl.compose(["collector=sync", "debug=smoke", *algo_overrides(algo), *env, f"algo.layer_norm={on}"])
-        with trajrl.build(cfg) as pipe:
-            norms = [
-                m
-                for m in pipe.algo.__dict__.values()
-                if isinstance(m, torch.nn.Module)
-                for m in m.modules()
-                if isinstance(m, torch.nn.LayerNorm)
-            ]
-        assert bool(norms) == on

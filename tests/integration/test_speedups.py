@@ -102,39 +102,6 @@ def test_each_learner_updates_as_it_would_with_the_plain_optimizer(algo_name):
             assert_same_up_to_rounding(a, b)
 
 
-def test_the_default_runs_learner_on_two_threads_updates_to_the_same_bits_as_on_one():
-    """``algo.learner_threads=2`` runs the actor's and the target critics' passes, the
-    second critic's backward and the target sync on a second thread: the same losses and weights, to
-    the bit, as one thread, on batches of the default run's pipeline (the other critic cores and
-    continuous actions: ``tests/unit/test_rsac.py``)."""
-    cfg = trajrl.compose(
-        ["debug=smoke", "collector=sync", "env.num_envs=4", "collector.frames_per_batch=400", "algo.learner_threads=2"]
-    )
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as a run's learner: one intra-op thread on each of the two
-    with trajrl.build(cfg) as pipe:
-        for _ in pipe.collector:
-            if pipe.buffer.write_count >= 600:
-                break
-        batches = [pipe.sequences.sample() for _ in range(3)]
-        two = pipe.algo
-        assert two.side.enabled and two.settings.learner_threads == 2
-        one = copy.deepcopy(two)
-        one.side = type(two.side)(False)
-        before = [p.detach().clone() for p in parameters(two)]
-        results = []
-        for algo in (two, one):
-            torch.manual_seed(1)  # continuous actions are sampled from it
-            stats = [algo.update(batch.clone()) for batch in batches]
-            results.append((stats, [p.detach().clone() for p in parameters(algo)]))
-    torch.set_num_threads(threads)
-    (stats_two, weights_two), (stats_one, weights_one) = results
-    assert stats_two == stats_one
-    assert len(weights_two) == len(weights_one) > 0
-    assert any(not torch.equal(a, b) for a, b in zip(weights_one, before))  # the updates moved the weights
-    assert all(torch.equal(a, b) for a, b in zip(weights_two, weights_one))
-
-
 @pytest.mark.parametrize("niceness", [10, 0])
 def test_collector_workers_run_at_the_niceness_asked_and_the_learner_at_its_own(niceness):
     from helpers import processes_below, session_processes, wait_for_frames

@@ -306,57 +306,6 @@ def test_a_malformed_mask_is_refused_before_anything_is_written(case, words):
     assert len(buffer) == 0 and buffer.write_count == 0
 
 
-def test_terminal_share_ends_that_share_of_slices_where_a_stored_episode_terminated():
-    """Episodes of 30 steps that terminate among longer ones cut short (truncated): with a share of
-    a half, half of each batch's slices end at a terminated episode's last step, the rest drawn
-    uniformly; with the state kept every 2 steps, such a slice starts at a kept state, ends there, and
-    is long enough that a burn-in leaves its last step learnt; with no terminated episode stored,
-    every slice is drawn uniformly."""
-    from trajrl.replay.slices import StepSliceSampler
-    from trajrl.replay.states import SparseStates
-    from trajrl.replay.writer import EpisodeWriter
-
-    def sampled(sampler, flat):
-        writer = EpisodeWriter(states=sampler.states)  # it keeps the states apart, every 4 steps
-        buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(400), sampler=sampler, writer=writer, batch_size=40)
-        sampler._rng = torch.Generator().manual_seed(0)
-        sampler.follow(buffer._writer)
-        buffer.extend(flat)
-        return [as_sequences(*(lambda f: (f, f["is_init"]))(buffer.sample())) for _ in range(20)]
-
-    flat = torch.cat([episodes([30], first_id=0), episodes([100, 100], first_id=1, terminal=False)])
-    flat = torch.cat([flat, episodes([30], first_id=3), episodes([100], first_id=4, terminal=False)])
-    ends = {29, 259}  # the terminated episodes' last steps
-    for batch in sampled(StepSliceSampler(400, slice_len=5, terminal_share=0.5), flat):
-        last = batch["index"].gather(-1, batch[MASK_KEY].sum(-1, keepdim=True) - 1).reshape(-1)
-        assert [int(i) in ends for i in last[:4]] == [True] * 4
-        assert audit_batch(batch)["slice_across_episodes"] == 0
-    # 8 slices a batch, drawn uniformly: the terminated ends are 2 of 360 steps' slices
-    uniform = sum(
-        int(i) in ends
-        for batch in sampled(StepSliceSampler(400, slice_len=5), flat)
-        for i in batch["index"].gather(-1, batch[MASK_KEY].sum(-1, keepdim=True) - 1).reshape(-1)
-    )
-    assert uniform < 8
-
-    states = SparseStates({"recurrent_state": (1, 2)}, 400, every=2)
-    kept = StepSliceSampler(400, slice_len=5, terminal_share=0.5, states=states)
-    flat_with_states = flat.clone()
-    flat_with_states["recurrent_state"] = torch.zeros(len(flat), 1, 2)
-    states_batches = sampled(kept, flat_with_states)
-    for batch in states_batches:
-        last = batch["index"].gather(-1, batch[MASK_KEY].sum(-1, keepdim=True) - 1).reshape(-1)
-        first = batch["index"][:, 0]
-        assert all(int(i) in ends for i in last[:4])
-        assert all(int(flat["step_count"][int(f)]) % 2 == 0 for f in first)
-        # long enough that a burn-in of slice_len - every (the most state_every allows) leaves the end learnt
-        assert (batch[MASK_KEY][:4].sum(-1) >= 5 - 2 + 1).all()
-
-    none_ended = episodes([30, 100, 100], terminal=False)
-    for batch in sampled(StepSliceSampler(400, slice_len=5, terminal_share=0.5), none_ended):
-        assert audit_batch(batch)["slice_across_episodes"] == 0
-
-
 def test_loaded_priorities_are_kept_and_only_steps_written_after_them_get_the_largest():
     """A resumed run's sampler keeps the priorities its checkpoint saved; only the steps written since the
     priorities were last brought up to date get the largest priority seen (as new steps always do)."""
@@ -384,10 +333,3 @@ def test_loaded_priorities_are_kept_and_only_steps_written_after_them_get_the_la
     assert torch.equal(resumed.priority, saved.priority)
     assert torch.equal(resumed.priority[:30], torch.linspace(0.1, 3.0, 30))
     assert torch.all(resumed.priority[30:36] == 3.0)  # the largest seen
-
-
-def test_terminal_share_is_refused_with_prioritised_slices():
-    from trajrl.replay.slices import StepSliceSampler
-
-    with pytest.raises(ValueError, match="terminal_share"):
-        StepSliceSampler(16, slice_len=4, alpha=0.6, terminal_share=0.25)

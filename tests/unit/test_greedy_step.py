@@ -27,8 +27,8 @@ from trajrl.report.export import (
 PENDULUM = ["env=gym", "env.id=Pendulum-v1"]
 MATCH = ["env=gym", "env.import_module=action_envs", "env.previous_action=true"]
 CASES = {
-    "r2d2, LRU, dueling, layer norm": ["algo=r2d2", "algo.rnn=lru", "algo.dueling=true", "algo.layer_norm=true"],
-    "rsac, GRU, Box actions, acting critic core": ["algo.rnn=gru", "algo.critic_core=acting", *PENDULUM],
+    "r2d2, LRU, dueling": ["algo=r2d2", "algo.rnn=lru", "algo.dueling=true"],
+    "rsac, GRU, Box actions": ["algo.rnn=gru", *PENDULUM],
     "rsac, FFM, Dict observation": [
         "algo.rnn=ffm",
         "env=gym",

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import pytest
 import torch
 from tensordict import TensorDict
@@ -132,87 +130,3 @@ def test_the_scans_gradient_is_autograds():
     b = torch.randn(2, 23, 3, dtype=torch.cdouble, requires_grad=True)
     state = torch.randn(2, 3, dtype=torch.cdouble, requires_grad=True)
     assert torch.autograd.gradcheck(Scan.apply, (a, b, state))
-
-
-@pytest.mark.parametrize("kind", ["lstm", "gru", "lru", "ffm"])
-def test_every_core_is_what_its_own_learning_rate_applies_to(kind):
-    """``algo.rnn_lr``'s parameter group: exactly the core's parameters, whichever the core."""
-    from trajrl.algos.memory import Memory
-    from trajrl.algos.networks import recurrent_parameters
-    from trajrl.algos.r2d2.networks import RecurrentQNet
-
-    net = RecurrentQNet(2, 2, [8], 8, Memory(kind, size=4))
-    assert recurrent_parameters(net) == {id(p) for p in net.rnn.parameters()}
-    assert not recurrent_parameters(net) & {id(p) for p in [*net.encoder.parameters(), *net.head.parameters()]}
-
-
-@pytest.mark.parametrize("kind", ["lstm", "gru"])
-def test_a_forget_bias_makes_a_new_core_keep_what_it_holds(kind):
-    """``algo.forget_bias=b``: the keeping gate of every cell (an LSTM's forget gate, a GRU's update gate) opens at
-    sigmoid(b) on a zero input and state, and the other gates keep torch's initialisation (the same seed, none set)."""
-    from trajrl.algos.memory import Memory, recurrent_core
-
-    torch.manual_seed(0)
-    plain = recurrent_core(Memory(kind), 3, 4)
-    torch.manual_seed(0)
-    biased = recurrent_core(Memory(kind, forget_bias=2.0), 3, 4)
-    keeping = slice(4, 8)  # the second gate's rows: (i, f, g, o) and (r, z, n)
-    total = biased.bias_ih_l0 + biased.bias_hh_l0
-    assert torch.equal(torch.sigmoid(total[keeping]), torch.sigmoid(torch.full((4,), 2.0)))
-    others = torch.ones_like(total, dtype=torch.bool)
-    others[keeping] = False
-    assert torch.equal(total[others], (plain.bias_ih_l0 + plain.bias_hh_l0)[others])
-    assert torch.equal(biased.weight_hh_l0, plain.weight_hh_l0)
-    # what it keeps: an LSTM's cell state c' = f c + i g; with every weight and the other biases zero,
-    # a GRU's h' = (1 - z) n + z h with n = 0: each keeps sigmoid(2) of its state a step
-    with torch.no_grad():
-        for name, p in biased.named_parameters():
-            if name != "bias_ih_l0":
-                p.zero_()
-        biased.bias_ih_l0[others] = 0.0
-        biased.bias_ih_l0[:4] = -30.0 if kind == "lstm" else 0.0  # an LSTM's input gate shut
-    state = torch.ones(1, 1, 4)
-    x = torch.zeros(1, 1, 3)
-    if kind == "lstm":
-        _, (_, c) = biased(x, (torch.zeros(1, 1, 4), state))
-        kept = c
-    else:
-        _, kept = biased(x, state)
-    assert torch.allclose(kept, torch.full((1, 1, 4), torch.sigmoid(torch.tensor(2.0)).item()), atol=1e-6)
-
-
-def test_chrono_initialisation_spreads_the_forget_gates_over_the_horizon():
-    """``algo.chrono_horizon=T``: each cell's forget-gate bias is log u with u in [1, T - 1] and its input gate's
-    -log u (Tallec & Ollivier, 2018), over the cells a spread of time scales; the other gates keep torch's."""
-    from trajrl.algos.memory import Memory, recurrent_core
-
-    torch.manual_seed(0)
-    plain = recurrent_core(Memory("lstm"), 3, 64)
-    torch.manual_seed(0)
-    core = recurrent_core(Memory("lstm", chrono_horizon=40), 3, 64)
-    total = core.bias_ih_l0 + core.bias_hh_l0
-    forget, inputs = total[64:128], total[:64]
-    assert forget.min() >= 0 and forget.max() <= math.log(39) + 1e-6
-    assert forget.max() - forget.min() > 2  # a spread, not one value
-    torch.testing.assert_close(inputs, -forget)
-    torch.testing.assert_close(total[128:], (plain.bias_ih_l0 + plain.bias_hh_l0)[128:])
-
-
-def test_chrono_spread_log_draws_the_forget_biases_uniform_in_log_time():
-    """``algo.chrono_spread=log``: the forget biases log u are uniform in [0, log(T - 1)], so about as many cells
-    start below a bias of 1 (keeping under 0.73 a step) as a uniform draw of log u over that range gives: a quarter
-    at T = 40, where chrono's uniform u gives under 5 %."""
-    from trajrl.algos.memory import Memory, recurrent_core
-
-    torch.manual_seed(0)
-    log_spread = recurrent_core(Memory("lstm", chrono_horizon=40, chrono_spread="log"), 3, 2000)
-    torch.manual_seed(0)
-    uniform = recurrent_core(Memory("lstm", chrono_horizon=40), 3, 2000)
-
-    def forget(core):
-        return (core.bias_ih_l0 + core.bias_hh_l0)[2000:4000]
-
-    assert forget(log_spread).min() >= 0 and forget(log_spread).max() <= math.log(39) + 1e-6
-    assert (forget(log_spread) < 1).float().mean().item() == pytest.approx(1 / math.log(39), abs=0.03)
-    assert (forget(uniform) < 1).float().mean().item() < 0.06
-    torch.testing.assert_close((log_spread.bias_ih_l0 + log_spread.bias_hh_l0)[:2000], -forget(log_spread))

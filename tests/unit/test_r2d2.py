@@ -101,21 +101,18 @@ def test_padded_steps_change_no_update():
             torch.testing.assert_close(a, b)
 
 
-@pytest.mark.parametrize("network", ["online", "target"])
-def test_evaluation_acts_with_the_network_it_is_asked_for(network):
-    """algo.eval_network: the greedy (evaluation) policy acts on a CPU copy that ``evaluated.pull()``
-    fills with the online network's weights, or the target network's, and only those; the
-    behaviour policy acts on another copy, of the online network (``acting.pull()``)."""
+def test_evaluation_acts_with_a_copy_of_the_online_network_and_only_that():
+    """The greedy (evaluation) policy acts on a CPU copy that ``evaluated.pull()`` fills with the
+    online network's weights, not the target network's; the behaviour policy acts on another copy,
+    of the online network too (``acting.pull()``)."""
     from trajrl.configuration.compose import validate
     from trajrl.envs.gym_envs import env_spaces
     from trajrl.factory.agent import build_agent
 
-    cfg = trajrl.compose(["debug=smoke", "algo=r2d2", f"algo.eval_network={network}"])
+    cfg = trajrl.compose(["debug=smoke", "algo=r2d2"])
     agent = build_agent(validate(cfg), env_spaces(cfg.env))
-    chosen, other = (
-        (agent.algo.qnet, agent.algo.target) if network == "online" else (agent.algo.target, agent.algo.qnet)
-    )
-    learner = {id(p) for net in (chosen, other) for p in net.parameters()}
+    online, target = agent.algo.qnet, agent.algo.target
+    learner = {id(p) for net in (online, target) for p in net.parameters()}
     assert not {id(p) for p in agent.greedy_policy.parameters()} & learner  # copies, not the learner's own
     assert not {id(p) for p in agent.policy.parameters()} & learner
     assert not {id(p) for p in agent.policy.parameters()} & {id(p) for p in agent.greedy_policy.parameters()}
@@ -128,49 +125,19 @@ def test_evaluation_acts_with_the_network_it_is_asked_for(network):
         return copies[: len(list(net.parameters()))]
 
     with torch.no_grad():
-        for p in chosen.parameters():
+        for p in online.parameters():
             p.add_(1.0)
-        for p in other.parameters():
+        for p in target.parameters():
             p.sub_(3.0)
     greedy_before = values(agent.greedy_policy)
     agent.evaluated.pull()
-    assert all(torch.equal(a, b) for a, b in zip(acted(agent.greedy_policy, chosen), chosen.parameters()))
-    assert not any(torch.equal(a, b) for a, b in zip(acted(agent.greedy_policy, chosen), greedy_before))
+    assert all(torch.equal(a, b) for a, b in zip(acted(agent.greedy_policy, online), online.parameters()))
+    assert not any(torch.equal(a, b) for a, b in zip(acted(agent.greedy_policy, online), greedy_before))
     # The behaviour policy acts with the online network, from the next push on.
     explore_before = values(agent.policy)
     assert all(torch.equal(a, b) for a, b in zip(acted(agent.policy, agent.algo.qnet), explore_before))
     agent.acting.pull()
     assert all(torch.equal(a, b) for a, b in zip(acted(agent.policy, agent.algo.qnet), agent.algo.qnet.parameters()))
-
-
-def test_lr_decays_linearly_to_lr_end_over_the_planned_updates():
-    """algo.lr_end: the factory plans (total_frames - warmup) * updates_per_frame updates;
-    the lr falls linearly from lr to lr_end over them, then stays."""
-
-    from trajrl.configuration.compose import validate
-    from trajrl.envs.gym_envs import env_spaces
-    from trajrl.factory.agent import build_agent
-
-    cfg = trajrl.compose(
-        [
-            "debug=smoke",
-            "algo=r2d2",
-            "algo.lr=1e-3",
-            "algo.lr_end=1e-4",
-            "total_frames=2400",
-            "loop.warmup_frames=400",
-            "loop.updates_per_frame=0.002",
-        ]
-    )
-    assert build_agent(validate(cfg), env_spaces(cfg.env)).algo.planned_updates == 4
-    algo = R2D2(RecurrentQNet(2, 2, [8], 8), R2D2Settings(lr=1e-3, lr_end=1e-4), planned_updates=4)
-    batch = slices([12, 5], horizon=12)
-    batch.set("action", torch.randint(2, (2, 12)))
-    seen = []
-    for _ in range(6):
-        algo.update(batch)
-        seen.append(algo.optimizer.param_groups[0]["lr"])
-    assert seen == pytest.approx([1e-3, 7.75e-4, 5.5e-4, 3.25e-4, 1e-4, 1e-4])
 
 
 def test_dueling_head_is_value_plus_centred_advantage():
@@ -185,16 +152,15 @@ def test_dueling_head_is_value_plus_centred_advantage():
     torch.testing.assert_close(q - q.mean(-1, keepdim=True), advantage - advantage.mean(-1, keepdim=True))
 
 
-@pytest.mark.parametrize("alpha", [0.0, 0.5])
-def test_advantage_learning_lowers_the_target_of_an_action_by_its_shortfall(alpha):
+def test_the_td_error_written_for_each_step_is_its_distance_from_its_target():
     """Q(s, .) = (1, 3) everywhere (a head with zero weights), reward 1, gamma 0.9, one step:
-    the target is 1 + 0.9 x 3 = 3.7, less alpha x (3 - Q(s, a)) under advantage learning;
-    the TD error written for each step is |Q(s, a) - target|, worked out by hand."""
+    the target is 1 + 0.9 x 3 = 3.7, and the TD error written for each step is |Q(s, a) - 3.7|,
+    worked out by hand."""
     qnet = RecurrentQNet(2, 2, [8], 8)
     with torch.no_grad():
         qnet.head.weight.zero_()
         qnet.head.bias.copy_(torch.tensor([1.0, 3.0]))
-    algo = R2D2(qnet, R2D2Settings(gamma=0.9, n_step=1, advantage_learning=alpha))
+    algo = R2D2(qnet, R2D2Settings(gamma=0.9, n_step=1))
     n_seq, horizon = 2, 5
     action = torch.tensor([[0, 1, 0, 0, 1], [1, 1, 0, 1, 0]])
     batch = TensorDict(
@@ -212,7 +178,7 @@ def test_advantage_learning_lowers_the_target_of_an_action_by_its_shortfall(alph
         [n_seq, horizon],
     )
     algo.update(batch)
-    want = torch.where(action == 1, torch.tensor(0.7), torch.tensor(2.7 - alpha * 2.0))
+    want = torch.where(action == 1, torch.tensor(0.7), torch.tensor(2.7))
     torch.testing.assert_close(batch.get(TD_KEY), want)
 
 

@@ -10,17 +10,14 @@ from helpers import slices
 from torch import nn
 from torch.distributions import AffineTransform, Normal, TanhTransform, TransformedDistribution
 
-import trajrl
 from trajrl.algos.memory import FFM, LRU
-from trajrl.algos.networks import DuelingHead, SideThread, read_statistics
+from trajrl.algos.networks import read_statistics
 from trajrl.algos.rsac.learner import RSAC
 from trajrl.algos.rsac.networks import (
     RecurrentActor,
     RecurrentCritic,
     SquashedGaussian,
-    critic_features,
     run_core,
-    twin_critics,
 )
 from trajrl.algos.rsac.settings import RSACSettings
 from trajrl.base.keys import MASK_KEY, TD_KEY
@@ -109,16 +106,10 @@ def test_padded_steps_change_no_update():
         torch.testing.assert_close(a, b)
 
 
-def discrete_sac(
-    actions: int = 3, critic_core: str = "separate", dueling: bool = False, planned_updates: int = 0, **settings
-):
+def discrete_sac(actions: int = 3, **settings):
     torch.manual_seed(0)
     actor = RecurrentActor(2, actions, [8], 8, "lstm", None, None)
-    critics = twin_critics(
-        lambda: RecurrentCritic(2, actions, [8], 8, "lstm", discrete=True, dueling=dueling), critic_core != "separate"
-    )
-    if critic_core == "acting":
-        actor.read_critic(critics[0])
+    critics = nn.ModuleList(RecurrentCritic(2, actions, [8], 8, "lstm", discrete=True) for _ in range(2))
     return RSAC(
         actor,
         critics,
@@ -127,14 +118,11 @@ def discrete_sac(
                 "initial_state": "zero",
                 "init_alpha": 0.3,
                 "gamma": 0.9,
-                "critic_core": critic_core,
                 "reward_scaling": "none",  # the hand computations below are in the task's own unit,
-                "soft_target": True,  # with SAC's soft value and squared error (the variants are passed)
-                "critic_loss": "mse",
+                "critic_loss": "mse",  # with the squared error (the variants are passed)
                 **settings,
             }
         ),
-        planned_updates=planned_updates,
     )
 
 
@@ -146,62 +134,33 @@ def discrete_batch():
 
 
 @pytest.mark.parametrize(
-    "critic_core, n_step, soft_target, dueling, critic_loss",
+    "n_step, fade, critic_loss",
     [
-        ("separate", 1, True, False, "mse"),
-        ("shared", 1, True, False, "mse"),
-        ("separate", 3, True, False, "mse"),
-        ("separate", 1, False, False, "mse"),
-        ("shared", 3, False, False, "mse"),
-        ("separate", 1, True, True, "mse"),
-        ("acting", 1, False, True, "mse"),
-        ("separate", 1, "faded", False, "mse"),
-        ("separate", 3, "half_faded", False, "huber"),
-        ("separate", 1, True, False, "huber"),
-        ("separate", 1, True, False, "huber_delta"),
-        ("separate", 1, True, False, "huber_bootstrapped"),
-        ("separate", 3, True, False, "huber_bootstrapped"),
+        (1, None, "mse"),
+        (3, None, "mse"),
+        (1, "faded", "mse"),
+        (3, "half_faded", "huber"),
+        (1, None, "huber"),
     ],
 )
-def test_sac_discrete_critic_target_and_actor_loss_are_the_exact_expectations_over_actions(
-    critic_core, n_step, soft_target, dueling, critic_loss
-):
+def test_sac_discrete_critic_target_and_actor_loss_are_the_exact_expectations_over_actions(n_step, fade, critic_loss):
     """On a tiny batch (one slice padded, one terminated step), by hand: the critics' target is
     r + gamma (1 - terminated) sum_a pi(a|s') (min_i Qtarget_i(s', a) - alpha log pi(a|s')) (with
     ``n_step`` n: the next n rewards within the slice, then gamma^n times that soft value), their
     loss the sum over both critics of the squared error at valid steps; the actor's loss is
     sum_a pi(a|s) (alpha log pi(a|s) - min_i Q_i(s, a)) (the critics' heads after their step, as
     SAC updates them in turn), and the temperature follows the exact entropy -sum_a pi log pi.
-    With a shared core the same sums hold, both heads reading the one core. Without ``soft_target``
-    the target's value is sum_a pi(a|s') min_i Qtarget_i(s', a): no entropy in it (the actor's loss
-    and the temperature unchanged); ``faded`` (``soft_target_fade`` 4 after 4 updates): the soft value less alpha
-    times the target entropy, 0.7 log 3; ``half_faded`` (after 2 of 4): less half that. With ``dueling`` each
-    critic's head is V + A - mean(A); with ``critic_core=acting`` the actor's policy is its head over the
-    critics' core (zero start here).
+    ``faded`` (``soft_target_fade`` 4 after 4 updates): the soft value less alpha times the target entropy,
+    0.7 log 3; ``half_faded`` (after 2 of 4): less half that; None (``soft_target_fade=null``): SAC's own.
     With ``critic_loss=huber`` (rewards times 3, so that some errors pass 1) each step's squared error
-    becomes d^2 for |d| <= 1 and 2 |d| - 1 past it; with ``huber_delta`` 1.5, d^2 up to 1.5 and 3 |d| - 2.25 past it;
-    with ``huber_bootstrapped`` d^2 where the step's target holds no bootstrapped value (its episode terminates
-    within the n steps summed), Huber's elsewhere."""
-    delta = 1.5 if critic_loss == "huber_delta" else 1.0
-    critic_loss = "huber" if critic_loss == "huber_delta" else critic_loss
-    algo = discrete_sac(
-        critic_core=critic_core,
-        n_step=n_step,
-        soft_target=bool(soft_target),
-        soft_target_fade=None if soft_target in (True, False) else 4,
-        dueling=dueling,
-        critic_loss=critic_loss,
-        huber_delta=delta,
-    )
-    algo.updates = {"faded": 4, "half_faded": 2}.get(soft_target, 0)  # the updates made before this one
-    if dueling:
-        assert isinstance(algo.critics[0].q[-1], DuelingHead)
+    becomes d^2 for |d| <= 1 and 2 |d| - 1 past it."""
+    delta = 1.0
+    algo = discrete_sac(n_step=n_step, soft_target_fade=None if fade is None else 4, critic_loss=critic_loss)
+    algo.updates = {"faded": 4, "half_faded": 2}.get(fade, 0)  # the updates made before this one
     batch = discrete_batch()
     batch["step_count"] = torch.arange(5).expand(2, 5).unsqueeze(-1).clone()
     batch["next", "terminated"][0, 3] = True
-    if critic_loss == "huber_bootstrapped":
-        batch["next", "reward"][0, 3] = 2.0  # the terminal step's error past delta
-    if critic_loss.startswith("huber"):
+    if critic_loss == "huber":
         batch["next", "reward"] = batch["next", "reward"] * 3
     actor, critics, targets = (copy.deepcopy(m) for m in (algo.actor, algo.critics, algo.target_critics))
     obs = torch.cat([batch["observation"], batch["next", "observation"][:, -1:]], 1)  # T + 1 observations
@@ -214,28 +173,22 @@ def test_sac_discrete_critic_target_and_actor_loss_are_the_exact_expectations_ov
     with torch.no_grad():
         log_pi = torch.log_softmax(actor.head.net(actor.rnn(actor.encoder(obs))[0]), -1)
         q_next = torch.minimum(q_all(targets[0], obs), q_all(targets[1], obs))[:, 1:]
-        bonus = alpha if soft_target else 0.0
-        soft = (log_pi.exp()[:, 1:] * (q_next - bonus * log_pi[:, 1:])).sum(-1)
-        faded = {"faded": 1.0, "half_faded": 0.5}.get(soft_target, 0.0)
+        soft = (log_pi.exp()[:, 1:] * (q_next - alpha * log_pi[:, 1:])).sum(-1)
+        faded = {"faded": 1.0, "half_faded": 0.5}.get(fade, 0.0)
         soft = soft - faded * alpha * 0.7 * math.log(3)
         alive = 1.0 - batch["next", "terminated"].squeeze(-1).float()
         reward, target = batch["next", "reward"].squeeze(-1), torch.zeros(2, 5)
-        exact = torch.zeros(2, 5, dtype=torch.bool)
         for row, length in enumerate([5, 3]):
             for t in range(length):
                 m = min(n_step, length - t)  # rewards summed, none past the slice's last valid step
                 summed = sum(0.9**k * reward[row, t + k] for k in range(m))
                 target[row, t] = summed + 0.9**m * alive[row, t + m - 1] * soft[row, t + m - 1]
-                exact[row, t] = alive[row, t + m - 1] == 0
         taken = batch["action"].unsqueeze(-1)
         differences = [q_all(c, obs)[:, :-1].gather(-1, taken).squeeze(-1) - target for c in critics]
         errors = sum(d**2 for d in differences)
-        if critic_loss.startswith("huber"):
+        if critic_loss == "huber":
             assert any((d[mask].abs() > delta).any() and (d[mask].abs() < delta).any() for d in differences)
-            huber = sum(torch.where(d.abs() <= delta, d**2, 2 * delta * d.abs() - delta**2) for d in differences)
-            if critic_loss == "huber_bootstrapped":  # the terminal step's error (n_step steps) squared in full
-                assert exact.any() and all((d[exact].abs() > delta).any() for d in differences)
-            errors = torch.where(exact, errors, huber) if critic_loss == "huber_bootstrapped" else huber
+            errors = sum(torch.where(d.abs() <= delta, d**2, 2 * delta * d.abs() - delta**2) for d in differences)
         critic_loss = errors[mask].sum() / mask.sum()
         td = (differences[0].abs() + differences[1].abs()) / 2  # the priority a prioritised sampler reads
         features = [c.rnn(c.encoder(obs))[0][:, :-1] for c in critics]  # before the critics' step
@@ -260,184 +213,23 @@ def test_sac_discrete_critic_target_and_actor_loss_are_the_exact_expectations_ov
     assert stats["action_gap"] == pytest.approx(gap.item(), rel=1e-5)
 
 
-def test_double_average_q_clip_and_entropy_penalty_are_zhou_et_als_by_hand():
-    """``twin_value=mean``, ``q_clip`` and ``entropy_penalty`` (Zhou et al., 2022), by hand on the tiny batch:
-    the target's soft value reads the mean of the two target critics, not their min; each step's critic
-    loss is max(d^2, (Qtarget(s, a) + clip(Q - Qtarget(s, a), -c, c) - y)^2), Qtarget the critic's own
-    target (moved away from it first, so that some steps' band binds and others' does not); the actor's
-    loss reads the critics' mean and adds beta (H_acting - H)^2, H_acting the entropy stored with the step."""
-    clip, beta = 0.05, 0.5
-    algo = discrete_sac(twin_value="mean", q_clip=clip, entropy_penalty=beta)
-    with torch.no_grad():
-        for p in algo.target_critics.parameters():
-            p.add_(0.05 * torch.randn_like(p))
-    batch = discrete_batch()
-    batch["next", "terminated"][0, 3] = True
-    batch["policy_entropy"] = torch.rand(2, 5, generator=torch.Generator().manual_seed(3)).unsqueeze(-1) + 0.3
-    actor, critics, targets = (copy.deepcopy(m) for m in (algo.actor, algo.critics, algo.target_critics))
-    obs = torch.cat([batch["observation"], batch["next", "observation"][:, -1:]], 1)
-    obs[1, 3] = batch["next", "observation"][1, 2]
-    alpha, mask = 0.3, batch[MASK_KEY]
-
-    def q_all(critic, x):
-        return critic.q(critic.rnn(critic.encoder(x))[0])
-
-    with torch.no_grad():
-        log_pi = torch.log_softmax(actor.head.net(actor.rnn(actor.encoder(obs))[0]), -1)
-        q_next = ((q_all(targets[0], obs) + q_all(targets[1], obs)) / 2)[:, 1:]
-        soft = (log_pi.exp()[:, 1:] * (q_next - alpha * log_pi[:, 1:])).sum(-1)
-        alive = 1.0 - batch["next", "terminated"].squeeze(-1).float()
-        target = batch["next", "reward"].squeeze(-1) + 0.9 * alive * soft
-        taken = batch["action"].unsqueeze(-1)
-        errors, binding = 0.0, []
-        for critic, before in zip(critics, targets):
-            q = q_all(critic, obs)[:, :-1].gather(-1, taken).squeeze(-1)
-            q_target = q_all(before, obs)[:, :-1].gather(-1, taken).squeeze(-1)
-            clipped = q_target + (q - q_target).clamp(-clip, clip)
-            errors = errors + torch.maximum((q - target) ** 2, (clipped - target) ** 2)
-            binding.append(((clipped - target) ** 2 > (q - target) ** 2)[mask])
-        binding = torch.cat(binding)
-        assert binding.any() and not binding.all()  # the band binds at some steps, not at all
-        critic_loss = errors[mask].sum() / mask.sum()
-        features = [c.rnn(c.encoder(obs))[0][:, :-1] for c in critics]
-
-    stats = algo.update(batch)
-    assert stats["critic_loss"] == pytest.approx(critic_loss.item(), rel=1e-5)
-    with torch.no_grad():
-        q_now = sum(c.q(f) for c, f in zip(algo.critics, features)) / 2
-        pi = log_pi.exp()[:, :-1]
-        entropy = -(pi * log_pi[:, :-1]).sum(-1)
-        penalty = beta * (batch["policy_entropy"].squeeze(-1) - entropy) ** 2
-        actor_loss = ((pi * (alpha * log_pi[:, :-1] - q_now)).sum(-1) + penalty)[mask].sum() / mask.sum()
-    assert stats["actor_loss"] == pytest.approx(actor_loss.item(), rel=1e-5)
-
-
-def test_the_acting_policy_stores_its_entropy_where_the_penalty_reads_it():
-    """With ``algo.entropy_penalty`` the collection policy writes each step's exact entropy of the
-    categorical policy it acted with; without, nothing more than the action."""
-    from tensordict import TensorDict
-
-    from trajrl.algos.rsac.networks import make_policy
-
-    torch.manual_seed(0)
-    actor = RecurrentActor(2, 3, [8], 8, "lstm", None, None)
-    for entropy in (True, False):
-        policy, core = make_policy(actor, entropy=entropy)
-        step = TensorDict({"observation": torch.randn(4, 2), "is_init": torch.ones(4, 1, dtype=torch.bool)}, [4])
-        states = {key: torch.zeros(4, *spec.shape) for key, spec in core.make_tensordict_primer().primers.items()}
-        out = policy(step.update(states))
-        if not entropy:
-            assert "policy_entropy" not in out.keys()
-            continue
-        logits = actor.head.net(out["features"])
-        expected = torch.distributions.Categorical(logits=logits).entropy()
-        torch.testing.assert_close(out["policy_entropy"], expected)
-
-
-def test_shared_critic_core_is_one_pass_for_both_heads_and_learns_from_both():
-    """critic_core=shared: one sequence pass of the critics' core and one of the targets' core an
-    update (separate: two each); the core's gradient is the sum of what each head's error sends it;
-    the target critics share their core too, and a checkpoint keeps the sharing."""
-    shared, separate = discrete_sac(critic_core="shared"), discrete_sac()
-    assert shared.critics[0].rnn is shared.critics[1].rnn and shared.critics[0].q is not shared.critics[1].q
-    assert shared.target_critics[0].rnn is shared.target_critics[1].rnn
-    assert shared.target_critics[0].rnn is not shared.critics[0].rnn
-    count = lambda algo: sum(p.numel() for p in algo.critics.parameters())  # noqa: E731
-    assert count(separate) - count(shared) == sum(
-        p.numel() for m in (separate.critics[1].encoder, separate.critics[1].rnn) for p in m.parameters()
-    )
-    batch = discrete_batch()
-    for algo, passes in ((shared, 1), (separate, 2)):
-        calls = {"online": 0, "target": 0}
-        hooks = [
-            c.rnn.register_forward_hook(lambda *_, k=k, calls=calls: calls.__setitem__(k, calls[k] + 1))
-            for k, critics in (("online", algo.critics), ("target", algo.target_critics))
-            for c in {c.rnn: c for c in critics}.values()
-        ]
-        algo.update(batch.clone())
-        for h in hooks:
-            h.remove()
-        assert calls == {"online": passes, "target": passes}  # no burn-in: one call of the core a pass
-
-    algo = discrete_sac(critic_core="shared")
-    obs = torch.cat([batch["observation"], batch["next", "observation"][:, -1:]], 1)
-    grads = []
-    for head in algo.critics:
-        algo.critics.zero_grad()
-        head.values(head.features(obs, 0)).sum().backward()
-        grads.append(algo.critics[0].rnn.weight_hh_l0.grad.clone())
-    algo.critics.zero_grad()
-    features = critic_features(algo.critics, obs, 0)
-    sum(c.values(f).sum() for c, f in zip(algo.critics, features)).backward()
-    torch.testing.assert_close(algo.critics[0].rnn.weight_hh_l0.grad, grads[0] + grads[1])
-
-    restored = discrete_sac(critic_core="shared")
-    torch.nn.init.zeros_(restored.critics[0].rnn.weight_hh_l0)
-    restored.load_state_dict(algo.state_dict())
-    assert restored.critics[0].rnn is restored.critics[1].rnn
-    torch.testing.assert_close(restored.critics[1].rnn.weight_hh_l0, algo.critics[0].rnn.weight_hh_l0)
-
-
-def test_acting_critic_core_starts_the_critics_from_the_stored_state_and_the_actor_reads_their_features():
-    """critic_core=acting, by hand: one core (the critics', shared by both heads) acts, so the
-    stored state it left at a slice's first step starts the critics and their targets (the target
-    core from the same state); the actor's policy is its head over the critics' features; its
-    optimiser holds the head alone, so the core learns from the critics' loss only."""
-    algo = discrete_sac(critic_core="acting", initial_state="stored")
-    actor, critics = algo.actor, algo.critics
-    assert actor.rnn is critics[0].rnn is critics[1].rnn and actor.encoder is critics[0].encoder
-    assert algo.target_critics[0].rnn is not actor.rnn
-    optimised = {id(p) for group in algo.actor_optimizer.param_groups for p in group["params"]}
-    assert optimised == {id(p) for p in actor.head.parameters()}
-
-    batch = discrete_batch()
-    batch["step_count"] = torch.arange(5).expand(2, 5).unsqueeze(-1).clone()
-    obs = torch.cat([batch["observation"], batch["next", "observation"][:, -1:]], 1)
-    obs[1, 3] = batch["next", "observation"][1, 2]
-    state = tuple(batch[key][:, 0].transpose(0, 1).contiguous() for key in ("recurrent_state_h", "recurrent_state_c"))
-    online, targets = copy.deepcopy(critics), copy.deepcopy(algo.target_critics)
-    alpha, mask = 0.3, batch[MASK_KEY]
-    with torch.no_grad():
-        features = online[0].rnn(online[0].encoder(obs), state)[0]
-        zero_start = online[0].rnn(online[0].encoder(obs))[0]
-        assert not torch.allclose(features[:, 0], zero_start[:, 0])  # the stored state matters
-        target_features = targets[0].rnn(targets[0].encoder(obs), state)[0][:, 1:]
-        log_pi = torch.log_softmax(actor.head.net(features), -1)
-        q_next = torch.minimum(targets[0].q(target_features), targets[1].q(target_features))
-        soft = (log_pi.exp()[:, 1:] * (q_next - alpha * log_pi[:, 1:])).sum(-1)
-        target = batch["next", "reward"].squeeze(-1) + 0.9 * soft
-        taken = batch["action"].unsqueeze(-1)
-        errors = sum((c.q(features[:, :-1]).gather(-1, taken).squeeze(-1) - target) ** 2 for c in online)
-        critic_loss = errors[mask].sum() / mask.sum()
-    stats = algo.update(batch)
-    assert stats["critic_loss"] == pytest.approx(critic_loss.item(), rel=1e-5)
-    with torch.no_grad():
-        q_now = torch.minimum(*(c.q(features[:, :-1]) for c in algo.critics))
-        pi = log_pi.exp()[:, :-1]
-        actor_loss = (pi * (alpha * log_pi[:, :-1] - q_now)).sum(-1)[mask].sum() / mask.sum()
-    assert stats["actor_loss"] == pytest.approx(actor_loss.item(), rel=1e-5)
-
-    restored = discrete_sac(critic_core="acting", initial_state="stored")
-    restored.load_state_dict(algo.state_dict())
-    assert restored.actor.rnn is restored.critics[0].rnn
-    torch.testing.assert_close(restored.actor.rnn.weight_hh_l0, algo.critics[0].rnn.weight_hh_l0)
-
-
-def test_the_factory_builds_the_critics_and_the_actor_the_settings_name():
-    """``algo.dueling`` and ``algo.critic_core=acting`` reach the networks the run trains: dueling
-    heads on both critics; one core, the critics', in the actor and in the policy that acts."""
+def test_the_factory_builds_two_critics_of_their_own_beside_the_actor():
+    """The networks the run trains: two critics, each with its own encoder, core and Q head, none of them
+    the actor's; the policy that acts holds the actor's encoder, core and head, nothing of the critics."""
     from trajrl.configuration.compose import compose, validate
     from trajrl.envs.gym_envs import env_spaces
     from trajrl.factory.agent import build_agent
 
-    cfg = validate(compose(["debug=smoke", "algo.dueling=true", "algo.critic_core=acting"]))
+    cfg = validate(compose(["debug=smoke"]))
     agent = build_agent(cfg, env_spaces(cfg.env))
     algo = agent.algo
-    assert all(isinstance(critic.q[-1], DuelingHead) for critic in algo.critics)
-    assert algo.actor.rnn is algo.critics[0].rnn is algo.critics[1].rnn
+    assert len(algo.critics) == 2 and all(isinstance(critic, RecurrentCritic) for critic in algo.critics)
+    for part in ("encoder", "rnn", "q"):
+        first, second = (getattr(critic, part) for critic in algo.critics)
+        assert first is not second and getattr(algo.actor, part, None) not in (first, second)
     assert sum(p.numel() for p in agent.policy.parameters()) == sum(
         p.numel() for module in (algo.actor.encoder, algo.actor.rnn, algo.actor.head) for p in module.parameters()
-    )  # the acting policy holds the one core and the head, no second core
+    )
 
 
 def test_sac_discrete_target_entropy_is_a_fraction_of_the_uniform_policys():
@@ -455,31 +247,6 @@ def test_the_temperature_moves_at_its_own_rate(alpha_lr):
     before = algo.log_alpha.item()
     algo.update(batch)
     assert abs(algo.log_alpha.item() - before) == pytest.approx(alpha_lr or 1e-3, rel=1e-3)
-
-
-def test_actor_and_critic_rates_decay_linearly_to_lr_end_and_the_temperatures_stays():
-    """``algo.lr_end``: over the planned updates the actor's and the critics' rates fall linearly from
-    ``lr`` to ``lr_end`` (the memory cores' ``rnn_lr`` in the same proportion), then stay; the
-    temperature's rate does not move. The factory plans (total_frames - warmup) x updates_per_frame."""
-    from trajrl.configuration.compose import validate
-    from trajrl.envs.gym_envs import env_spaces
-    from trajrl.factory.agent import build_agent
-
-    cfg = trajrl.compose(["debug=smoke", "total_frames=2400", "loop.warmup_frames=400", "loop.updates_per_frame=0.5"])
-    assert build_agent(validate(cfg), env_spaces(cfg.env)).algo.planned_updates == 1000
-    algo = discrete_sac(lr=1e-3, rnn_lr=2e-3, lr_end=1e-4, planned_updates=4)
-    batch = discrete_batch()
-    seen = []
-    for _ in range(6):
-        stats = algo.update(batch)
-        rates = [[g["lr"] for g in o.param_groups] for o in (algo.actor_optimizer, algo.critic_optimizer)]
-        assert rates[0] == rates[1] and stats["lr"] == rates[0][0]
-        seen.append(rates[0])
-        assert algo.alpha_optimizer.param_groups[0]["lr"] == 1e-3
-    expected = [1e-3, 7.75e-4, 5.5e-4, 3.25e-4, 1e-4, 1e-4]
-    assert seen == [pytest.approx([lr, 2 * lr]) for lr in expected]
-    constant = discrete_sac(lr=1e-3, planned_updates=4)
-    assert [constant.update(batch)["lr"] for _ in range(6)] == [1e-3] * 6
 
 
 def test_rewards_divided_by_their_rms_train_a_task_times_c_as_the_task_itself():
@@ -554,60 +321,6 @@ def test_a_zero_learning_state_is_zero_whatever_the_buffer_stored(initial_state)
         assert stats[0]["actor_loss"] != stats[1]["actor_loss"]
 
 
-def test_a_pass_on_the_side_thread_keeps_the_callers_grad_mode_and_raises_its_error_in_the_caller():
-    """``algo.learner_threads=2``'s second thread: a daemon (a run's exit does not wait on it) that runs
-    each pass in the grad mode of the caller who submitted it and hands its exception back."""
-    import threading
-
-    side = SideThread(True)
-    with torch.no_grad():
-        assert side.submit(torch.is_grad_enabled).result() is False
-    assert side.submit(torch.is_grad_enabled).result() is True
-    assert side.submit(lambda: threading.current_thread().daemon).result() is True
-    assert side.submit(threading.get_ident).result() != threading.get_ident()
-
-    def fails():
-        raise ValueError("a pass that fails")
-
-    with pytest.raises(ValueError, match="a pass that fails"):
-        side.submit(fails).result()
-    assert side.submit(lambda: 2 + 2).result() == 4  # the thread goes on
-    inline = SideThread(False)
-    assert inline.submit(threading.get_ident).result() == threading.get_ident()
-
-
-@pytest.mark.parametrize(
-    "actions, critic_core", [("continuous", "separate"), ("discrete", "shared"), ("discrete", "acting")]
-)
-def test_an_update_on_two_threads_gives_the_bits_of_one_thread(actions, critic_core):
-    """``algo.learner_threads=2`` on slices with a burn-in, two of which start their episode (the
-    gradient reaches back through their burn-in): the same statistics and weights, to the bit, as
-    ``learner_threads=1``, for continuous actions and for critics sharing a core or acting with it."""
-    torch.manual_seed(0)
-    if actions == "continuous":
-        actor = RecurrentActor(2, 1, [8], 8, "lstm", torch.tensor([-2.0]), torch.tensor([2.0]))
-        critics = twin_critics(lambda: RecurrentCritic(2, 1, [8], 8, "lstm"), critic_core != "separate")
-    else:
-        actor = RecurrentActor(2, 3, [8], 8, "lstm", None, None)
-        critics = twin_critics(lambda: RecurrentCritic(2, 3, [8], 8, "lstm", discrete=True), True)
-        if critic_core == "acting":
-            actor.read_critic(critics[0])
-    batch = slices([12, 5, 9, 12], horizon=12)
-    if actions == "discrete":
-        batch["action"] = torch.randint(0, 3, (4, 12))
-    two = RSAC(actor, critics, RSACSettings(critic_core=critic_core, learner_threads=2), burn_in=3)
-    one = copy.deepcopy(two)
-    one.side = SideThread(False)
-    results = []
-    for algo in (two, one):
-        torch.manual_seed(1)
-        stats = [algo.update(batch.clone()) for _ in range(3)]
-        results.append((stats, [p.detach().clone() for p in [*algo.actor.parameters(), *algo.critics.parameters()]]))
-    (stats_two, weights_two), (stats_one, weights_one) = results
-    assert two.side.enabled and not one.side.enabled and stats_two == stats_one
-    assert all(torch.equal(a, b) for a, b in zip(weights_two, weights_one))
-
-
 def test_an_updates_statistics_are_read_together_as_the_floats_each_gives_alone():
     """``read_statistics``: every statistic, in order, as the float ``.item()`` gives it alone (a loss with its
     graph, a count, a shape-(1,) value), without a warning, on the CPU (each read alone) and on a GPU where there is
@@ -624,7 +337,7 @@ def test_an_updates_statistics_are_read_together_as_the_floats_each_gives_alone(
         assert all(type(v) is float for v in read.values())
     torch.manual_seed(0)
     actor = RecurrentActor(2, 3, [8], 8, "lstm", None, None)
-    critics = twin_critics(lambda: RecurrentCritic(2, 3, [8], 8, "lstm", discrete=True), False)
+    critics = nn.ModuleList(RecurrentCritic(2, 3, [8], 8, "lstm", discrete=True) for _ in range(2))
     batch = slices([12, 5, 9, 12], horizon=12)
     batch["action"] = torch.randint(0, 3, (4, 12))
     update = RSAC(actor, critics, RSACSettings(), burn_in=3).update(batch)

@@ -8,13 +8,14 @@ import copy
 import pytest
 import torch
 from helpers import episodes, padded_buffer
+from torch import nn
 
 from trajrl.algos.memory import Memory
 from trajrl.algos.r2d2.learner import R2D2
 from trajrl.algos.r2d2.networks import RecurrentQNet
 from trajrl.algos.r2d2.settings import R2D2Settings
 from trajrl.algos.rsac.learner import RSAC
-from trajrl.algos.rsac.networks import RecurrentActor, RecurrentCritic, twin_critics
+from trajrl.algos.rsac.networks import RecurrentActor, RecurrentCritic
 from trajrl.algos.rsac.settings import RSACSettings
 from trajrl.algos.sequences import n_step_return
 from trajrl.base.keys import CLOSING_KEY, MASK_KEY, TD_KEY
@@ -156,7 +157,7 @@ def test_recurrent_sac_discrete_learns_on_a_tape_what_it_learns_on_rows_of_the_s
     torch.manual_seed(0)
     memory = Memory("ffm", size=2, context=2)
     actor = RecurrentActor(2, 2, [8], 8, memory, None, None)
-    critics = twin_critics(lambda: RecurrentCritic(2, 2, [8], 8, memory, discrete=True), shared=False)
+    critics = nn.ModuleList(RecurrentCritic(2, 2, [8], 8, memory, discrete=True) for _ in range(2))
     settings = RSACSettings(n_step=2, initial_state="zero")
     on_rows = RSAC(copy.deepcopy(actor), copy.deepcopy(critics), settings)
     on_tape = RSAC(copy.deepcopy(actor), copy.deepcopy(critics), settings)
