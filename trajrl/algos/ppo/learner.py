@@ -1,22 +1,6 @@
-"""Episodic PPO (Schulman et al., 2017) on batches of complete episodes, optionally recurrent.
-
-Read top to bottom: the actor-critic network, the acting policy built around it,
-masked GAE, then one ``update(batch)`` on a ``[N, T]`` batch of whole episodes
-padded with ``("collector", "mask")``. Its settings (``PPOSettings``) are in
-``trajrl.configuration.settings``.
-
-Discrete actions come from a categorical policy; ``MultiDiscrete`` ones from one categorical
-per part and ``MultiBinary`` ones from one Bernoulli per bit, each part independent (the
-log-probability and the entropy summed over the parts); continuous ones from a Gaussian with a
-state-independent std, in units where the action space spans [-1, 1], clipped to it
-before the environment gets it (as Stable-Baselines3 and RL Baselines3 Zoo do): the
-log-probability is the Gaussian's, of the sample before clipping, so the ratio of two
-policies stays exact; a tanh squashing would need its Jacobian and has no closed-form entropy.
-
-Each row of a batch is one complete episode, so a recurrent actor and critic run
-over it from a zero state at its first step: exactly what the acting policy did
-(its state restarts at ``is_init``). Padding never reaches an advantage, a loss
-or a statistic: every mean below is over valid steps only.
+"""Episodic PPO's update: the passes over one batch of complete episodes (``[N, T]`` with a mask), GAE per
+episode, advantage normalisation, losses and every statistic over valid steps only, minibatches of whole
+episodes.
 """
 
 from __future__ import annotations

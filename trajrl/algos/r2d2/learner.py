@@ -1,14 +1,7 @@
-"""Recurrent DQN in the manner of R2D2 (Kapturowski et al., 2019), on TorchRL pieces.
-
-Read top to bottom: the Q-network, the acting policy built around it, then one
-``update(batch)`` on a ``[B, T]`` batch of slices (or whole episodes). Its settings
-(``R2D2Settings``: type, default, range and description of each) are in ``trajrl.configuration.settings``.
-
-Why a loss of our own rather than ``torchrl.objectives.DQNLoss``: in recurrent
-mode that loss starts the next-step (target) sequence from a zero state while
-the online pass starts from the stored one, so its targets are inconsistent.
-Here the online and target networks run over the same sequence of T + 1
-observations from the same initial state, and the target is read one step on.
+"""The recurrent DQN's update, R2D2-style (Kapturowski et al., 2019): one ``update(batch)`` on a ``[B, T]``
+batch of slices (or whole episodes): n-step double-Q targets from a target network run over the same
+T + 1 observations from the same stored state as the online one (TorchRL's recurrent ``DQNLoss`` starts the
+target sequence from zero: its targets are inconsistent).
 """
 
 from __future__ import annotations
