@@ -659,7 +659,7 @@ def learner_speed(preset: str | None, updates: int, repeats: int, device: str = 
         plain = plain_optimizers(algo)
         batches = []
         for batch in pipe.collector:
-            if pipe.replay is None:
+            if pipe.on_policy:
                 batches.append(batch)
                 if len(batches) == 4:
                     break
@@ -667,7 +667,7 @@ def learner_speed(preset: str | None, updates: int, repeats: int, device: str = 
                 break
 
         def step():
-            if pipe.replay is None:
+            if pipe.on_policy:
                 return batches[algo.updates % len(batches)], 0.0
             t0 = time.perf_counter()
             batch = pipe.sequences.sample()

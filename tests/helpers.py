@@ -705,26 +705,14 @@ def loop_of(pipe, cfg, run_dir, **parts):
     (``evaluate=``, ``keep_best=True`` for ``best.pt``)."""
     from trajrl.checkpoint import Checkpointer
     from trajrl.configuration.settings import settings_of
-    from trajrl.training.loops import EpisodicLoop, OffPolicyLoop, RunParts
+    from trajrl.training import loops
     from trajrl.training.metrics import MetricsLog
     from trajrl.training.progress import Progress
 
-    checkpointer = Checkpointer(run_dir, cfg.algo.name, pipe.algo, pipe.policy_state, pipe.replay)
+    checkpointer = Checkpointer(run_dir, cfg.algo.name, pipe.algo, pipe.policy_state, pipe.stored)
     if parts.pop("keep_best", False):
         parts["keep_best"] = checkpointer.best
-    run_parts = RunParts(
-        pipe.collector,
-        pipe.algo,
-        pipe.policy,
-        acting=pipe.acting,
-        evaluated=pipe.evaluated,
-        log=MetricsLog(None),
-        progress=Progress(cfg.total_frames, live=False),
-        version=pipe.version,
-        checkpoint=checkpointer,
-        **parts,
+    run_parts = loops.RunParts(
+        log=MetricsLog(None), progress=Progress(cfg.total_frames, live=False), checkpoint=checkpointer, **parts
     )
-    settings = settings_of(cfg, "loop")
-    if cfg.algo.name == "ppo":
-        return EpisodicLoop(run_parts, settings, cfg.total_frames)
-    return OffPolicyLoop(run_parts, pipe.sequences, pipe.exploration, settings, cfg.total_frames)
+    return loops.loop_of(pipe, run_parts, settings_of(cfg, "loop"), cfg.total_frames)

@@ -36,7 +36,7 @@ def test_auto_puts_the_learner_where_there_is_cuda_and_the_policies_on_cpu():
 
 def batch_of(pipe):
     for batch in pipe.collector:
-        if pipe.replay is None:
+        if pipe.on_policy:
             return batch
         if pipe.buffer.write_count >= 600:
             return pipe.sequences.sample()

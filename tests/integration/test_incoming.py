@@ -330,4 +330,4 @@ def test_an_on_policy_pipeline_says_it_keeps_no_buffer_and_how_its_batches_are_l
     with trajrl.build(trajrl.compose(["algo=ppo", "collector=sync", "debug=smoke"])) as pipe:
         with pytest.raises(NoReplayBuffer, match=r"algo=ppo\) keeps no replay buffer: .*pipe\.algo\.update\(batch\)"):
             pipe.buffer.extend(TensorDict({}, [0]))
-        assert getattr(pipe, "buffer", None) is None and pipe.replay is None
+        assert getattr(pipe, "buffer", None) is None and pipe.on_policy

@@ -73,7 +73,7 @@ def collect(overrides: list[str], stepping: str, rollouts: int = 12):
             if i + 1 == rollouts:
                 break
         env_type = type(pipe.collector.env)
-        stored = pipe.buffer[:] if pipe.replay is not None else torch.cat([b.reshape(-1) for b in batches])
+        stored = pipe.buffer[:] if not pipe.on_policy else torch.cat([b.reshape(-1) for b in batches])
         return stored, pipe.counters.snapshot(), env_type
 
 

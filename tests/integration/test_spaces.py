@@ -98,7 +98,7 @@ def learn_once(pipe) -> dict:
     from trajrl.algos.learner import Learner
 
     assert isinstance(pipe.algo, Learner) and isinstance(pipe.algo.device, torch.device)
-    if pipe.replay is None:  # PPO: a batch of complete episodes
+    if pipe.on_policy:  # PPO: a batch of complete episodes
         stats = pipe.algo.update(next(iter(pipe.collector)))
     else:
         for _ in pipe.collector:

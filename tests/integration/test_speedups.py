@@ -61,7 +61,7 @@ def a_batch(algo_name: str):
     )
     pipe = trajrl.build(cfg)
     for batch in pipe.collector:
-        if pipe.replay is None:
+        if pipe.on_policy:
             return pipe, batch
         if pipe.buffer.write_count >= 600:
             return pipe, pipe.sequences.sample()

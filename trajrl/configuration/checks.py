@@ -22,7 +22,7 @@ from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from trajrl.algos.registry import SPECS, algo_spec, takes_actions
+from trajrl.algos.registry import SPECS, algo_spec, learns_on_policy, takes_actions
 from trajrl.algos.settings import LINEAR_CORES
 from trajrl.base.errors import ConfigError
 from trajrl.configuration.settings import (
@@ -76,11 +76,6 @@ def check(cfg: DictConfig) -> None:
     check_hindsight_replay(cfg)
     check_hindsight_env(cfg, spaces)
     check_her_state(cfg)
-
-
-def learns_on_policy(cfg: DictConfig) -> bool:
-    """Whether the algorithm learns from each batch of complete episodes (no replay buffer): its ``AlgoSpec``."""
-    return algo_spec(cfg.algo.name).on_policy
 
 
 # ---------------------------------------------------------------- each setting on its own
@@ -171,7 +166,7 @@ def check_ray(cfg: DictConfig) -> None:
 def check_on_policy_collector(cfg: DictConfig) -> None:
     """An on-policy learner needs episodes of its current weights: a collector that waits for them."""
     collector = cfg.collector.kind
-    if learns_on_policy(cfg) and collector not in ON_POLICY_COLLECTORS:
+    if learns_on_policy(cfg.algo.name) and collector not in ON_POLICY_COLLECTORS:
         raise ConfigError(
             "collector",
             collector,
@@ -183,7 +178,7 @@ def check_on_policy_collector(cfg: DictConfig) -> None:
 def check_on_policy_batches(cfg: DictConfig) -> None:
     """An on-policy learner learns from each batch of whole episodes as it comes: complete-episode
     batches, no replay storage, sampled by episode."""
-    if not learns_on_policy(cfg):
+    if not learns_on_policy(cfg.algo.name):
         return
     algo = f"algo={cfg.algo.name}"
     if cfg.trajs_per_batch is None:
@@ -206,7 +201,7 @@ def check_on_policy_batches(cfg: DictConfig) -> None:
 # ---------------------------------------------------------------- replay: storage and sampler
 def check_replay_storage(cfg: DictConfig) -> None:
     """An off-policy learner samples a replay buffer: a storage, of a given capacity."""
-    if learns_on_policy(cfg):
+    if learns_on_policy(cfg.algo.name):
         return
     if cfg.storage.kind == "none":
         raise ConfigError(
@@ -372,7 +367,7 @@ def state_every_problem(cfg: DictConfig) -> str | None:
 # ---------------------------------------------------------------- learn, and when to stop
 def check_warmup(cfg: DictConfig) -> None:
     """An off-policy run updates at least once: its warm-up ends before the run does."""
-    if not learns_on_policy(cfg) and cfg.loop.warmup_frames >= cfg.total_frames:
+    if not learns_on_policy(cfg.algo.name) and cfg.loop.warmup_frames >= cfg.total_frames:
         raise ConfigError(
             "loop.warmup_frames",
             cfg.loop.warmup_frames,
@@ -516,7 +511,7 @@ def check_hindsight_replay(cfg: DictConfig) -> None:
     what = hindsight(cfg)
     if what is None:
         return
-    if learns_on_policy(cfg):
+    if learns_on_policy(cfg.algo.name):
         raise ConfigError(
             "sampler.her_ratio",
             cfg.sampler.her_ratio,
@@ -627,7 +622,7 @@ def key_of(override: str) -> str:
 
 def check_overrides(overrides: list[str], algo: str) -> None:
     """Refuse an override of a setting this run would not read (``overrides``: as typed)."""
-    if not algo_spec(algo).on_policy:
+    if not learns_on_policy(algo):
         return
     for override in overrides:
         key, value = key_of(override), override.partition("=")[2]

@@ -21,6 +21,7 @@ from torchrl.envs import EnvBase
 from trajrl.algos.agent import Agent
 from trajrl.algos.learner import Learner
 from trajrl.algos.networks import CpuCopies, PolicyVersion, PrefixStates
+from trajrl.algos.registry import learns_on_policy
 from trajrl.base.errors import CheckpointError, NoReplayBuffer
 from trajrl.base.keys import WORKER_KEY
 from trajrl.checkpoint import WHICH, LoopState, load_checkpoint, restore
@@ -52,8 +53,8 @@ class Pipeline:
     eval_env_fn: Callable[..., EnvBase]  # the same environment, uncounted, for evaluation (num_envs=n: a vector)
     counters: WorkerCounters | None  # what the collector's environments did (None: on a Ray cluster)
     collector: BaseCollector
-    replay: TensorDictReplayBuffer | None  # None: on-policy, batches go straight to the learner (see ``buffer``)
-    sequences: SequenceSampler | None
+    on_policy: bool  # the algorithm learns from each batch once, as the collector hands it over (no replay buffer)
+    sequences: SequenceSampler | None  # the replay buffer (``buffer``) and its ``[N, T]`` batches; None: on-policy
     policy: torch.nn.Module  # the behaviour policy the collector runs (on CPU copies of the learner's networks)
     greedy_policy: torch.nn.Module  # the same network, acting deterministically (evaluation; its own copies)
     exploration: torch.nn.Module | None  # R2D2's EGreedyModule, whose epsilon anneals with frames
@@ -68,18 +69,25 @@ class Pipeline:
     make_collector: Callable[[int], BaseCollector] | None = None  # another collector like it (a seed offset)
     collector_at: Callable[[int], BaseCollector] | None = None  # deterministic=true: one seeded for a frame count
     restart_limit: RestartLimit | None = None  # collector.max_restarts per worker, within collector.restart_window_s
+    strict_episodes: int | None = None  # algo.on_policy=strict: learn from episodes of the current weights, so many
 
     @property
     def buffer(self) -> TensorDictReplayBuffer:
         """The replay buffer the collector writes complete episodes into (``extend`` adds a user's own);
         ``NoReplayBuffer`` (an ``AttributeError``) for an on-policy algorithm, which keeps none."""
-        if self.replay is None:
+        if self.sequences is None:
             raise NoReplayBuffer(
-                "an on-policy pipeline (algo=ppo) keeps no replay buffer: each batch of complete episodes the "
-                "collector hands over is learnt from once, `for batch in pipe.collector: pipe.algo.update(batch)`; "
-                "an off-policy algorithm (algo=rsac, algo=r2d2) stores episodes in pipe.buffer"
+                "an on-policy pipeline (algo=ppo) keeps no replay buffer: each batch of complete "
+                "episodes the collector hands over is learnt from once, "
+                "`for batch in pipe.collector: pipe.algo.update(batch)`; an off-policy algorithm (algo=rsac, "
+                "algo=r2d2) stores episodes in pipe.buffer"
             )
-        return self.replay
+        return self.sequences.buffer
+
+    @property
+    def stored(self) -> TensorDictReplayBuffer | None:
+        """The replay buffer, None for an on-policy algorithm (what a checkpoint saves)."""
+        return self.sequences.buffer if self.sequences is not None else None
 
     def new_collector(self, restart: int) -> BaseCollector:
         """A collector to replace ``collector`` (shut down: a worker died), seeded anew;
@@ -147,7 +155,7 @@ def build(cfg: DictConfig, run_dir: str | Path | None = None) -> Pipeline:
         eval_env_fn=eval_env_factory(cfg.env, primer=agent.primer, success=spaces.goal is not None),
         counters=counters,
         collector=collector,
-        replay=sequences.buffer if sequences else None,
+        on_policy=learns_on_policy(cfg.algo.name),
         sequences=sequences,
         policy=agent.policy,
         greedy_policy=agent.greedy_policy,
@@ -163,6 +171,7 @@ def build(cfg: DictConfig, run_dir: str | Path | None = None) -> Pipeline:
         make_collector=lambda restart: make_collector(seed=int(cfg.seed) + 1000 * restart),
         collector_at=(lambda frames: make_collector(seed=collection_seed(cfg, frames))) if cfg.deterministic else None,
         restart_limit=RestartLimit(c.max_restarts, c.restart_window_s),
+        strict_episodes=int(cfg.trajs_per_batch) if cfg.algo.get("on_policy") == "strict" else None,
     )
 
 
@@ -210,7 +219,7 @@ def replay(
     cfg: DictConfig, spaces, agent: Agent, counters: WorkerCounters | None, run_dir: str | Path | None
 ) -> SequenceSampler | None:
     """The replay buffer and the sampler of its ``[N, T]`` batches (None: on-policy, no storage)."""
-    if cfg.storage.kind == "none":
+    if learns_on_policy(cfg.algo.name):
         return None
     kind, fixed_frames = cfg.collector.kind, writes_fixed_frames(cfg)
     shared, worker_key = kind in PROCESS_COLLECTORS, agent.per_environment and not fixed_frames

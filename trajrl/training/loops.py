@@ -31,14 +31,13 @@ import torch
 from tensordict import TensorDictBase
 
 from trajrl.algos.learner import Learner
-from trajrl.algos.networks import CpuCopies, PolicyVersion
 from trajrl.base.errors import CollectorFailed, LearnerFailed, NonFiniteUpdate, RunInterrupted
 from trajrl.base.keys import MASK_KEY, TRAJ_KEY
 from trajrl.base.signals import critical
 from trajrl.checkpoint import LoopState
-from trajrl.collect.counters import WorkerCounters
-from trajrl.collect.faults import RestartLimit, without_faulted
+from trajrl.collect.faults import without_faulted
 from trajrl.configuration.settings import LoopSettings
+from trajrl.factory import Pipeline
 from trajrl.replay.audit import LiveAudit
 from trajrl.replay.episodes import as_sequences, buffer_locked, without_stale
 from trajrl.training.cadence import Cadence
@@ -82,54 +81,49 @@ def no_checkpoint(state: LoopState) -> None:
 
 @dataclass
 class RunParts:
-    """What a loop runs, built by the factory (``trajrl.training.run`` gathers them)."""
+    """What a run adds around the pipeline the factory built (``trajrl.training.run`` makes them)."""
 
-    collector: object  # a TorchRL collector (or trajrl's Ray one)
-    algo: Learner
-    policy: torch.nn.Module  # the behaviour policy whose weights are pushed
     log: MetricsLog
     progress: Progress
     evaluate: Callable[[], dict] | None = None
     audit: LiveAudit | None = None
-    counters: WorkerCounters | None = None  # what the environments stepped; their gate
-    version: PolicyVersion | None = None
-    new_collector: Callable[[int], object] | None = None  # a collector like ``collector`` (its restart number)
-    restart_limit: RestartLimit | None = None  # how often a worker may be replaced
     checkpoint: Callable[[LoopState], object] | None = None  # saves the run (``Checkpointer``)
     keep_best: Callable[[LoopState], object] | None = None  # saves the agent at a new best evaluation
-    acting: CpuCopies | None = None  # its networks: the learner's weights are pulled into them to push
-    evaluated: CpuCopies | None = None  # ``evaluate``'s networks: pulled before each evaluation
-    collector_at: Callable[[int], object] | None = None  # ordered collection: a collector seeded for a frame count
 
 
-def collection_of(parts: RunParts, settings: LoopSettings, buffer=None) -> CollectorSupervisor:
-    """The supervisor of ``parts.collector`` (``buffer``: the one it writes into in the background)."""
+def loop_of(pipe: Pipeline, parts: RunParts, settings: LoopSettings, total_frames: int) -> Loop:
+    """The loop ``pipe``'s algorithm learns in: episodic when it learns on-policy, else off-policy."""
+    return (EpisodicLoop if pipe.on_policy else OffPolicyLoop)(pipe, parts, settings, total_frames)
+
+
+def collection_of(pipe: Pipeline, settings: LoopSettings, buffer=None) -> CollectorSupervisor:
+    """The supervisor of ``pipe.collector`` (``buffer``: the one it writes into in the background)."""
     return CollectorSupervisor(
-        parts.collector,
-        parts.policy,
+        pipe.collector,
+        pipe.policy,
         settings.stall_timeout_s,
         buffer=buffer,
-        acting=parts.acting,
-        version=parts.version,
-        counters=parts.counters,
-        new_collector=parts.new_collector,
-        restart_limit=parts.restart_limit,
-        collector_at=parts.collector_at,
+        acting=pipe.acting,
+        version=pipe.version,
+        counters=pipe.counters,
+        new_collector=pipe.new_collector,
+        restart_limit=pipe.restart_limit,
+        collector_at=pipe.collector_at,
     )
 
 
-def reporter_of(parts: RunParts, start_frames: int, start: LoopState) -> Reporter:
+def reporter_of(pipe: Pipeline, parts: RunParts, start_frames: int, start: LoopState) -> Reporter:
     """The reporter of a run that starts at ``start_frames`` and ``start``'s counters (a resumed one's)."""
     return Reporter(
         parts.log,
         parts.progress,
-        parts.algo,
+        pipe.algo,
         start_frames,
         start.episodes,
         stepped=(start.frames_stepped, start.episodes_begun),
-        version=parts.version,
+        version=pipe.version,
         audit=parts.audit,
-        counters=parts.counters,
+        counters=pipe.counters,
     )
 
 
@@ -182,30 +176,23 @@ class OffPolicyLoop(Loop):
     ``[N, T]`` batches at the configured update-to-data ratio, pushes weights every
     ``loop.weight_sync_every`` updates, and pauses collection while it is behind."""
 
-    def __init__(
-        self,
-        parts: RunParts,
-        sequences,
-        exploration,
-        settings: LoopSettings,
-        total_frames: int,
-        start: LoopState | None = None,
-    ):
-        self.resume_point = start.frames if start is not None else None  # where latest.pt resumes exactly
-        start = start or LoopState()
-        self.settings, self.algo, self.audit = settings, parts.algo, parts.audit
-        self.sequences, self.exploration = sequences, exploration
-        self.buffer = sequences.buffer
+    def __init__(self, pipe: Pipeline, parts: RunParts, settings: LoopSettings, total_frames: int):
+        """A run of ``pipe`` (from its checkpoint's counters, ``pipe.resumed``, if resumed) to ``total_frames``."""
+        start = pipe.resumed or LoopState()
+        self.resume_point = pipe.resumed.frames if pipe.resumed is not None else None  # where latest.pt resumes
+        self.settings, self.algo, self.audit = settings, pipe.algo, parts.audit
+        self.sequences, self.exploration = pipe.sequences, pipe.exploration
+        self.buffer = pipe.buffer
         self.frames = self.buffer.write_count  # stored (a resumed buffer holds its frames)
         self.episodes = StoredEpisodeStats(self.buffer, start.episodes)
         self.samples = MaskTally("sample")
         self.train_stats: dict[str, float] = {}
         self.timings = {"sample": 0.0, "update": 0.0}
-        self.collection = collection_of(parts, settings, self.buffer)
-        self.evaluations = Evaluations(parts.evaluate, parts.evaluated, settings.stop_at_return, start.best_eval)
+        self.collection = collection_of(pipe, settings, self.buffer)
+        self.evaluations = Evaluations(parts.evaluate, pipe.evaluated, settings.stop_at_return, start.best_eval)
         self.save_latest = parts.checkpoint or no_checkpoint
         self.save_best = parts.keep_best or no_checkpoint
-        self.reporter = reporter_of(parts, self.frames, start)
+        self.reporter = reporter_of(pipe, parts, self.frames, start)
         self.cadence = Cadence(settings, total_frames, self.frames, evaluates=parts.evaluate is not None)
 
     def run(self) -> dict[str, float]:
@@ -356,31 +343,25 @@ class EpisodicLoop(Loop):
     of the current policy; each batch is learnt from at once (``algo.update``), and
     the new weights reach the collector before the next one."""
 
-    def __init__(
-        self,
-        parts: RunParts,
-        settings: LoopSettings,
-        total_frames: int,
-        start: LoopState | None = None,
-        strict_episodes: int | None = None,
-    ):
-        """``strict_episodes``: learn only from episodes of the current weights, this
-        many at a time (``algo.on_policy=strict``; ``CurrentPolicyOnly``)."""
-        self.resume_point = start.frames if start is not None else None  # where latest.pt resumes exactly
-        start = start or LoopState()
-        self.algo, self.audit = parts.algo, parts.audit
+    def __init__(self, pipe: Pipeline, parts: RunParts, settings: LoopSettings, total_frames: int):
+        """A run of ``pipe`` (from its checkpoint's counters, ``pipe.resumed``, if resumed) to ``total_frames``;
+        ``pipe.strict_episodes``: learn only from episodes of the current weights, this many at a time
+        (``algo.on_policy=strict``; ``CurrentPolicyOnly``)."""
+        start = pipe.resumed or LoopState()
+        self.resume_point = pipe.resumed.frames if pipe.resumed is not None else None  # where latest.pt resumes
+        self.algo, self.audit = pipe.algo, parts.audit
         self.frames, self.episodes = start.frames, start.episodes  # learnt from
-        self.strict = CurrentPolicyOnly(strict_episodes) if strict_episodes is not None else None
+        self.strict = CurrentPolicyOnly(pipe.strict_episodes) if pipe.strict_episodes is not None else None
         self.batches = MaskTally("batch")
         self.lengths: list[torch.Tensor] = []  # of the episodes learnt from since the last row
         self.episode_stats: dict[str, float] = {}  # of the last batch
         self.train_stats: dict[str, float] = {}
         self.timings = {"collect": 0.0, "update": 0.0}
-        self.collection = collection_of(parts, settings)
-        self.evaluations = Evaluations(parts.evaluate, parts.evaluated, settings.stop_at_return, start.best_eval)
+        self.collection = collection_of(pipe, settings)
+        self.evaluations = Evaluations(parts.evaluate, pipe.evaluated, settings.stop_at_return, start.best_eval)
         self.save_latest = parts.checkpoint or no_checkpoint
         self.save_best = parts.keep_best or no_checkpoint
-        self.reporter = reporter_of(parts, self.frames, start)
+        self.reporter = reporter_of(pipe, parts, self.frames, start)
         self.cadence = Cadence(settings, total_frames, self.frames, evaluates=parts.evaluate is not None)
 
     def run(self) -> dict[str, float]:

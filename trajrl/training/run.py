@@ -22,7 +22,7 @@ from trajrl.factory import build
 from trajrl.factory.logger import flat_hparams
 from trajrl.replay.audit import LiveAudit
 from trajrl.training.evaluator import Evaluator
-from trajrl.training.loops import EpisodicLoop, OffPolicyLoop, RunParts
+from trajrl.training.loops import RunParts, loop_of
 from trajrl.training.metrics import MetricsLog
 from trajrl.training.progress import Progress
 
@@ -77,37 +77,16 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None, progress: Progress
                 step_timeout_s=loop_settings.stall_timeout_s,
                 same_episodes=ordered,
             )
-        checkpointer = Checkpointer(run_dir, cfg.algo.name, pipe.algo, pipe.policy_state, pipe.replay)
+        checkpointer = Checkpointer(run_dir, cfg.algo.name, pipe.algo, pipe.policy_state, pipe.stored)
         parts = RunParts(
-            pipe.collector,
-            pipe.algo,
-            pipe.policy,
-            acting=pipe.acting,
-            evaluated=pipe.evaluated,
             log=MetricsLog(run_dir, pipe.loggers, resume_at=pipe.resumed.frames if pipe.resumed else None),
             progress=progress or Progress(int(cfg.total_frames)),
             evaluate=evaluator,
             audit=LiveAudit(int(cfg.audit_every)) if cfg.audit else None,
-            counters=pipe.counters,
-            version=pipe.version,
-            new_collector=pipe.new_collector,
-            restart_limit=pipe.restart_limit,
             checkpoint=checkpointer,
             keep_best=checkpointer.best,
-            collector_at=pipe.collector_at,
         )
-        if pipe.sequences is None:  # on-policy: the collector hands each batch of complete episodes to the learner
-            strict = int(cfg.trajs_per_batch) if cfg.algo.on_policy == "strict" else None
-            loop = EpisodicLoop(parts, loop_settings, int(cfg.total_frames), pipe.resumed, strict_episodes=strict)
-        else:
-            loop = OffPolicyLoop(
-                parts,
-                pipe.sequences,
-                pipe.exploration,
-                loop_settings,
-                int(cfg.total_frames),
-                pipe.resumed,
-            )
+        loop = loop_of(pipe, parts, loop_settings, int(cfg.total_frames))
         try:
             final = loop.run()
         finally:

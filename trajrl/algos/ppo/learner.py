@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 import torch
 from tensordict import TensorDictBase
+from torchrl.objectives.value.functional import generalized_advantage_estimate
 
 from trajrl.algos.networks import (
     adam,
@@ -32,21 +33,19 @@ def masked_gae(
     gamma: float,
     lam: float,
 ) -> torch.Tensor:
-    """GAE over ``[N, T]`` rows that each hold one episode (valid steps a prefix).
+    """GAE over ``[N, T]`` rows that each hold one episode (valid steps a prefix): TorchRL's
+    ``generalized_advantage_estimate``, its trace stopped at each episode's last valid step.
 
-    The trace stops at each episode's last valid step; it bootstraps from the
-    next state's value unless the episode terminated there (a time-limit
-    truncation still bootstraps). Padded steps get 0.
+    It bootstraps from the next state's value unless the episode terminated there (a
+    time-limit truncation still bootstraps). Padded steps enter as zeros (whatever the
+    padding holds, nothing of it reaches a valid step) and get 0.
     """
-    alive = 1.0 - terminated.float()
-    delta = torch.where(mask, reward + gamma * alive * next_value - value, 0.0)
-    advantage = torch.zeros_like(delta)
-    running = torch.zeros_like(delta[:, 0])
-    carries = torch.cat([mask[:, 1:], torch.zeros_like(mask[:, :1])], 1).float()  # the next step is in the episode
-    for t in reversed(range(delta.shape[1])):
-        running = delta[:, t] + gamma * lam * carries[:, t] * running
-        advantage[:, t] = running
-    return torch.where(mask, advantage, 0.0)
+    last = ~torch.cat([mask[:, 1:], torch.zeros_like(mask[:, :1])], 1)  # the next step is not in the episode
+    reward, value, next_value = (torch.where(mask, x, 0.0).unsqueeze(-1) for x in (reward, value, next_value))
+    advantage, _ = generalized_advantage_estimate(
+        gamma, lam, value, next_value, reward, done=last.unsqueeze(-1), terminated=terminated.bool().unsqueeze(-1)
+    )
+    return torch.where(mask, advantage.squeeze(-1), 0.0)
 
 
 class RewardScale:
