@@ -64,7 +64,6 @@ import numpy as np
 import torch
 
 import trajrl
-from trajrl.algos.networks import SideThread
 from trajrl.base.keys import TRAJ_KEY
 from trajrl.replay.audit import audit_storage
 from trajrl.replay.episodes import buffer_locked
@@ -598,20 +597,6 @@ LEARNERS = [
 ]
 
 
-def as_run(result: dict, overrides: list[str]) -> dict:
-    """The learner alone as the run ``overrides`` make uses it: on two threads where it sets
-    ``algo.learner_threads=2`` (recurrent SAC), else on one."""
-    return result["two_threads"] if "algo.learner_threads=2" in overrides else result["fused"]
-
-
-def two_threads(result: dict) -> str:
-    """The learner on two threads (recurrent SAC's ``algo.learner_threads=2``): steps/s and against one thread."""
-    if "two_threads" not in result:
-        return "(one thread only) |"
-    two, one = result["two_threads"]["per_s"], result["fused"]["per_s"]
-    return f"{two:.0f} | {two / one:.2f}"
-
-
 def plain_optimizers(algo) -> dict:
     """torch's default Adam step on a CPU (a loop over the parameters) for each of
     ``algo``'s fused optimisers, over the same parameters: the learner without the speed-up."""
@@ -633,9 +618,8 @@ def frames_learnt(batch, burn_in: int) -> int:
 
 def learner_speed(preset: str | None, updates: int, repeats: int, device: str = "cpu", overrides=()) -> dict:
     """Gradient steps per second of ``preset``'s learner at its batch shape, alone on one
-    thread, with torch's plain Adam step and with the fused one, and (recurrent SAC) on two threads
-    (``algo.learner_threads=2``), alternated ``repeats`` times (medians): batches sampled from
-    20,000 stored frames (PPO: its collected episodes, ``epochs`` x minibatches a batch); and the
+    thread, with torch's plain Adam step and with the fused one, alternated ``repeats`` times (medians):
+    batches sampled from 20,000 stored frames (PPO: its collected episodes, ``epochs`` x minibatches a batch); and the
     share of the time in the recurrent kernels, from a profile of a quarter as many steps. ``device``: where the
     learner trains (the run's ``device`` setting; on cuda each step is timed to its end).
     ``preset=None``: the learner of the run ``overrides`` make (the default run's: none)."""
@@ -673,12 +657,8 @@ def learner_speed(preset: str | None, updates: int, repeats: int, device: str = 
             batch = pipe.sequences.sample()
             return batch, time.perf_counter() - t0
 
-        sides = {threads: SideThread(threads > 1) for threads in (1, 2)}  # recurrent SAC: algo.learner_threads
-
-        def run(count: int, optimizers: dict, threads: int = 1) -> dict:
+        def run(count: int, optimizers: dict) -> dict:
             vars(algo).update(optimizers)
-            if hasattr(algo, "side"):
-                algo.side = sides[threads]
             sample_s = update_s = 0.0
             learnt = 0
             start_updates = algo.updates
@@ -701,12 +681,10 @@ def learner_speed(preset: str | None, updates: int, repeats: int, device: str = 
             }
 
         run(5, fused)  # warm-up
-        runs = {"plain": [], "fused": [], **({"two_threads": []} if hasattr(algo, "side") else {})}
+        runs = {"plain": [], "fused": []}
         for _ in range(repeats):
             runs["plain"].append(run(updates, plain))
             runs["fused"].append(run(updates, fused))
-            if "two_threads" in runs:
-                runs["two_threads"].append(run(updates, fused, threads=2))
         with profile(activities=[ProfilerActivity.CPU]) as prof:  # apart: the profiler slows every call
             run(max(1, updates // 4), fused)
         events = prof.key_averages()
@@ -740,7 +718,6 @@ def learner_speed(preset: str | None, updates: int, repeats: int, device: str = 
 #: The off-policy algorithms' default runs, as a user starts them (``in_run``).
 IN_RUN = [
     ("recurrent SAC-discrete, the default run", []),
-    ("recurrent SAC-discrete, the default run on two threads", ["algo.learner_threads=2"]),
     ("the default run as at c19e015 (16 slices a batch)", ["sampler.slices_per_batch=16"]),
     ("recurrent DQN, algo=r2d2", ["algo=r2d2"]),
     ("recurrent SAC, algo=rsac env=pendulum_novel", ["algo=rsac", "env=pendulum_novel"]),
@@ -961,9 +938,9 @@ def main(argv: list[str] | None = None) -> None:
         "--in-run-frames",
         type=int,
         nargs=len(IN_RUN),
-        default=[8_000, 8_000, 8_000, 30_000, 10_000],
-        help="total_frames of each in_run row, in order: the default run (recurrent SAC-discrete), the same on two "
-        "threads, with 16 slices a batch (as at c19e015), the recurrent DQN's, the recurrent SAC's on pendulum_novel",
+        default=[8_000, 8_000, 30_000, 10_000],
+        help="total_frames of each in_run row, in order: the default run (recurrent SAC-discrete), the same with 16 "
+        "slices a batch (as at c19e015), the recurrent DQN's, the recurrent SAC's on pendulum_novel",
     )
     parser.add_argument(
         "--rows-like",
@@ -1163,10 +1140,9 @@ def main(argv: list[str] | None = None) -> None:
         print()
         print(
             "| algorithm (preset) | batch | plain Adam steps/s | trajrl steps/s | frames learnt/s | ms sampling | "
-            "ms updating | LSTM/GRU kernels | torch ops an update | trajrl / plain | trajrl, 2 threads: steps/s | "
-            "2 threads / 1 |"
+            "ms updating | LSTM/GRU kernels | torch ops an update | trajrl / plain |"
         )
-        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|---|---|---|")
         for label, preset, overrides in (row for row in LEARNERS if args.rows_like in row[0]):
             result = learner_speed(preset, args.updates, args.repeats_learner, args.device, overrides)
             what = preset or " ".join(overrides) or "python -m trajrl"
@@ -1175,7 +1151,7 @@ def main(argv: list[str] | None = None) -> None:
                 f"| {label} ({what}) | {result['shape']} | {slow['per_s']:.0f} | {fast['per_s']:.0f} | "
                 f"{fast['frames_per_s']:.0f} | {fast['sample_ms']:.2f} | {fast['update_ms']:.2f} | "
                 f"{result['recurrent']:.0%} | {result['ops']:,.0f} | "
-                f"{fast['per_s'] / slow['per_s']:.2f} | {two_threads(result)} |",
+                f"{fast['per_s'] / slow['per_s']:.2f} |",
                 flush=True,
             )
             if result["compile_s"] is not None:
@@ -1184,7 +1160,7 @@ def main(argv: list[str] | None = None) -> None:
                     f"| {label}, networks under torch.compile ({result['compile_s']:.0f} s to compile) | "
                     f"{result['shape']} | | {compiled['per_s']:.0f} | {compiled['frames_per_s']:.0f} | "
                     f"{compiled['sample_ms']:.2f} | "
-                    f"{compiled['update_ms']:.2f} | | | {compiled['per_s'] / slow['per_s']:.2f} | | |",
+                    f"{compiled['update_ms']:.2f} | | | {compiled['per_s'] / slow['per_s']:.2f} |",
                     flush=True,
                 )
         print()
@@ -1194,7 +1170,7 @@ def main(argv: list[str] | None = None) -> None:
             f"(`python -m trajrl <overrides> total_frames=<frames>`), alone on the machine; busy: the machine's CPU "
             f"over all {os.cpu_count()} cores between the run's second metrics row and its last before the closing "
             f"one; steps/s: the learner's gradient steps a second there (evaluations left out); alone: the same "
-            f"learner at the same batch shape on the threads the run gives it (algo.learner_threads), sampling "
+            f"learner at the same batch shape on one thread, sampling "
             f"included (median of {args.repeats_learner} "
             f"runs of {args.updates} steps, measured before and after the runs: the mean); each run with "
             f"collector.worker_niceness=0 (workers at the learner's priority) and 10 (the default)"
@@ -1210,12 +1186,12 @@ def main(argv: list[str] | None = None) -> None:
             if args.rows_like not in label:
                 continue
             # alone before and after the runs (this machine's speed drifts by a fifth within minutes): the mean
-            before = as_run(learner_speed(None, args.updates, args.repeats_learner, overrides=overrides), overrides)
+            before = learner_speed(None, args.updates, args.repeats_learner, overrides=overrides)["fused"]
             insides = {
                 niceness: in_run([*overrides, f"collector.worker_niceness={niceness}"], frames)
                 for niceness in (0, 10)  # the speed-up off, then on (the default)
             }
-            after = as_run(learner_speed(None, args.updates, args.repeats_learner, overrides=overrides), overrides)
+            after = learner_speed(None, args.updates, args.repeats_learner, overrides=overrides)["fused"]
             alone = {k: (before[k] + after[k]) / 2 for k in ("per_s", "sample_ms", "update_ms")}
             alone_ms = alone["sample_ms"] + alone["update_ms"]
             walls = {niceness: inside["wall"] for niceness, inside in insides.items()}

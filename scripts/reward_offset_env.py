@@ -1,10 +1,10 @@
 """The travel suite's RepeatPrevious with a constant reward added at every step (1/47, a right answer's
 reward), registered as RepeatPreviousOffset-v0: an `env.import_module` for the diagnosis of
-docs/benchmarks/learning/tuning.md (fourteenth session: what the soft target's level gives the recall):
+docs/benchmarks/learning/tuning.md (what the soft target's level gives the recall; the switch it turned off,
+algo.soft_target, has since left trajrl: at today's commit the run keeps the soft target, faded off or not):
 
     PYTHONPATH=scripts python -m trajrl env=gym env.id=RepeatPreviousOffset-v0 \
-        env.import_module=reward_offset_env total_frames=20000 seed=0 \
-        algo.soft_target=false algo.soft_target_fade=null
+        env.import_module=reward_offset_env total_frames=20000 seed=0 algo.soft_target_fade=null
 """
 
 import gymnasium as gym

@@ -1,16 +1,21 @@
 """Slices inside episodes whose starts are drawn per stored step: uniformly, or by
 priority (R2D2's prioritised replay), in plain torch.
 
-Why not TorchRL's samplers: its ``SliceSampler`` draws an episode uniformly and
-then a slice in it, so a buffer of many short early episodes hands the learner
+What TorchRL 0.14.1 has, and lacks: its ``SliceSampler`` draws an episode uniformly
+and then a slice in it, so a buffer of many short early episodes hands the learner
 mostly those, and the long episodes of a good policy are rarely replayed (on
 CartPole without velocities that bias held recurrent DQN near a return of 100).
-Its ``PrioritizedSliceSampler`` needs TorchRL's C++ segment trees, whose
-extension in the torchrl 0.14.1 wheel does not load against torch 2.13
-(undefined symbol), and it would miss episodes written by worker processes into
-a shared buffer, since those writes never reach the learner's sampler. This one
-keeps a priority per storage position and learns of new steps from the buffer's
-writer, whoever wrote them.
+Its ``Sequence`` sample unit does expand anchors drawn per stored step into windows
+(``episode_boundary="stop"`` moves a window back at its episode's end, as here), so
+the uniform draw alone could be a ``RandomSampler`` with that unit. The priorities
+could not: its ``PrioritizedSampler`` needs TorchRL's C++ segment trees, whose
+extension in the torchrl 0.14.1 wheel does not load against torch 2.13 (undefined
+symbol), and it would miss episodes written by worker processes into a shared
+buffer, since those writes never reach the learner's sampler. This one keeps a
+priority per storage position and learns of new steps from the buffer's writer,
+whoever wrote them; one sampler for both draws keeps the ``[N, T]`` batch, its
+``is_init`` and the stored states' index (``SparseStates``) the same with or
+without priorities.
 """
 
 from __future__ import annotations
