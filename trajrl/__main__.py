@@ -163,6 +163,9 @@ def train_from_the_command_line(typed: list[str]) -> None:
     """Train with the config Hydra composes from ``typed`` (overrides, ``--multirun``,
     ``--help``, ``--cfg``, ``hydra.*``: Hydra parses them from ``sys.argv``)."""
     stacks_on_sigusr1()
+    if "--help-all" in typed:  # Hydra's --help, every setting listed (trajrl.configuration.helptext)
+        os.environ["TRAJRL_HELP"] = "all"
+        typed = ["--help" if a == "--help-all" else a for a in typed]
     arguments = resume_arguments(typed)  # a resumed run's own overrides: its env.import_module too
     import_the_users_module(arguments)
     workers_from_a_fork_server()

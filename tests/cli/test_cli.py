@@ -3,6 +3,7 @@ writes around its training, sweeps, help); the smoke runs of every collector, sa
 algorithm train in the test's process (``train_in``: the same run, metrics and printed rows),
 except the ones that stand for the CLI's paths (workers from its fork server, or none)."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -169,15 +170,20 @@ def test_a_run_on_tapes_of_whole_episodes_learns_and_every_tape_passes_the_audit
 
 
 def test_help_lists_every_group_and_option_and_the_values_the_run_gets(tmp_path):
-    """``algo=rsac collector=sync --help``: every group's options, then every setting with the
-    value that run gets: what ``--cfg job`` prints for the same command line."""
+    """``algo=rsac collector=sync --help-all``: every group's options, then every setting with the
+    value that run gets: what ``--cfg job`` prints for the same command line; ``--help``: a screenful, the
+    usage of every command; ``algo=ppo``'s: no setting PPO does not read."""
     import yaml
 
-    proc = trajrl("algo=rsac", "collector=sync", "--help", cwd=tmp_path)
+    proc = trajrl("algo=rsac", "collector=sync", "--help-all", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
+    unwrapped = re.sub(r"\n {4,}", " ", proc.stdout)
     for group in ("collector", "sampler", "storage", "env", "algo", "logger", "experiment", "debug"):
-        options = sorted(p.stem for p in (REPO / "configs" / group).glob("*.yaml"))
-        assert f"{group}: {', '.join(options)}" in proc.stdout
+        options = sorted(
+            {p.stem for p in (REPO / "configs" / group).glob("*.yaml")}
+            | ({"ppo", "r2d2", "rsac"} if group == "algo" else set())
+        )
+        assert f"{group}: {', '.join(options)}" in unwrapped
     job = trajrl("algo=rsac", "collector=sync", "--cfg", "job", cwd=tmp_path)
     assert job.returncode == 0, job.stderr
     shown = help_settings(proc.stdout)
@@ -187,9 +193,18 @@ def test_help_lists_every_group_and_option_and_the_values_the_run_gets(tmp_path)
     assert "  total_frames = 16000 (algo=rsac; declared 60000) | >= 1: " in proc.stdout
     assert "  loop.warmup_frames = 1000 (algo=rsac; declared 2000) | " in proc.stdout
     assert "  seed = " in proc.stdout and "seed = 0 (" not in proc.stdout  # the declaration's: nothing added
-    other = trajrl("algo=rsac", "collector=sync", "total_frames=5000", "debug=smoke", "--help", cwd=tmp_path)
+    assert max(len(line) for line in proc.stdout.splitlines()) <= 120
+    other = trajrl("algo=rsac", "collector=sync", "total_frames=5000", "debug=smoke", "--help-all", cwd=tmp_path)
     assert "  total_frames = 5000 (the command line; declared 60000) | " in other.stdout
     assert "  loop.stall_timeout_s = 60.0 (debug=smoke; declared 120.0) | " in other.stdout
+    short = trajrl("--help", cwd=tmp_path).stdout
+    assert len(short.splitlines()) <= 60 and max(len(line) for line in short.splitlines()) <= 120
+    for command in ("resume=", "--multirun", "--help-all", "--cfg job", "check-env", "evaluate", "export", "plot"):
+        assert f"python -m trajrl {command}" in short or f"python -m trajrl [group=option ...] {command}" in short
+    assert "  algo.lr = " in short and "algo.critic_loss" not in short  # the main settings alone
+    ppo = trajrl("algo=ppo", "--help-all", cwd=tmp_path).stdout
+    assert "  algo.clip_epsilon = " in ppo
+    assert not re.search(r"sampler\.her_|loop\.warmup_frames|loop\.updates_per_frame|storage\.capacity", ppo)
 
 
 def test_any_gymnasium_id_with_kwargs_and_a_module_that_registers_it(train_in, tmp_path, monkeypatch):

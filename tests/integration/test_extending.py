@@ -140,9 +140,9 @@ def test_a_registered_algorithm_is_an_option_with_its_settings_and_what_it_bring
 
 def test_the_cli_trains_resumes_and_exports_an_algorithm_its_module_registers(tmp_path):
     """``env.import_module=toy_algo algo=toy_q``: a smoke run with the default collector (worker processes),
-    its ``--help``, a resume that finds the module in the run's own overrides, and an ONNX file that acts as
+    its ``--help-all``, a resume that finds the module in the run's own overrides, and an ONNX file that acts as
     trajrl's greedy agent does."""
-    shown = run_cli(tmp_path, "env.import_module=toy_algo", "algo=toy_q", "--help")
+    shown = run_cli(tmp_path, "env.import_module=toy_algo", "algo=toy_q", "--help-all")
     assert shown.returncode == 0 and "epsilon = 0.2" in shown.stdout, shown.stdout[-2000:]
     done = run_cli(tmp_path, "debug=smoke", "algo=toy_q", "env.import_module=toy_algo")
     assert done.returncode == 0, done.stderr[-2000:]

@@ -170,17 +170,28 @@ def group_options() -> list:
 
 
 @pytest.mark.parametrize("override", group_options())
-def test_help_shows_the_values_the_composed_run_gets(override):
-    """--help's settings, for each group option on the command line, are that composed run's
-    values (what --cfg job prints), each setting once, and the header names the option chosen."""
+def test_help_shows_the_values_the_composed_run_gets(override, monkeypatch):
+    """--help-all's settings, for each group option on the command line, are that composed run's
+    values (what --cfg job prints) but the ones its algorithm does not read, each setting once, and
+    the header names the option chosen; --help's are some of them, on at most 60 lines of 120 characters."""
     from helpers import help_settings, job_settings
+
+    from trajrl.configuration.helptext import not_read
 
     group, option = override.split("=")
     cfg = with_hydra((*OPTION_OVERRIDES.get((group, option), [override]), "debug=smoke"))
-    text = cfg.hydra.help.template  # Hydra's --help resolves it with the composed config as its root
     job = OmegaConf.to_container(cfg, resolve=False)
     del job["hydra"]
-    assert help_settings(text) == job_settings(job)
+    unread = (*not_read(job["algo"]["name"]), *(["storage.capacity"] if job["storage"]["kind"] == "none" else []))
+    monkeypatch.setenv("TRAJRL_HELP", "all")
+    text = cfg.hydra.help.template  # Hydra's --help resolves it with the composed config as its root
+    expected = {key: value for key, value in job_settings(job).items() if not key.startswith(tuple(unread))}
+    assert help_settings(text) == expected
     selector = S.GROUPS.get(group, (None,))[0]
     if selector:
         assert f"\n{group} ({selector}={option};" in text
+    monkeypatch.delenv("TRAJRL_HELP")
+    short = cfg.hydra.help.template
+    main = help_settings(short)
+    assert main and main.items() <= expected.items() and len(main) < len(expected)
+    assert len(short.splitlines()) <= 60 and max(len(line) for line in short.splitlines()) <= 120

@@ -25,8 +25,15 @@ class NetworkSettings:
         "start (what sampler=tape needs)",
         choices=MEMORY_CORES,
         checkpointed=True,
+        main="the memory core (docs/configuration.md: memory cores)",
     )
-    hidden_size: int = setting(64, "recurrent cells (the memory core's outputs)", range=at_least(1), checkpointed=True)
+    hidden_size: int = setting(
+        64,
+        "recurrent cells (the memory core's outputs)",
+        range=at_least(1),
+        checkpointed=True,
+        main="recurrent cells (the memory core's outputs)",
+    )
     memory_size: int = setting(
         64,
         "rnn=lru: complex state channels of each layer; rnn=ffm: length of its trace (one decay rate each)",
@@ -43,6 +50,6 @@ class NetworkSettings:
     normalize_observations: bool = setting(
         True, "standardise inputs with statistics of 2,000 random-policy steps", checkpointed=True
     )
-    gamma: float = setting(0.99, "discount", range=FRACTION)
-    lr: float = setting(1e-3, "learning rate (Adam)", range=above(0))
+    gamma: float = setting(0.99, "discount", range=FRACTION, main="discount")
+    lr: float = setting(1e-3, "learning rate (Adam)", range=above(0), main="learning rate (Adam)")
     max_grad_norm: float = setting(10.0, "gradient norm clipping", range=above(0))

@@ -61,6 +61,8 @@ def setting(
     null: bool = True,
     checkpointed: bool = False,
     brought: dict[str, Any] | None = None,
+    main: str | None = None,
+    shown: bool = True,
 ) -> Any:
     """A dataclass field with its description and its range (numbers) or choices (names);
     ``brought``: the value a run gets where it picks a group's option (``{"algo=rsac": 16_000}``:
@@ -69,8 +71,10 @@ def setting(
     ``auto``: the value "auto" is admitted too (trajrl derives it from other settings);
     ``null=False``: a field typed ``Any`` (a number or auto) refuses null, which its type cannot;
     ``checkpointed``: what a checkpoint holds was made with it (the networks' shapes, the
-    environment's spaces), so a resume keeps it (``trajrl.configuration.checks.check_resume``).
-    A list default is copied for each instance."""
+    environment's spaces), so a resume keeps it (``trajrl.configuration.checks.check_resume``);
+    ``main``: a setting a user sets, listed by ``--help`` with this short description (``--help-all``
+    lists every setting, with ``help``); ``shown=False``: in neither (a key kept only so that a preset
+    may set it whichever option is chosen). A list default is copied for each instance."""
     metadata = {
         "help": help,
         "range": range,
@@ -79,6 +83,8 @@ def setting(
         "null": null,
         "checkpointed": checkpointed,
         "brought": dict(brought or {}),
+        "main": main,
+        "shown": shown,
     }
     if isinstance(default, (list, dict)):
         return field(default_factory=lambda: type(default)(default), metadata=metadata)

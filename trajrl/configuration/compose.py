@@ -34,7 +34,7 @@ from trajrl.algos.registry import algo_spec
 from trajrl.base import internals
 from trajrl.base.errors import ConfigError
 from trajrl.configuration.checks import check, check_resume, state_every_problem, storage_layout
-from trajrl.configuration.helptext import describe_settings
+from trajrl.configuration.helptext import describe_groups, describe_settings
 from trajrl.configuration.settings import (
     CONFIG_DIR,
     GROUPS,
@@ -58,6 +58,7 @@ def register() -> None:
     ``--help``'s list of every setting where ``configs/config.yaml`` asks for it (``${trajrl_settings:}``)."""
     if not OmegaConf.has_resolver("trajrl_settings"):
         OmegaConf.register_new_resolver("trajrl_settings", describe_settings)
+        OmegaConf.register_new_resolver("trajrl_groups", describe_groups)
     store = ConfigStore.instance()
     store.store(name="trajrl_run", node=RunSettings)
     for group, (_, options) in GROUPS.items():

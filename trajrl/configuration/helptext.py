@@ -1,45 +1,92 @@
-"""The settings part of ``python -m trajrl [group=option ...] --help``: every setting of the run
-those groups compose, one line each (name = value | range or choices: description), the value
-the run gets (what ``--cfg job`` prints), the range and description from the dataclasses of
-``trajrl.configuration.settings``. ``configs/config.yaml`` asks for it as ``${trajrl_settings:}``, a resolver
-``trajrl.configuration.compose`` registers; OmegaConf hands it the composed config (``_root_``)."""
+"""The groups and settings parts of ``python -m trajrl [group=option ...] --help``: the groups' options,
+then the settings of the run those groups compose (name = value | range or choices: description), the
+value the run gets (what ``--cfg job`` prints), the range and description from the dataclasses of
+``trajrl.configuration.settings``. ``--help`` lists the settings a user sets (declared with ``main=``),
+``--help-all`` (``TRAJRL_HELP=all``) every one, its description wrapped at 120 characters; neither lists
+a setting the chosen algorithm does not read. ``configs/config.yaml`` asks for them as ``${trajrl_groups:}``
+and ``${trajrl_settings:}``, resolvers ``trajrl.configuration.compose`` registers; OmegaConf hands them
+the composed config (``_root_``)."""
 
 from __future__ import annotations
 
 import json
+import os
+import textwrap
 from dataclasses import MISSING, Field, fields
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from trajrl.configuration.settings import CONFIG_DIR, GROUPS, RunSettings, brought_by, option_schema
+from trajrl.algos.registry import learns_on_policy
+from trajrl.configuration.settings import (
+    CONFIG_DIR,
+    GROUPS,
+    OFF_POLICY_ONLY,
+    RunSettings,
+    brought_by,
+    option_schema,
+)
+
+WIDTH = 120  # no line of --help is longer
+
+
+def every_setting() -> bool:
+    """``--help-all`` (the CLI sets ``TRAJRL_HELP=all``): every setting, not only the main ones."""
+    return os.environ.get("TRAJRL_HELP") == "all"
+
+
+def describe_groups(*, _root_: DictConfig) -> str:
+    """Each group of ``configs/config.yaml``'s defaults list and its options (files under ``configs/``
+    and options registered in code), wrapped at ``WIDTH``."""
+    lines = []
+    for group in defaults_groups():
+        files = {path.stem for path in (CONFIG_DIR / group).glob("*.yaml")}
+        registered = set(GROUPS[group][1]) if group in GROUPS and GROUPS[group][0] else set()
+        lines += textwrap.wrap(
+            f"{group}: {', '.join(sorted(files | registered))}", WIDTH, subsequent_indent="    ", break_on_hyphens=False
+        )
+    return "\n".join(lines)
+
+
+def defaults_groups() -> list[str]:
+    """The groups of ``configs/config.yaml``'s defaults list, in its order (later ones set keys of earlier ones)."""
+    order = OmegaConf.to_container(OmegaConf.load(CONFIG_DIR / "config.yaml").defaults)
+    return [next(iter(entry)) for entry in order if isinstance(entry, dict)]
 
 
 def describe_settings(*, _root_: DictConfig) -> str:
-    """Every setting of the composed run ``_root_``, one line each: the top level, then each
-    group's chosen option (naming the group's other options)."""
+    """The settings of the composed run ``_root_`` (``--help``: the main ones; ``--help-all``: every
+    one): the top level, then each group's chosen option (naming the group's other options)."""
     values = OmegaConf.to_container(_root_, resolve=False)
     sources = set_by(OmegaConf.select(_root_, "hydra.runtime.choices") or {})
-    lines = ["top level:", *setting_lines("", RunSettings, values, sources)]
+    unread = not_read(str(_root_.algo.name))
+    lines = ["top level:", *setting_lines("", RunSettings, values, sources, unread=unread)]
     for group, (selector, options) in GROUPS.items():
         schema, section = option_schema(group, _root_[group]), values[group]
+        shown = setting_lines(f"{group}.", schema, section, sources, skip=selector, unread=unread)
+        if not shown and not selector:
+            continue
         if selector:
             others = ", ".join(name for name in options if name != section[selector])
-            lines.append(f"{group} ({selector}={section[selector]}; the others: {others}):")
+            lines += textwrap.wrap(f"{group} ({selector}={section[selector]}; the others: {others}):", WIDTH)
         else:
             lines.append(f"{group}:")
-        lines += setting_lines(f"{group}.", schema, section, sources, skip=selector)
+        lines += shown
     return "\n".join(lines)
+
+
+def not_read(algo: str) -> tuple[str, ...]:
+    """The settings (or prefixes) the algorithm ``algo`` does not read: an on-policy one keeps no replay
+    buffer (the off-policy loop's settings, hindsight relabelling)."""
+    return (*OFF_POLICY_ONLY, "sampler.her_") if learns_on_policy(algo) else ()
 
 
 def set_by(choices: dict) -> dict[str, tuple[str, Any]]:
     """``{dotted key: (group=option, value)}`` for every setting a chosen option brings (its
     ``brought`` values) or its file under ``configs/`` sets (``choices``: Hydra's ``runtime.choices``),
     the last in the defaults list (``configs/config.yaml``) winning, as composition does."""
-    order = OmegaConf.to_container(OmegaConf.load(CONFIG_DIR / "config.yaml").defaults)
-    groups = [next(iter(entry)) for entry in order if isinstance(entry, dict)]
     sources: dict[str, tuple[str, Any]] = {}
-    for group in groups:
+    for group in defaults_groups():
         option = choices.get(group)
         if option is None:
             continue
@@ -70,17 +117,28 @@ def flat(tree: dict, prefix: str = "") -> list[tuple[str, Any]]:
 
 
 def setting_lines(
-    prefix: str, schema: type, values: dict, sources: dict | None = None, skip: str | None = None
+    prefix: str,
+    schema: type,
+    values: dict,
+    sources: dict | None = None,
+    skip: str | None = None,
+    unread: tuple[str, ...] = (),
 ) -> list[str]:
-    """One line per described setting of ``schema`` (not its groups, nor the field ``skip``),
-    with its value in ``values`` and, where that is not its declaration's, where it comes from
-    (``sources``: ``set_by``)."""
-    return [
-        f"  {prefix}{f.name} = {shown(values.get(f.name))}{origin(f, prefix, values, sources or {})}"
-        f"{allowed(f)}: {f.metadata['help']}"
-        for f in fields(schema)
-        if f.name != skip and f.name not in GROUPS and f.metadata.get("help") is not None
-    ]
+    """The lines of each listed setting of ``schema`` (not its groups, nor the field ``skip``, nor
+    one ``unread`` names): with its value in ``values`` and, where that is not its declaration's,
+    where it comes from (``sources``: ``set_by``); ``--help``: the main ones with their short
+    description, one line each; ``--help-all``: every one, its description wrapped at ``WIDTH``."""
+    every, lines = every_setting(), []
+    for f in fields(schema):
+        key = prefix + f.name
+        if f.name == skip or f.name in GROUPS or not f.metadata.get("shown", True) or key.startswith(unread):
+            continue
+        description = f.metadata.get("help") if every else f.metadata.get("main")
+        if description is None:
+            continue
+        line = f"  {key} = {shown(values.get(f.name))}{origin(f, prefix, values, sources or {})}{allowed(f)}: "
+        lines += textwrap.wrap(line + description, WIDTH, subsequent_indent="      ", break_on_hyphens=False)
+    return lines
 
 
 def origin(f: Field, prefix: str, values: dict, sources: dict) -> str:

@@ -47,15 +47,19 @@ class EnvSettings:
         "trajrl/PendulumNoVel-v1; the travel suite's trajrl/PointMassNoVel-v0, trajrl/RepeatPrevious-v0, "
         "trajrl/RepeatFirst-v0, trajrl/RunningSum-v0)",
         checkpointed=True,
+        main="gymnasium id of the environment (env=gym: any registered one)",
     )
     kwargs: dict[str, Any] = setting(
-        {}, "keyword arguments for gymnasium.make (+env.kwargs.<name>=<value>)", checkpointed=True
+        {},
+        "keyword arguments for gymnasium.make (+env.kwargs.<name>=<value>)",
+        checkpointed=True,
     )
     import_module: str | None = setting(
         None,
         "module to import first, in the learner's process and in every worker (on the command line: before the "
         "config is composed): where third-party ids register, and memory cores and samplers "
         "(trajrl.algos.memory.register_core, trajrl.factory.replay.register_sampler)",
+        main="a module imported first, in every process: where your environment registers its id",
     )
     num_envs: int = setting(
         1,
@@ -116,7 +120,12 @@ class EnvSettings:
 @dataclass
 class CollectorSettings:
     kind: str = option("sync")
-    num_workers: int = setting(1, "collector worker processes (actors with collector=ray)", range=at_least(1))
+    num_workers: int = setting(
+        1,
+        "collector worker processes (actors with collector=ray)",
+        range=at_least(1),
+        main="collector worker processes",
+    )
     frames_per_batch: int = setting(
         200, "frames each worker steps per rollout (rounded up to whole vector steps)", range=at_least(1)
     )
@@ -183,7 +192,12 @@ ORDERED_IN_PLACE_OF = PROCESS_COLLECTORS
 @dataclass
 class StorageSettings:
     kind: str = option("lazy_tensor")
-    capacity: int = setting(100_000, "frames the buffer holds; the oldest are overwritten first", range=at_least(1))
+    capacity: int = setting(
+        100_000,
+        "frames the buffer holds; the oldest are overwritten first",
+        range=at_least(1),
+        main="frames the replay buffer holds (the oldest overwritten first)",
+    )
     ndim: Any = setting(
         "auto",
         "storage dimensions: auto derives them from the collector: 1 for complete "
@@ -202,7 +216,7 @@ class MemmapStorageSettings(StorageSettings):
 class NoStorageSettings:
     kind: str = option("none")
     capacity: int | None = setting(
-        None, "unused (debug=smoke sets it for whichever storage is chosen)", range=at_least(1)
+        None, "unused (debug=smoke sets it for whichever storage is chosen)", range=at_least(1), shown=False
     )
 
 
@@ -270,12 +284,18 @@ class SliceSamplerSettings:
         auto=True,
         null=False,
     )
-    slice_len: int = setting(40, "steps of each slice (T); shorter episodes come back whole, padded", range=at_least(1))
+    slice_len: int = setting(
+        40,
+        "steps of each slice (T); shorter episodes come back whole, padded",
+        range=at_least(1),
+        main="steps of each sampled slice (T)",
+    )
     burn_in: int = setting(
         10,
         "first steps of a slice that starts mid-episode which only warm the recurrent "
         "state (no loss); a slice that starts its episode learns from every step",
         range=at_least(0),
+        main="first steps of a mid-episode slice that only warm the recurrent state",
     )
     her_ratio: float = her_ratio()
     her_strategy: str = her_strategy()
@@ -321,7 +341,12 @@ class PrioritizedSliceSamplerSettings(SliceSamplerSettings):
 class EpisodeSamplerSettings:
     batches: ClassVar[str] = "episodes"
     kind: str = option("episode")
-    episodes_per_batch: int = setting(8, "whole episodes per batch (algo=ppo: per minibatch)", range=at_least(1))
+    episodes_per_batch: int = setting(
+        8,
+        "whole episodes per batch (algo=ppo: per minibatch)",
+        range=at_least(1),
+        main="whole episodes per batch (algo=ppo: per minibatch)",
+    )
     her_ratio: float = her_ratio()
     her_strategy: str = her_strategy()
 
@@ -370,6 +395,7 @@ class LoggerSettings:
         ["csv"],
         "csv (metrics.csv, always written), tensorboard, wandb; several at once",
         choices=("csv", "tensorboard", "wandb"),
+        main="csv (always written), tensorboard, wandb",
     )
     wandb_mode: str = setting(
         "offline", "wandb without an account or network unless online", choices=("offline", "online")
@@ -406,8 +432,14 @@ class LoopSettings:
         5_000,
         "evaluate (deterministic policy) every this many frames; 0: only at the end",
         range=at_least(0),
+        main="evaluate the greedy policy every this many frames",
     )
-    eval_episodes: int = setting(10, "episodes averaged in each evaluation; 0: no evaluation", range=at_least(0))
+    eval_episodes: int = setting(
+        10,
+        "episodes averaged in each evaluation; 0: no evaluation",
+        range=at_least(0),
+        main="episodes averaged in each evaluation (0: none)",
+    )
     log_every_frames: int = setting(
         2_000, "a progress line and a metrics row every this many frames", range=at_least(1)
     )
@@ -421,13 +453,16 @@ class LoopSettings:
         range=at_least(1),
     )
     time_limit_s: float | None = setting(
-        None, "stop after this many seconds as if total_frames were reached (null: no limit)", range=above(0)
+        None,
+        "stop after this many seconds as if total_frames were reached (null: no limit)",
+        range=above(0),
     )
     stop_at_return: float | None = setting(
         None,
         "end the run at the first evaluation whose mean return is at least this (null: train to total_frames); "
         "it is the run's last evaluation, best.pt and latest.pt are saved as at any end",
         range=ANY_NUMBER,
+        main="end the run at the first evaluation whose mean return reaches this",
     )
 
 
@@ -439,18 +474,25 @@ OFF_POLICY_ONLY = ("loop.warmup_frames", "loop.updates_per_frame", "loop.max_upd
 class RunSettings:
     """The top level; each group (env, collector, ...) is one of its options' dataclasses."""
 
-    seed: int = setting(0, "seed of torch, the environments and evaluation", range=at_least(0))
+    seed: int = setting(
+        0,
+        "seed of torch, the environments and evaluation",
+        range=at_least(0),
+        main="seed of torch, the environments and evaluation",
+    )
     device: str = setting(
         "cpu",
         "where the learner trains: cpu, cuda (refused without a CUDA device) or auto "
         "(cuda where there is one); collectors and evaluation act on CPU copies",
         choices=("cpu", "cuda", "auto"),
+        main="where the learner trains: cpu, cuda or auto (collectors act on CPU copies)",
     )
     total_frames: int = setting(
         60_000,
         "frames stored (PPO: learnt from) before the run stops; the step axis (algo=rsac's: CartPole without "
         "velocities reaches 475 in about 9,000: docs/results.md)",
         range=at_least(1),
+        main="frames stored (PPO: learnt from) before the run stops",
     )
     trajs_per_batch: int | None = setting(
         4,
@@ -471,12 +513,16 @@ class RunSettings:
         "the same seed on the same machine repeats its run (metrics, checkpoints): collection and learning take "
         "turns in the learner's thread, process collectors become collector=sync over as many environments "
         "(async_batched, ray: refused); costs the overlap, about 0.9x the default's frames/s (docs/configuration.md)",
+        main="the same seed on the same machine repeats its run, to the bit (slower: docs/configuration.md)",
     )
     audit: bool = setting(False, "check the trajectory invariants while training (audit/... metrics)")
     audit_every: int = setting(
         100, "audit every this many sampled batches, and the whole buffer at the end", range=at_least(1)
     )
-    resume: str | None = setting(None, "continue a stopped run from its directory's last checkpoint")
+    resume: str | None = setting(
+        None,
+        "continue a stopped run from its directory's last checkpoint",
+    )
     loop: LoopSettings = field(default_factory=LoopSettings)
     env: Any = None  # each group: set by its option (configs/<group>/<option>.yaml)
     collector: Any = None

@@ -13,14 +13,22 @@ class PPOSettings(NetworkSettings):
     """Episodic PPO (optionally recurrent)."""
 
     name: str = option("ppo", checkpointed=True)
-    recurrent: bool = setting(False, "LSTM/GRU actor and critic over whole episodes", checkpointed=True)
+    recurrent: bool = setting(
+        False,
+        "LSTM/GRU actor and critic over whole episodes",
+        checkpointed=True,
+        main="an LSTM/GRU actor and critic over whole episodes",
+    )
     encoder_sizes: list[int] = setting(
         [64, 64], "MLP layers (tanh) before the recurrent core or the head", range=at_least(1), checkpointed=True
     )
     max_grad_norm: float = setting(0.5, "gradient norm clipping", range=above(0))
     gae_lambda: float = setting(0.95, "GAE lambda", range=FRACTION)
     clip_epsilon: float = setting(
-        0.2, "ratio clipping of the surrogate objective", range=between(0, 1, low_open=True, high_open=True)
+        0.2,
+        "ratio clipping of the surrogate objective",
+        range=between(0, 1, low_open=True, high_open=True),
+        main="PPO's clip range",
     )
     clip_epsilon_end: float | None = setting(
         None,
@@ -28,7 +36,9 @@ class PPOSettings(NetworkSettings):
         "Zoo's CartPole recipes: 0); null: constant",
         range=between(0, 1, high_open=True),
     )
-    epochs: int = setting(10, "passes over each batch of episodes", range=at_least(1))
+    epochs: int = setting(
+        10, "passes over each batch of episodes", range=at_least(1), main="passes over each batch of episodes"
+    )
     target_kl: float | None = setting(
         None,
         "stop a batch's passes at the first minibatch whose approximate KL from the acting policy exceeds "
@@ -37,7 +47,9 @@ class PPOSettings(NetworkSettings):
     )
     anneal_lr: bool = setting(True, "lr decays linearly to 0 over total_frames")
     value_coef: float = setting(0.5, "weight of the value loss", range=at_least(0))
-    entropy_coef: float = setting(0.0, "weight of the entropy bonus", range=at_least(0))
+    entropy_coef: float = setting(
+        0.0, "weight of the entropy bonus", range=at_least(0), main="weight of the entropy bonus"
+    )
     normalize_advantage: bool = setting(True, "standardise advantages over the valid steps of each minibatch")
     normalize_rewards: bool = setting(
         False,

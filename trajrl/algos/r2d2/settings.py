@@ -12,7 +12,9 @@ from trajrl.base.declare import FRACTION, at_least, between, setting
 class R2D2Settings(NetworkSettings):
     """Recurrent DQN, R2D2-style."""
 
-    n_step: int = setting(3, "rewards summed before bootstrapping", range=at_least(1))
+    n_step: int = setting(
+        3, "rewards summed before bootstrapping", range=at_least(1), main="rewards summed before bootstrapping"
+    )
     initial_state: str = setting(
         "stored", "state at a slice's first step: stored (the one the policy used) | zero", choices=("stored", "zero")
     )
@@ -31,7 +33,11 @@ class R2D2Settings(NetworkSettings):
     )
     eps_start: float = setting(1.0, "epsilon-greedy exploration at the start", range=FRACTION)
     eps_end: float = setting(0.05, "epsilon after eps_decay_frames", range=FRACTION)
-    eps_decay_frames: int = setting(20_000, "frames over which epsilon anneals", range=at_least(0))
+    eps_decay_frames: int = setting(
+        20_000,
+        "frames over which epsilon anneals",
+        range=at_least(0),
+    )
     eps_spread: float = setting(
         0.0,
         "each collecting environment its own epsilon (Ape-X, R2D2): environment i of the N "

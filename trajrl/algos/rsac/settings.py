@@ -13,8 +13,16 @@ class RSACSettings(NetworkSettings):
     """Recurrent SAC (continuous actions; SAC-discrete for Discrete ones)."""
 
     name: str = option("rsac", checkpointed=True)
-    hidden_size: int = setting(128, "recurrent cells (the memory core's outputs)", range=at_least(1), checkpointed=True)
-    lr: float = setting(3e-4, "learning rate (Adam; Ni et al., 2022's for recurrent SAC)", range=above(0))
+    hidden_size: int = setting(
+        128,
+        "recurrent cells (the memory core's outputs)",
+        range=at_least(1),
+        checkpointed=True,
+        main="recurrent cells (the memory core's outputs)",
+    )
+    lr: float = setting(
+        3e-4, "learning rate (Adam; Ni et al., 2022's for recurrent SAC)", range=above(0), main="learning rate (Adam)"
+    )
     initial_state: str = setting(
         "stored",
         "actor's state at a slice's first step: stored | zero (critics start at zero)",
