@@ -1,6 +1,6 @@
 """The travel suite's RepeatPrevious with a constant reward added at every step (1/47, a right answer's
 reward), registered as RepeatPreviousOffset-v0: an `env.import_module` for the diagnosis of
-docs/benchmarks/learning/tuning.md (fourteenth session: what the soft target's level gives the recall):
+notebook/learning/tuning.md (fourteenth session: what the soft target's level gives the recall):
 
     PYTHONPATH=scripts python -m trajrl env=gym env.id=RepeatPreviousOffset-v0 \
         env.import_module=reward_offset_env total_frames=20000 seed=0 \
