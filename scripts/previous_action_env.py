@@ -1,6 +1,6 @@
 """CartPole without velocities whose observation also carries the previous action (one-hot;
 zeros at reset), registered as PACartPoleNoVel-v1: an `env.import_module` for the tuning
-runs of docs/benchmarks/learning/tuning.md:
+runs of notebook/learning/tuning.md:
 
     PYTHONPATH=scripts python scripts/bench_learning.py --presets r2d2_cartpole_novel --out <dir> \
         env.id=PACartPoleNoVel-v1 env.import_module=previous_action_env

@@ -10,7 +10,7 @@ from a zero state, against the Q-values of the same network run from the episode
 first step (the state it reaches itself, as in evaluation). It prints the median and
 90th percentile of the largest difference over the actions, beside the gap between
 the two best actions there: where the first is as large as the second, the learner
-fits values to states its network never reaches (docs/benchmarks/learning/tuning.md).
+fits values to states its network never reaches (notebook/learning/tuning.md).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The test suite's CPU time and wall-clock, as docs/benchmarks/development-history.md quotes them:
+# The test suite's CPU time and wall-clock, as notebook/development-history.md quotes them:
 #   scripts/suite_cpu.sh <a fresh clone, its .venv made by `make install-test`> <label>
 # runs `CI=true make test < /dev/null` there, alone on the machine, and prints its exit code,
 # the CPU time of every process it started (a cpuacct cgroup holds `make test`: fork servers

@@ -25,27 +25,75 @@ def test_the_padded_extend_in_the_docs_runs(tmp_path):
     assert "17 steps stored, 3 episodes" in out
 
 
-def test_the_readme_is_a_short_reference_and_the_docs_index_lists_every_page():
-    """README at most 200 lines; every user page in docs/ linked from docs/index.md, every page
-    under docs/benchmarks/ (run logs, screens, histories) from docs/benchmarks/index.md."""
+def test_the_readme_is_a_short_reference_and_the_indexes_list_every_page():
+    """README at most 200 lines; docs/ is one folder of pages, each linked from docs/index.md, which links the lab
+    notebook in one line; every page under notebook/ (run logs, screens, histories) linked from notebook/index.md."""
     assert len(README.read_text().splitlines()) <= 200
-    docs = README.parent / "docs"
-    for folder, pages in [(docs, docs.glob("*.md")), (docs / "benchmarks", (docs / "benchmarks").rglob("*.md"))]:
+    docs, notebook = README.parent / "docs", README.parent / "notebook"
+    assert [p.name for p in docs.iterdir() if p.is_dir()] == []
+    for folder, pages in [(docs, docs.glob("*.md")), (notebook, notebook.rglob("*.md"))]:
         index = (folder / "index.md").read_text()
-        listed = sorted(str(p.relative_to(folder)) for p in pages if p.name != "index.md")
+        listed = sorted(p.relative_to(folder).as_posix() for p in pages if p.name != "index.md")
         assert listed and [p for p in listed if f"]({p})" not in index] == []
-    assert "](benchmarks/index.md)" in (docs / "index.md").read_text()
-    assert sorted(p.name for p in docs.iterdir() if p.is_dir()) == ["benchmarks"]
+    assert "](../notebook/index.md)" in (docs / "index.md").read_text()
 
 
-def test_every_relative_link_in_the_readme_and_the_docs_resolves():
-    """Each `](path)` link of README.md and of every page under docs/ names a file that exists."""
-    pages = [README, *sorted((README.parent / "docs").rglob("*.md"))]
+def test_every_relative_link_in_the_readme_the_docs_and_the_notebook_resolves():
+    """Each `](path)` link of README.md, of every page of docs/ and of every page under notebook/ names a file
+    that exists."""
+    root = README.parent
+    pages = [README, *sorted((root / "docs").glob("*.md")), *sorted((root / "notebook").rglob("*.md"))]
     broken = []
     for page in pages:
         text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)
         for target in re.findall(r"\]\(([^)\s]+)\)", text):
             path = target.partition("#")[0]
             if path and not re.match(r"[a-z]+:", path) and not (page.parent / path).exists():
-                broken.append(f"{page.relative_to(README.parent)}: {target}")
+                broken.append(f"{page.relative_to(root)}: {target}")
     assert broken == []
+
+
+#: A commit's hash as the pages would quote it: a word of 7 to 40 lowercase hex digits with at least one digit and
+#: one letter (not a number, not a word such as "added"), not part of a path, a colour (#), a version or an
+#: identifier (no letter, digit, "_", "-", ".", "/" or "#" either side).
+COMMIT = re.compile(r"(?<![\w#./-])(?=[a-f]*\d)(?=\d*[a-f])[0-9a-f]{7,40}(?![\w/-]|\.\w)")
+#: A working session, an issue's number ("issue 87", "#87").
+SESSION = re.compile(r"\bsessions?\b", re.I)
+ISSUE = re.compile(r"\bissues? \d+|(?<![\w&])#\d+\b", re.I)
+
+
+def chronicle_lines(path: Path, name: str) -> list[str]:
+    """``name:line: token`` for each commit hash, "session" or issue number on a line of ``path``."""
+    found = []
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        for pattern in (COMMIT, SESSION, ISSUE):
+            found += [f"{name}:{number}: {m.group(0)}" for m in pattern.finditer(line)]
+    return found
+
+
+def test_the_chronicle_patterns_find_what_they_should_and_nothing_else(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text(
+        "at 1b1d2b2 and c19e015's;\nits Sessions\nIssue 61, #87\n"
+        "deadbeef 1234567 #ff00aa colour abcdef0_x path/1b1d2b2.md 1b1d2b2-dir v0.1.2 added 2026-11-29 x86_64\n"
+    )
+    assert chronicle_lines(page, "page.md") == [
+        "page.md:1: 1b1d2b2",
+        "page.md:1: c19e015",
+        "page.md:2: Sessions",
+        "page.md:3: Issue 61",
+        "page.md:3: #87",
+    ]
+
+
+def test_the_docs_and_configs_carry_no_commit_session_or_issue_number():
+    """docs/*.md (the notebook apart: it is the chronicle) and every YAML file under configs/ say what is: no commit
+    hash, no "session", no issue number; each offending line named."""
+    root = README.parent
+    pages = [*sorted((root / "docs").glob("*.md")), *sorted((root / "configs").rglob("*.yaml"))]
+    assert [hit for page in pages for hit in chronicle_lines(page, str(page.relative_to(root)))] == []
+
+
+def test_the_readme_carries_no_commit_session_or_issue_number():
+    """README.md likewise: a figure carries its date, its commit is in the notebook's entry."""
+    assert chronicle_lines(README, "README.md") == []

@@ -591,7 +591,7 @@ def section_settings(group: str, section: Any) -> Any:
 
 
 # ---------------------------------------------------------------- a run's saved config
-#: Settings trajrl no longer has (the lab notebook, docs/benchmarks/learning/tuning.md, says why), by
+#: Settings trajrl no longer has (the lab notebook, notebook/learning/tuning.md, says why), by
 #: option (``group=option``) and key, with the value that is now what trajrl
 #: always does (``ANY``: every value did the same). A saved run that holds one at that value loads
 #: without it; at another, it is refused: its agent was made by code trajrl no longer carries.

@@ -71,7 +71,7 @@ class SquashedGaussian(nn.Module):
         # log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u)), exact where tanh saturates: with
         # log(1 - tanh(u)^2 + eps) a saturated action's log-probability stops at -log(eps) and
         # its gradient at 0, the entropy estimate sticks low and the temperature grows unbounded
-        # (Q values diverged on point reach; docs/benchmarks/learning/hindsight_pilots.md).
+        # (Q values diverged on point reach; notebook/learning/hindsight_pilots.md).
         log_det = self.scale.log() + 2 * (math.log(2) - u - nn.functional.softplus(-2 * u))
         return self.loc + self.scale * torch.tanh(u), log_prob - log_det.sum(-1)
 
