@@ -1,10 +1,14 @@
 """The README's Python examples (and those of the docs it points to) run as written (the deployment
 loop: ``tests/cli/test_export.py``, with the file it deploys)."""
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
-from helpers import run_block
+import pytest
+from helpers import cli_environment, run_block
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -97,3 +101,80 @@ def test_the_docs_and_configs_carry_no_commit_session_or_issue_number():
 def test_the_readme_carries_no_commit_session_or_issue_number():
     """README.md likewise: a figure carries its date, its commit is in the notebook's entry."""
     assert chronicle_lines(README, "README.md") == []
+
+
+def test_the_help_of_every_algorithm_carries_no_commit_session_or_issue_number(tmp_path):
+    """``python -m trajrl algo=<name> --help-all``: every setting's description says what is."""
+    hits = []
+    for algo in ("rsac", "r2d2", "ppo"):
+        shown = subprocess.run(
+            [sys.executable, "-m", "trajrl", f"algo={algo}", "--help-all"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+        )
+        assert shown.returncode == 0, shown.stderr[-2000:]
+        (tmp_path / f"{algo}.txt").write_text(shown.stdout)
+        hits += chronicle_lines(tmp_path / f"{algo}.txt", f"algo={algo} --help-all")
+    assert hits == []
+
+
+def results_rows(text: str) -> dict[str, list[str]]:
+    """``{row name: cells}`` of a page's results table (the rows whose first cell names a preset or the default)."""
+    rows = {}
+    for line in text.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        name = re.match(r"\**(default)\b|`(\w+)`", cells[0]) if line.startswith("| ") else None
+        if name and len(cells) >= 8:
+            rows.setdefault(name.group(1) or name.group(2), cells)
+    return rows
+
+
+def test_the_readme_and_results_md_agree_on_every_figure_they_both_show():
+    """Each row of the README's results table is a row of docs/results.md: its date, threshold, budget, counts
+    and median frames appear in the row of the same name there."""
+    ours = results_rows(README.read_text())
+    theirs = results_rows((README.parent / "docs" / "results.md").read_text())
+    assert len(ours) >= 5 and set(ours) <= set(theirs)
+    for name, cells in ours.items():
+        row = " | ".join(theirs[name])
+        for cell in cells[1:]:
+            for figure in re.findall(r"\d[\d,./-]*\d|\d|not reached|confirmation|screen", cell):
+                assert figure in row, (name, figure, row)
+
+
+def test_the_readme_walk_through_on_an_environment_trajrl_does_not_ship_runs_as_printed(tmp_path):
+    """README's "train on your environment" block, each line run as printed in a shell (the venv's ``trajrl`` and
+    ``python`` first on PATH) on Acrobot-v1 (gymnasium's, not trajrl's): check-env, a short run, evaluate, export."""
+    pytest.importorskip("onnxruntime")
+    block = re.search(r"```bash\n# your environment\n(.*?)```", README.read_text(), flags=re.S)[1]
+    commands = [line for line in block.splitlines() if line.strip() and not line.startswith("#")]
+    assert [c.split()[0:2] for c in commands] == [
+        ["trajrl", "check-env"],
+        ["python", "-m"],
+        ["trajrl", "evaluate"],
+        ["trajrl", "export"],
+    ]
+    env = cli_environment()
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    said = []
+    for command in commands:
+        done = subprocess.run(
+            command,
+            shell=True,
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            stdin=subprocess.DEVNULL,
+        )
+        assert done.returncode == 0, (command, done.stderr[-3000:])
+        said.append(done.stdout + done.stderr)
+    assert "nothing refused" in said[0]
+    assert "== trajrl run finished ==" in said[1] and (tmp_path / "outputs/acrobot/checkpoints/best.pt").exists()
+    assert re.search(r"return -?\d+\.\d+ ± \d+\.\d+ over 5 deterministic episodes", said[2])
+    assert "checked: the same actions as trajrl's greedy agent over 10 episodes" in said[3]
+    assert (tmp_path / "acrobot.onnx").stat().st_size > 0
