@@ -47,7 +47,7 @@ def main() -> None:
     if args.env_module:
         importlib.import_module(args.env_module)
     spec, agent = load(args.file)
-    if spec["env_import_module"]:
+    if spec["env_import_module"] and spec["env_id"] not in gym.registry:  # registered by --env-module already
         importlib.import_module(spec["env_import_module"])
     steer = json.load(open(args.steer)) if args.steer else None
     env = gym.make(spec["env_id"], **spec["env_kwargs"])

@@ -104,20 +104,22 @@ def test_the_readme_carries_no_commit_session_or_issue_number():
 
 
 def test_the_help_of_every_algorithm_carries_no_commit_session_or_issue_number(tmp_path):
-    """``python -m trajrl algo=<name> --help-all``: every setting's description says what is."""
+    """``python -m trajrl algo=<name> --help`` and ``--help-all``: every description says what is."""
     hits = []
     for algo in ("rsac", "r2d2", "ppo"):
-        shown = subprocess.run(
-            [sys.executable, "-m", "trajrl", f"algo={algo}", "--help-all"],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            stdin=subprocess.DEVNULL,
-        )
-        assert shown.returncode == 0, shown.stderr[-2000:]
-        (tmp_path / f"{algo}.txt").write_text(shown.stdout)
-        hits += chronicle_lines(tmp_path / f"{algo}.txt", f"algo={algo} --help-all")
+        for flag in ("--help", "--help-all"):
+            shown = subprocess.run(
+                [sys.executable, "-m", "trajrl", f"algo={algo}", flag],
+                cwd=tmp_path,
+                capture_output=True,
+                text=True,
+                timeout=120,
+                stdin=subprocess.DEVNULL,
+            )
+            assert shown.returncode == 0, shown.stderr[-2000:]
+            page = tmp_path / f"{algo}{flag}.txt"
+            page.write_text(shown.stdout)
+            hits += chronicle_lines(page, f"algo={algo} {flag}")
     assert hits == []
 
 

@@ -297,6 +297,12 @@ def register() -> None:
 register()
 
 
+def registering_module(env_id: str, import_module: str | None) -> str | None:
+    """The module a process imports before ``gymnasium.make(env_id)``: the run's ``env.import_module``, or,
+    for trajrl's own ids, this one (it imports gymnasium and numpy, not torch)."""
+    return import_module or (__name__ if env_id.startswith("trajrl/") else None)
+
+
 def import_env_module(module: str | None) -> None:
     """Import the user's module that registers third-party ids or memory cores (``env.import_module``)."""
     if module:

@@ -185,7 +185,7 @@ def describe(cfg, step: GreedyStep, which: str, fmt: str) -> dict:
 
     import gymnasium as gym
 
-    from trajrl.envs.gym_envs import gym_options
+    from trajrl.envs.gym_envs import gym_options, registering_module
 
     observations, actions = raw_spaces(cfg.env)
     options = gym_options(cfg.env)
@@ -197,7 +197,7 @@ def describe(cfg, step: GreedyStep, which: str, fmt: str) -> dict:
         "agent": which,
         "env_id": str(cfg.env.id),
         "env_kwargs": dict(cfg.env.kwargs or {}),
-        "env_import_module": cfg.env.get("import_module"),
+        "env_import_module": registering_module(str(cfg.env.id), cfg.env.get("import_module")),
         "observation_space": str(observations),
         "observation_size": int(gym.spaces.flatdim(observations)),
         "action_space": str(actions),
