@@ -1,9 +1,10 @@
 """Environments that misbehave as users' own do (``env.import_module=misbehaving_envs``): a reward
-or an observation that is not finite, an observation of another shape or dtype than declared, and
-actions whose bounds are infinite. Each is CartPole (or, for the actions, a point on a line) with
-one thing wrong from step ``at`` of each episode on (``at=0``: from the reset), of every
-``every``-th episode; with ``in_workers_only``, only in collector worker processes (the config
-check's steps pass)."""
+or an observation that is not finite, an observation of another shape or dtype than declared,
+actions whose bounds are infinite, and one whose optional dependency is missing
+(``NeedsPhysics-v0``: gymnasium's ``DependencyNotInstalled``, as Box2D's environments raise it).
+Each other one is CartPole (or, for the actions, a point on a line) with one thing wrong from step
+``at`` of each episode on (``at=0``: from the reset), of every ``every``-th episode; with
+``in_workers_only``, only in collector worker processes (the config check's steps pass)."""
 
 import multiprocessing
 
@@ -81,3 +82,13 @@ for wrong in WRONG:
     name = "".join(part.title() for part in wrong.split("_"))
     gym.register(f"{name}-v0", entry_point=Misbehaving, max_episode_steps=200, kwargs={"wrong": wrong})
 gym.register("UnboundedLine-v0", entry_point=UnboundedLine, max_episode_steps=50)
+
+
+def needs_physics(**kwargs) -> gym.Env:
+    """An environment whose optional dependency is not installed, as gymnasium's Box2D ones say it."""
+    raise gym.error.DependencyNotInstalled(
+        'FakePhysics is not installed, you can install it by run `pip install "fakephysics"`'
+    )
+
+
+gym.register("NeedsPhysics-v0", entry_point=needs_physics)

@@ -480,12 +480,12 @@ def check_environment(args: argparse.Namespace) -> None:
     import gymnasium as gym
 
     from trajrl.envs.env_check import check_first_steps
-    from trajrl.envs.gym_envs import check_env_id
+    from trajrl.envs.gym_envs import check_env_id, make_refused_in_one_line
 
     cfg = compose(args.overrides)
     env_id, module = str(cfg.env.id), cfg.env.get("import_module")
     check_env_id(env_id, module)
-    env = gym.make(env_id, **dict(cfg.env.kwargs or {}))
+    env = make_refused_in_one_line(env_id, dict(cfg.env.kwargs or {}))
     limit = env.spec.max_episode_steps if env.spec and env.spec.max_episode_steps else None
     observed = gym.spaces.flatdim(env.observation_space)
     print(f"environment     {env_id}" + (f" (env.import_module={module})" if module else ""))

@@ -92,6 +92,16 @@ def test_what_a_run_would_refuse_is_named_in_one_line(cli_forks, tmp_path, env_i
     assert proc.stdout.startswith(f"environment     {env_id}")  # what it saw comes first
 
 
+def test_an_environment_whose_package_is_missing_is_named_in_one_line(cli_forks, tmp_path):
+    """gymnasium's ``DependencyNotInstalled`` as the environment is made: its own line, what to install."""
+    proc = check_env(cli_forks, tmp_path, "NeedsPhysics-v0", "algo=rsac")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr == (
+        "trajrl check-env: env.id='NeedsPhysics-v0': needs a package that is not installed: "
+        'FakePhysics is not installed, you can install it by run `pip install "fakephysics"`\n'
+    )
+
+
 def test_a_gaussian_policy_takes_actions_without_bounds(cli_forks, tmp_path):
     proc = check_env(cli_forks, tmp_path, "UnboundedLine-v0", "algo=ppo")
     assert proc.returncode == 0, proc.stderr

@@ -5,6 +5,7 @@ The cases in ``FRESH_INTERPRETER`` (one per way a refusal comes about: Hydra's g
 option, a setting's range, the environment, a config file) start ``python -m trajrl``; the others
 run the CLI's ``main()`` in a process forked from one that imported it once (``CliForks``)."""
 
+import importlib.util
 import time
 
 import pytest
@@ -192,6 +193,15 @@ CASES = [
     # against the environment
     (["env=gym"], ["env.id", "required"]),
     (["env=gym", "env.id=NoSuchEnv-v0"], ["env.id='NoSuchEnv-v0'", "not a registered gymnasium id"]),
+    (
+        misbehaving("NeedsPhysics-v0"),
+        ["env.id='NeedsPhysics-v0': needs a package that is not installed", 'pip install "fakephysics"'],
+    ),
+    *(
+        [(["env=gym", "env.id=LunarLander-v3"], ["env.id='LunarLander-v3'", "Box2D is not installed", "pip install"])]
+        if importlib.util.find_spec("Box2D") is None
+        else []
+    ),
     (["algo=r2d2", "env=gym", "env.id=Pendulum-v1"], ["algo=r2d2 takes Discrete actions", "use algo=ppo or algo=rsac"]),
     (
         ["algo=rsac", *MATCH_BITS],

@@ -303,6 +303,18 @@ def registering_module(env_id: str, import_module: str | None) -> str | None:
     return import_module or (__name__ if env_id.startswith("trajrl/") else None)
 
 
+def make_refused_in_one_line(env_id: str, kwargs: dict[str, Any]) -> gym.Env:
+    """``gymnasium.make(env_id, **kwargs)``; what the environment refuses as it is made is a ``ConfigError``
+    naming the setting: an unknown keyword or a value it refuses (``env.kwargs``), a package it needs that
+    is not installed (``env.id``, with gymnasium's own line: what to install)."""
+    try:
+        return gym.make(env_id, **kwargs)
+    except (TypeError, ValueError) as err:
+        raise ConfigError("env.kwargs", kwargs, f"{env_id} refuses them: {str(err).split(' was raised')[0]}") from None
+    except gym.error.DependencyNotInstalled as err:
+        raise ConfigError("env.id", env_id, f"needs a package that is not installed: {err}") from None
+
+
 def import_env_module(module: str | None) -> None:
     """Import the user's module that registers third-party ids or memory cores (``env.import_module``)."""
     if module:
@@ -485,10 +497,7 @@ def _env_spaces(
 
     kwargs = json.loads(kwargs_json)
     check_env_id(env_id, import_module)
-    try:
-        env = gym.make(env_id, **kwargs)
-    except (TypeError, ValueError) as err:  # an unknown keyword of the environment, or a value it refuses
-        raise ConfigError("env.kwargs", kwargs, f"{env_id} refuses them: {str(err).split(' was raised')[0]}") from None
+    env = make_refused_in_one_line(env_id, kwargs)
     try:
         obs_space, act_space = env.observation_space, env.action_space
         kind = action_kind(act_space)
