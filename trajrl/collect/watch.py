@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import signal
 import threading
 import time
@@ -74,8 +75,13 @@ class CollectorWatch:
         threading.excepthook = self._hook
 
     def _hook(self, args) -> None:
+        """The collector thread's exception is kept for the run to report in one line (with
+        ``TRAJRL_FULL_ERROR=1``, the CLI's ``HYDRA_FULL_ERROR=1``, its traceback is printed too);
+        another thread's goes to the hook there was."""
         if args.thread is internals.collector_thread(self.collector):
             self.thread_error = args.exc_value
+            if os.environ.get("TRAJRL_FULL_ERROR") != "1":
+                return
         self._previous_hook(args)
 
     def error(self) -> BaseException | None:
