@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import cli_environment, run_block
+from helpers import cli_environment, run_block, trajrl
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -108,14 +108,7 @@ def test_the_help_of_every_algorithm_carries_no_commit_session_or_issue_number(t
     hits = []
     for algo in ("rsac", "r2d2", "ppo"):
         for flag in ("--help", "--help-all"):
-            shown = subprocess.run(
-                [sys.executable, "-m", "trajrl", f"algo={algo}", flag],
-                cwd=tmp_path,
-                capture_output=True,
-                text=True,
-                timeout=120,
-                stdin=subprocess.DEVNULL,
-            )
+            shown = trajrl(f"algo={algo}", flag, cwd=tmp_path)
             assert shown.returncode == 0, shown.stderr[-2000:]
             page = tmp_path / f"{algo}{flag}.txt"
             page.write_text(shown.stdout)
