@@ -29,7 +29,7 @@ OPTION_OVERRIDES = {
 
 @functools.cache
 def with_hydra(overrides: tuple[str, ...]) -> DictConfig:
-    """What these overrides compose, ``hydra`` (its ``--help``) included: each once a session."""
+    """What these overrides compose, ``hydra`` (its ``--help``) included: each once a test run."""
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         return compose(config_name="config", overrides=list(overrides), return_hydra_config=True)
 
