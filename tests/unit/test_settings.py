@@ -71,6 +71,34 @@ def outside(span: S.Range) -> list[float]:
     return values or [math.inf]  # no bound: still finite only
 
 
+def settings_with_choices() -> list:
+    """``(group, option, field)`` of every setting that declares its choices, once per option that declares it."""
+    found = [(group, name, schema) for group, (_, options) in S.GROUPS.items() for name, schema in options.items()]
+    found.append(("", "", S.RunSettings))
+    return [
+        pytest.param(group, option, f, id=f"{group}={option}:{f.name}" if group else f.name)
+        for group, option, schema in found
+        for f in fields(schema)
+        if f.metadata.get("choices") is not None
+    ]
+
+
+@pytest.mark.parametrize("group, option, f", settings_with_choices())
+def test_every_setting_with_choices_refuses_another_value_naming_them(group, option, f):
+    """``env.vectorization=threads: use one of sync, async``: in one line, for every such setting of every option."""
+    selector = S.GROUPS[group][0] if group else None
+    overrides = OPTION_OVERRIDES.get((group, option), [f"{group}={option}"] if selector else [])
+    if group == "collector" and option == "ray":
+        pytest.importorskip("ray")
+    cfg = composed((*overrides, "debug=smoke"))
+    key = f"{group}.{f.name}" if group else f.name
+    OmegaConf.set_struct(cfg, False)
+    OmegaConf.update(cfg, key, ["nope"] if "list" in str(f.type) else "nope", force_add=True)
+    with pytest.raises(ConfigError) as refused:
+        validate(cfg)
+    assert str(refused.value) == f"{key}='nope': use one of {', '.join(f.metadata['choices'])}"
+
+
 @pytest.mark.parametrize("group, option, f", numeric_settings())
 def test_every_numeric_setting_declares_its_range_and_a_value_past_either_end_is_refused(group, option, f):
     """Below its low end and above its high end, each refused in one line that names the setting, the value, the
