@@ -2,7 +2,6 @@
 evaluation, ``load_agent(which="best")`` restores it, ``trajrl evaluate`` reports it."""
 
 import itertools
-import math
 import re
 
 import pytest
@@ -66,44 +65,67 @@ def test_load_agent_refuses_a_checkpoint_a_run_does_not_keep(tmp_path):
         trajrl.load_agent(tmp_path, which="first")
 
 
-def test_evaluate_a_finished_run_prints_its_return_and_writes_a_video(smoke_run, tmp_path):
+def run_evaluation(run_dir) -> tuple[list[str], float]:
+    """``trajrl evaluate``'s arguments that play the episodes the run's own evaluations played (seed + 10,000,
+    ``loop.eval_episodes`` of them), and the best return those evaluations measured (kept in best.pt)."""
+    cfg = OmegaConf.load(run_dir / "config.yaml")
+    best = load_checkpoint(run_dir, which="best")["loop"]["best_eval"]
+    return ["--episodes", str(cfg.loop.eval_episodes), "--seed", str(cfg.seed + 10_000)], best
+
+
+def test_evaluate_a_finished_run_prints_its_best_return_and_writes_a_video(smoke_run, tmp_path):
+    """Played on the episodes its evaluations played, the best agent returns what the run measured when it kept it
+    (one evaluation, at the end: debug=smoke)."""
     _, run_dir = smoke_run
     assert checkpoint_path(run_dir, "best").exists()
+    same_episodes, best = run_evaluation(run_dir)
     proc = trajrl_cli(
-        "evaluate", str(run_dir), "--episodes", "3", "--video", str(tmp_path / "videos"), cwd=tmp_path, timeout=120
+        "evaluate", str(run_dir), *same_episodes, "--video", str(tmp_path / "videos"), cwd=tmp_path, timeout=120
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    found = re.search(r"\(best agent\): return (-?[\d.]+) ± ([\d.]+) over 3 deterministic episodes", proc.stdout)
-    assert found and math.isfinite(float(found[1])), proc.stdout
+    found = re.search(r"\(best agent\): return (-?[\d.]+) ± ([\d.]+) over \d+ deterministic episodes", proc.stdout)
+    assert found and found[1] == f"{best:.1f}", (best, proc.stdout)
     video = tmp_path / "videos" / "best-episode-0.mp4"
     assert f"video: {video}" in proc.stdout and video.stat().st_size > 1000
     assert proc.stderr.strip() == "", proc.stderr
 
 
-def test_a_run_made_before_the_package_tree_moved_still_evaluates(tmp_path):
-    """``tests/data/run_e5c87d8``: a smoke run's config.yaml and best.pt made at e5c87d8, before the root's
-    modules moved into configuration/, envs/ and base/ (a checkpoint holds tensors and names, no class)."""
+#: A smoke run (config.yaml and checkpoints/best.pt) saved by trajrl 0.1.0 on 2026-11-29, when trajrl's modules
+#: were at the package's root (before configuration/, envs/ and base/) and its config held settings since retired.
+SAVED_RUN = "run_saved_2026-11-29"
+
+
+def test_a_run_saved_by_trajrl_0_1_0_on_2026_11_29_plays_as_it_did_then(tmp_path):
+    """A checkpoint holds tensors and names, no class: the saved best agent is restored to the bit, and played on
+    the episodes of the run's evaluations it returns the 10.0 its run measured then."""
     import shutil
 
     from helpers import REPO
 
-    run_dir = shutil.copytree(REPO / "tests" / "data" / "run_e5c87d8", tmp_path / "run")
-    proc = trajrl_cli("evaluate", str(run_dir), "--episodes", "2", cwd=tmp_path, timeout=120)
+    run_dir = shutil.copytree(REPO / "tests" / "data" / SAVED_RUN, tmp_path / "run")
+    saved = load_checkpoint(run_dir, which="best")["algo"]
+    restored = trajrl.load_agent(run_dir, which="best").algo.state_dict()
+    for net in ("actor", "critics", "target_critics"):
+        # every tensor the agent has now comes from the file (which also holds a counter trajrl no longer keeps:
+        # encoder.0.standardize.tracked)
+        assert restored[net].keys() <= saved[net].keys(), net
+        assert all(torch.equal(saved[net][k], restored[net][k]) for k in restored[net]), net
+    same_episodes, best = run_evaluation(run_dir)
+    assert best == 10.0
+    proc = trajrl_cli("evaluate", str(run_dir), *same_episodes, cwd=tmp_path, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert re.search(r"\(best agent\): return -?[\d.]+ ± [\d.]+ over 2 deterministic episodes", proc.stdout), (
-        proc.stdout
-    )
+    assert "(best agent): return 10.0 ± 1.4 over 2 deterministic episodes (length 10.0)" in proc.stdout, proc.stdout
 
 
-def test_a_run_made_with_a_setting_trajrl_no_longer_has_is_refused_unless_it_held_what_trajrl_does(tmp_path):
-    """The same run's config.yaml holds settings trajrl no longer has (``RETIRED``): at the value trajrl now
+def test_a_saved_run_with_a_setting_trajrl_no_longer_has_is_refused_unless_it_held_what_trajrl_does(tmp_path):
+    """The saved run's config.yaml holds settings trajrl no longer has (``RETIRED``): at the value trajrl now
     always uses they are dropped (the test above); at another (``algo.critic_core=shared``) its agent was made by
     code that is gone, and ``trajrl evaluate`` says so in one line."""
     import shutil
 
     from helpers import REPO
 
-    run_dir = shutil.copytree(REPO / "tests" / "data" / "run_e5c87d8", tmp_path / "run")
+    run_dir = shutil.copytree(REPO / "tests" / "data" / SAVED_RUN, tmp_path / "run")
     config = run_dir / "config.yaml"
     config.write_text(config.read_text().replace("critic_core: separate", "critic_core: shared"))
     proc = trajrl_cli("evaluate", str(run_dir), "--episodes", "2", cwd=tmp_path, timeout=120)

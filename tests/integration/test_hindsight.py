@@ -259,6 +259,48 @@ def test_evaluation_reports_the_share_of_episodes_that_end_at_their_goal(reach, 
     assert stats["success"] == expected and stats["length"] == 1.0
 
 
+def at_goal(env) -> bool:
+    """Whether the bits are the goal's, or the point within ``radius`` of it (from the environment's state)."""
+    task = env.unwrapped
+    if isinstance(task, BitFlipping):
+        return bool(np.array_equal(task.bits, task.goal))
+    return bool(np.linalg.norm(task.point - task.goal) < task.radius)
+
+
+def played_by_hand(run_dir, cfg) -> tuple[float, float]:
+    """The best agent (best.pt: debug=smoke evaluates once, at the end) played greedily in a plain loop over the
+    episodes the run's evaluation played: ``(share that ended at the goal, mean return)``. Those episodes: each
+    environment seeded ``(seed + 10,000) x episodes + i`` by a reset (TorchRL's ``set_seed``), then the one after."""
+    from tensordict import TensorDict
+    from torchrl.envs.utils import ExplorationType, set_exploration_type
+
+    from trajrl.envs.gym_envs import gym_options, make_gym
+
+    agent = trajrl.load_agent(run_dir, which="best")
+    episodes = int(cfg.loop.eval_episodes)
+    env = make_gym(str(cfg.env.id), dict(cfg.env.kwargs or {}), None, **gym_options(cfg.env))
+    shapes = agent.state_shapes()
+    reached, returns = [], []
+    for i in range(episodes):
+        env.reset(seed=(int(cfg.seed) + 10_000) * episodes + i)
+        obs, _ = env.reset()
+        state = {key: torch.zeros(1, *shape) for key, shape in shapes.items()}
+        start, done, total = True, False, 0.0
+        while not done:
+            step = TensorDict(
+                {"observation": torch.as_tensor(obs)[None], "is_init": torch.tensor([[start]]), **state}, [1]
+            )
+            with set_exploration_type(ExplorationType.DETERMINISTIC), torch.no_grad():
+                step = agent.greedy_policy(step)
+            state = {key: step.get(("next", key)) for key in shapes}
+            obs, reward, terminated, truncated, _ = env.step(step.get("action")[0].numpy())
+            start, done, total = False, terminated or truncated, total + float(reward)
+        reached.append(at_goal(env))
+        returns.append(total)
+    env.close()
+    return float(np.mean(reached)), float(np.mean(returns))
+
+
 @pytest.mark.parametrize(
     "task",
     [
@@ -269,9 +311,11 @@ def test_evaluation_reports_the_share_of_episodes_that_end_at_their_goal(reach, 
     ids=["r2d2-bit_flipping", "rsac-point_reach", "sac_discrete-bit_flipping"],
 )
 def test_a_run_with_hindsight_logs_the_relabelled_share_and_the_success_rate(task, tmp_path):
-    """Trained in the test's process: what the CLI would print (the metrics rows, then the summary) and write."""
+    """Trained in the test's process: what the CLI would print (the metrics rows, then the summary) and write. The
+    success rate logged is the one the agent it kept gets in a plain loop over the same episodes (16: a rate other
+    than 0 or 1 is likely)."""
     run_dir = tmp_path / "run"
-    cfg = trajrl.compose([*task, "sampler.her_ratio=0.25", "debug=smoke", "audit=true"])
+    cfg = trajrl.compose([*task, "sampler.her_ratio=0.25", "debug=smoke", "audit=true", "loop.eval_episodes=16"])
     printed = io.StringIO()
     final = trajrl.train(cfg, run_dir, progress=Progress(int(cfg.total_frames), stream=printed))
     out = printed.getvalue() + summary(final)
@@ -279,4 +323,6 @@ def test_a_run_with_hindsight_logs_the_relabelled_share_and_the_success_rate(tas
     rows = read_metrics(run_dir)
     relabelled = [float(r["sample/relabelled_frac"]) for r in rows if r.get("sample/relabelled_frac")]
     assert relabelled and 0.1 < sum(relabelled) / len(relabelled) < 0.4, relabelled
-    assert 0.0 <= float(rows[-1]["eval/success"]) <= 1.0
+    success, mean_return = played_by_hand(run_dir, validate(cfg))
+    assert float(rows[-1]["eval/return"]) == pytest.approx(mean_return), "another agent or other episodes"
+    assert float(rows[-1]["eval/success"]) == pytest.approx(success), rows[-1]["eval/success"]

@@ -10,6 +10,7 @@ from torchrl.data.replay_buffers.samplers import SliceSampler
 from trajrl.base.keys import MASK_KEY, TRAJ_KEY
 from trajrl.replay import EpisodeSampler, as_sequences, find_episodes
 from trajrl.replay.audit import audit_batch, audit_storage
+from trajrl.replay.episodes import run_steps
 
 
 @pytest.mark.parametrize("seed", range(20))
@@ -26,12 +27,22 @@ def test_as_sequences_keeps_every_valid_step_and_an_exact_mask(seed):
     assert torch.equal(batch[mask]["observation"], flat["observation"])  # valid steps, in order, exactly
 
 
-def test_find_episodes_merges_an_episode_wrapped_across_the_storage_end():
-    flat = episodes([4, 3, 5])  # 12 steps; rotate so episode 0 wraps around the end
-    stored = torch.cat([flat[10:], flat[:10]])  # [ep2 tail (2)], ep0 (4), ep1 (3), ep2 head (3)
-    stored = torch.cat([stored[2:], stored[:2]])
+def test_find_episodes_merges_an_episode_written_across_the_storage_end():
+    # capacity 10: episodes 0 (4 steps) and 1 (3) fill 0..6; episode 2 (5 steps) goes to 7, 8, 9 and wraps to 0, 1,
+    # over episode 0's head: stored ids are [2, 2, 0, 0, 1, 1, 1, 2, 2, 2]
+    buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(10), batch_size=1)
+    buffer.extend(episodes([4, 3], first_id=0))
+    buffer.extend(episodes([5], first_id=2))
+    stored = buffer[:]
+    assert stored[TRAJ_KEY].tolist() == [2, 2, 0, 0, 1, 1, 1, 2, 2, 2]  # it did wrap
     starts, lengths = find_episodes(stored[TRAJ_KEY], stored["is_init"], stored["next", "done"])
-    assert sorted(lengths.tolist()) == [3, 4, 5]
+    # by hand: episode 1 starts at 4 (3 steps), episode 2 at 7 (5 steps: 7, 8, 9, 0, 1); episode 0 lost its head
+    assert starts.tolist() == [4, 7]
+    assert lengths.tolist() == [3, 5]
+    _, _, index = run_steps(starts, lengths, len(buffer))
+    assert index.tolist() == [4, 5, 6, 7, 8, 9, 0, 1]
+    assert stored[index][TRAJ_KEY].tolist() == [1, 1, 1, 2, 2, 2, 2, 2]
+    assert stored[index]["step_count"].squeeze(-1).tolist() == [0, 1, 2, 0, 1, 2, 3, 4]  # each in its order
 
 
 def test_find_episodes_leaves_out_an_episode_whose_head_was_overwritten():

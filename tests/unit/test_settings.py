@@ -29,7 +29,7 @@ OPTION_OVERRIDES = {
 
 @functools.cache
 def with_hydra(overrides: tuple[str, ...]) -> DictConfig:
-    """What these overrides compose, ``hydra`` (its ``--help``) included: each once a session."""
+    """What these overrides compose, ``hydra`` (its ``--help``) included: each once a test run."""
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         return compose(config_name="config", overrides=list(overrides), return_hydra_config=True)
 
@@ -43,7 +43,8 @@ def composed(overrides: tuple[str, ...]) -> DictConfig:
 
 
 def numeric_settings() -> list:
-    """``(group, option, field)`` of every numeric setting, once per option that declares it (and the top level's)."""
+    """``(group, option, field)`` of every numeric setting (a number; or a number, ``auto`` or ``null``:
+    ``sampler.slices_per_batch``), once per option that declares it (and the top level's)."""
     found = [(group, name, schema) for group, (_, options) in S.GROUPS.items() for name, schema in options.items()]
     found.append(("", "", S.RunSettings))
     return [
@@ -56,20 +57,52 @@ def numeric_settings() -> list:
 
 def is_numeric(f) -> bool:
     kind = str(f.type)
-    return any(word in kind for word in ("int", "float")) and "str" not in kind and kind != "Any"
+    declared = any(word in kind for word in ("int", "float")) and "str" not in kind and kind != "Any"
+    return declared or f.metadata.get("range") is not None  # a number or auto (sampler.slices_per_batch): Any
 
 
-def outside(span: S.Range) -> float:
-    """A value the range refuses (of the field's type where one exists)."""
+def outside(span: S.Range) -> list[float]:
+    """Values the range refuses: one past each bound it has (the bound itself where it is open), else infinity."""
+    values = []
     if span.low is not None:
-        return span.low if span.low_open else span.low - 1
+        values.append(span.low if span.low_open else span.low - 1)
     if span.high is not None:
-        return span.high if span.high_open else span.high + 1
-    return math.inf  # no bound: still finite only
+        values.append(span.high if span.high_open else span.high + 1)
+    return values or [math.inf]  # no bound: still finite only
+
+
+def settings_with_choices() -> list:
+    """``(group, option, field)`` of every setting that declares its choices, once per option that declares it."""
+    found = [(group, name, schema) for group, (_, options) in S.GROUPS.items() for name, schema in options.items()]
+    found.append(("", "", S.RunSettings))
+    return [
+        pytest.param(group, option, f, id=f"{group}={option}:{f.name}" if group else f.name)
+        for group, option, schema in found
+        for f in fields(schema)
+        if f.metadata.get("choices") is not None
+    ]
+
+
+@pytest.mark.parametrize("group, option, f", settings_with_choices())
+def test_every_setting_with_choices_refuses_another_value_naming_them(group, option, f):
+    """``env.vectorization=threads: use one of sync, async``: in one line, for every such setting of every option."""
+    selector = S.GROUPS[group][0] if group else None
+    overrides = OPTION_OVERRIDES.get((group, option), [f"{group}={option}"] if selector else [])
+    if group == "collector" and option == "ray":
+        pytest.importorskip("ray")
+    cfg = composed((*overrides, "debug=smoke"))
+    key = f"{group}.{f.name}" if group else f.name
+    OmegaConf.set_struct(cfg, False)
+    OmegaConf.update(cfg, key, ["nope"] if "list" in str(f.type) else "nope", force_add=True)
+    with pytest.raises(ConfigError) as refused:
+        validate(cfg)
+    assert str(refused.value) == f"{key}='nope': use one of {', '.join(f.metadata['choices'])}"
 
 
 @pytest.mark.parametrize("group, option, f", numeric_settings())
-def test_every_numeric_setting_declares_its_range_and_a_value_outside_it_is_refused(group, option, f):
+def test_every_numeric_setting_declares_its_range_and_a_value_past_either_end_is_refused(group, option, f):
+    """Below its low end and above its high end, each refused in one line that names the setting, the value, the
+    range and the default (``algo.gamma=1.5: must be between 0 and 1; the default is 0.99 (...)``)."""
     span = f.metadata.get("range")
     assert isinstance(span, S.Range), f"{group}.{f.name} declares no range: setting(..., range=...)"
     assert f.metadata.get("help"), f"{group}.{f.name} has no description"
@@ -77,25 +110,25 @@ def test_every_numeric_setting_declares_its_range_and_a_value_outside_it_is_refu
     overrides = OPTION_OVERRIDES.get((group, option), [f"{group}={option}"] if selector else [])
     if group == "collector" and option == "ray":
         pytest.importorskip("ray")
-    cfg = composed((*overrides, "debug=smoke"))
-    if group == "loop" or not group:
-        section = cfg.loop if group == "loop" else cfg
-    else:
-        section = cfg[group]
-        assert section[selector] == option if selector else True
     key = f"{group}.{f.name}" if group else f.name
     is_int = "int" in str(f.type)
-    value = outside(span)
-    if "list" in str(f.type):
-        value = [int(value)]
-    elif is_int and math.isfinite(value):
-        value = int(value)
-    OmegaConf.set_struct(cfg, False)
-    OmegaConf.update(cfg, key, value, force_add=True)
-    with pytest.raises(ConfigError) as refused:
-        validate(cfg)
-    assert refused.value.setting == key, str(refused.value)
-    assert str(span) in str(refused.value), str(refused.value)
+    default = f.default_factory() if f.default_factory is not MISSING else f.default
+    for value in outside(span):
+        cfg = composed((*overrides, "debug=smoke"))
+        if group and group != "loop":
+            assert cfg[group][selector] == option if selector else True
+        if is_int and math.isfinite(value):
+            value = int(value)
+        OmegaConf.set_struct(cfg, False)
+        OmegaConf.update(cfg, key, [value] if "list" in str(f.type) else value, force_add=True)
+        stored = OmegaConf.select(cfg, key)
+        shown = repr(stored[0] if "list" in str(f.type) else stored)  # a list is refused by the item
+        with pytest.raises(ConfigError) as refused:
+            validate(cfg)
+        assert refused.value.setting == key, str(refused.value)
+        message = str(refused.value)
+        assert message.startswith(f"{key}={shown}: must be {span}"), message
+        assert f"; the default is {default} (" in message, message
 
 
 def test_each_option_dataclass_is_what_hydra_composes_with_its_defaults():
