@@ -1,7 +1,8 @@
 """Environments that misbehave as users' own do (``env.import_module=misbehaving_envs``): a reward
 or an observation that is not finite, an observation of another shape or dtype than declared,
 actions whose bounds are infinite, and one whose optional dependency is missing
-(``NeedsPhysics-v0``: gymnasium's ``DependencyNotInstalled``, as Box2D's environments raise it).
+(``NeedsPhysics-v0``: gymnasium's ``DependencyNotInstalled``, as Box2D's environments raise it), and one
+whose observations are large (``LargeObservations-v0``: a replay buffer of them outgrows a machine).
 Each other one is CartPole (or, for the actions, a point on a line) with one thing wrong from step
 ``at`` of each episode on (``at=0``: from the reset), of every ``every``-th episode; with
 ``in_workers_only``, only in collector worker processes (the config check's steps pass)."""
@@ -92,3 +93,28 @@ def needs_physics(**kwargs) -> gym.Env:
 
 
 gym.register("NeedsPhysics-v0", entry_point=needs_physics)
+
+
+class LargeObservations(CartPoleEnv):
+    """CartPole seen as a ``(3, 128, 128)`` float32 picture (196,608 bytes an observation): its state in
+    the first four numbers, zeros elsewhere. A replay buffer of many of its frames outgrows a machine."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.observation_space = gym.spaces.Box(0.0, 1.0, (3, 128, 128), np.float32)
+
+    def _picture(self, state):
+        picture = np.zeros(self.observation_space.shape, np.float32)
+        picture.reshape(-1)[:4] = np.clip(np.asarray(state, np.float32) * 0.1 + 0.5, 0.0, 1.0)
+        return picture
+
+    def reset(self, **kwargs):
+        obs, info = super().reset(**kwargs)
+        return self._picture(obs), info
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = super().step(action)
+        return self._picture(obs), reward, terminated, truncated, info
+
+
+gym.register("LargeObservations-v0", entry_point=LargeObservations, max_episode_steps=200)

@@ -32,6 +32,7 @@ from trajrl.envs.spaces import (
     action_size,
     flat_observations,
     goal_layout,
+    is_image,
     parts_of,
 )
 
@@ -467,6 +468,7 @@ class EnvSpaces:
     action_parts: tuple[int, ...] = ()  # a MultiDiscrete action: the categories of each part
     bounded: bool = True  # a continuous action's every dimension has finite bounds
     action_space: str = ""  # the gymnasium space, in words
+    observation_itemsize: int = 4  # bytes of each number of the flat observation (1: one uint8 image, else float32)
 
 
 def env_spaces(env_cfg: Any, timeout_s: float | None = None) -> EnvSpaces:
@@ -521,6 +523,7 @@ def _env_spaces(
             action_parts(act_space),
             kind != CONTINUOUS or bool(np.isfinite(act_space.low).all() and np.isfinite(act_space.high).all()),
             str(act_space),
+            1 if is_image(obs_space) else 4,  # what flat_observations keeps
         )
     finally:
         env.close()
