@@ -8,6 +8,8 @@ import difflib
 import functools
 import importlib
 import operator
+import os
+import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -451,8 +453,21 @@ def make_vector(make: Callable[[], gym.Env], num_envs: int, vectorization: str =
     ends its episode (same-step autoreset: the episode's last observation stays in
     the step's results, the next episode's first one arrives with them)."""
     fns = [make] * num_envs
+    if vectorization != "sync":
+        worker_errors_said_once()
     vector_class = gym.vector.SyncVectorEnv if vectorization == "sync" else gym.vector.AsyncVectorEnv
     return vector_class(fns, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+
+
+def worker_errors_said_once() -> None:
+    """An async vector env's worker that raises: gymnasium logs its traceback as warnings (red ``ERROR:``
+    lines) before raising the error again in the process that steps it, where trajrl says it in its one
+    line; those warnings are not shown (with ``TRAJRL_FULL_ERROR=1``, the CLI's ``HYDRA_FULL_ERROR=1``, they are)."""
+    if os.environ.get("TRAJRL_FULL_ERROR") == "1":
+        return
+    warnings.filterwarnings(
+        "ignore", message=r"\x1b\[31mERROR: ", category=UserWarning, module=r"gymnasium\.vector\.async_vector_env"
+    )
 
 
 @dataclass(frozen=True)
