@@ -4,8 +4,15 @@ buffer larger than the machine and wandb online without a login are refused befo
 ``collector=async_batched`` ends the run in its one line alone; the files a run keeps survive a
 full disk and an interrupted export (docs/faults.md, "Around a run")."""
 
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+
 import pytest
-from helpers import TESTS, exited, failed_with
+from helpers import TESTS, cli_environment, exited, failed_with
+from process_groups import processes_now
 
 LARGE = ("env=gym", "env.import_module=misbehaving_envs", "env.id=LargeObservations-v0")
 
@@ -54,3 +61,63 @@ def test_wandb_online_without_a_login_is_refused_in_one_line_before_the_run(tmp_
         "(no WANDB_API_KEY, no key in ~/.netrc); log in with `wandb login`, set WANDB_API_KEY, or use "
         "logger.wandb_mode=offline (synced later with `wandb sync`)"
     )
+
+
+def test_an_export_interrupted_while_it_writes_leaves_no_file_under_its_name(smoke_run, tmp_path):
+    """``trajrl export`` stopped (SIGSTOP) the moment its file is created (inotify), then sent SIGINT:
+    it ends in one line (exit 130), and neither the file it was writing nor a part of it is left."""
+    _, run_dir = smoke_run
+    out = tmp_path / "out"
+    out.mkdir()
+    args = ("export", str(run_dir), "--which", "latest", "--format", "torch", "--check-episodes", "0")
+    with created_in(out) as created:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "trajrl", *args, "--out", str(out / "agent.pt2")],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=cli_environment(),
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        try:
+            name = created(timeout=120)
+            os.kill(proc.pid, signal.SIGSTOP)
+            writing = sorted(os.listdir(out))
+            os.kill(proc.pid, signal.SIGINT)
+            os.kill(proc.pid, signal.SIGCONT)
+            out_text, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+    assert name == "agent.tmp.pt2" and writing == ["agent.tmp.pt2"], (name, writing)  # stopped inside its write
+    failed_with(
+        subprocess.CompletedProcess(proc.args, proc.returncode, out_text, err),
+        130,
+        "trajrl export: stopped: interrupted by SIGINT",
+    )
+    assert os.listdir(out) == []
+    assert not processes_now(proc.pid)
+
+
+@contextlib.contextmanager
+def created_in(directory):
+    """``created(timeout)``: the name of the next file created in ``directory`` (Linux's inotify)."""
+    import ctypes
+    import select
+    import struct
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    inotify = libc.inotify_init1(os.O_CLOEXEC)
+    assert inotify >= 0 and libc.inotify_add_watch(inotify, os.fsencode(str(directory)), 0x100) >= 0  # IN_CREATE
+
+    def created(timeout: float) -> str:
+        assert select.select([inotify], [], [], timeout)[0], f"nothing created in {directory} within {timeout} s"
+        event = os.read(inotify, 4096)
+        size = struct.unpack_from("iIII", event)[3]
+        return event[16 : 16 + size].rstrip(b"\0").decode()
+
+    try:
+        yield created
+    finally:
+        os.close(inotify)
