@@ -15,6 +15,7 @@ from helpers import TESTS, cli_environment, exited, failed_with
 from process_groups import processes_now
 
 LARGE = ("env=gym", "env.import_module=misbehaving_envs", "env.id=LargeObservations-v0")
+MISBEHAVING_IN_COLLECTORS = ("env=gym", "env.import_module=misbehaving_envs", "+env.kwargs.in_collectors_only=true")
 
 
 def refused(tmp_path, *args: str, timeout: float = 60) -> str:
@@ -121,3 +122,53 @@ def created_in(directory):
         yield created
     finally:
         os.close(inotify)
+
+
+def test_a_run_into_a_directory_another_run_is_writing_is_refused_before_it_writes(tmp_path):
+    """``hydra.run.dir`` held by another process (as every run holds its own: ``held_by_this_run``,
+    a lock the kernel lets go of when the holder ends, however it ends): the second run is refused in
+    one line naming the holder, and the first run's files are as they were."""
+    from trajrl.base.files import held_by_this_run
+
+    run_dir = tmp_path / "run"
+    with held_by_this_run(run_dir):
+        (run_dir / "metrics.csv").write_text("frames\n500\n")
+        proc, left = exited("debug=smoke", f"hydra.run.dir={run_dir}", cwd=tmp_path, pythonpath=TESTS)
+    failed_with(
+        proc,
+        2,
+        f"trajrl: configuration error: hydra.run.dir='{run_dir}': another trajrl run (pid {os.getpid()}) is "
+        "writing into this directory; give this run another (hydra.run.dir=<dir>), or wait for that one to end",
+    )
+    assert not left, left
+    assert (run_dir / "metrics.csv").read_text() == "frames\n500\n"
+    assert not {"config.yaml", "command.txt", "overrides.yaml", "checkpoints"} & set(os.listdir(run_dir))
+
+
+def test_a_multirun_goes_on_past_a_job_that_fails_and_exits_non_zero_naming_it(tmp_path):
+    """Three jobs: one refused by the config check, one whose environment returns a NaN reward mid-run,
+    one that trains. Each failing job says why in its own line, the third runs to its end, and the last
+    line names the two that failed; the sweep exits with the higher code (2: a setting to fix)."""
+    proc, left = exited(
+        "--multirun",
+        "debug=smoke",
+        "collector=sync",
+        "total_frames=600",
+        *MISBEHAVING_IN_COLLECTORS,
+        "env.id=NanReward-v1,NanReward-v0,Float64Observation-v0",
+        "hydra.sweep.dir=sweep",
+        cwd=tmp_path,
+        timeout=180,
+        pythonpath=TESTS,
+    )
+    err = failed_with(
+        proc,
+        2,
+        "trajrl: 2 of 3 jobs failed (each said why above), the others ran to their end: "
+        f"job 0 ({tmp_path / 'sweep' / '0'}): exit 2; job 1 ({tmp_path / 'sweep' / '1'}): exit 1",
+        "trajrl: configuration error: env.id='NanReward-v1': is not a registered gymnasium id",
+        "trajrl: run failed: collection failed: CollectorFailed: collector environment 0: env.id=NanReward-v0: ",
+    )
+    assert not left, left
+    assert (tmp_path / "sweep" / "2" / "checkpoints" / "latest.pt").exists(), err[-3000:]
+    assert "run directory   " + str(tmp_path / "sweep" / "2") in proc.stdout

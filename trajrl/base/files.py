@@ -10,6 +10,8 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+from trajrl.base.errors import ConfigError
+
 
 @contextlib.contextmanager
 def replaced_whole(path: str | Path, keep_suffix: bool = False) -> Iterator[Path]:
@@ -33,3 +35,52 @@ def replaced_whole(path: str | Path, keep_suffix: bool = False) -> Iterator[Path
             os.fsync(directory)
         finally:
             os.close(directory)
+
+
+#: Run directories this process holds (``held_by_this_run``), with how many times.
+_HELD: dict[Path, tuple[int, int]] = {}
+
+
+@contextlib.contextmanager
+def held_by_this_run(run_dir: str | Path) -> Iterator[None]:
+    """``run_dir`` written by this process alone while the block runs: an exclusive lock on its
+    ``.lock`` file (released by the kernel when the process ends, however it ends). Another process
+    holding it already: ``RunDirTaken``, before anything is written. Nested holds in one process are one."""
+    import fcntl
+
+    run_dir = Path(run_dir).resolve()
+    if run_dir in _HELD:
+        fd, count = _HELD[run_dir]
+        _HELD[run_dir] = fd, count + 1
+    else:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(run_dir / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            os.close(fd)
+            raise RunDirTaken(run_dir, holder) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        _HELD[run_dir] = fd, 1
+    try:
+        yield
+    finally:
+        fd, count = _HELD.pop(run_dir)
+        if count > 1:
+            _HELD[run_dir] = fd, count - 1
+        else:
+            os.close(fd)  # the lock goes with it
+
+
+class RunDirTaken(ConfigError):
+    """Another trajrl process is writing into the run directory."""
+
+    def __init__(self, run_dir: Path, holder: str):
+        super().__init__(
+            "hydra.run.dir",
+            str(run_dir),
+            f"another trajrl run (pid {holder}) is writing into this directory; give this run another "
+            "(hydra.run.dir=<dir>), or wait for that one to end",
+        )
