@@ -9,9 +9,10 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
-from helpers import TESTS, cli_environment, exited, failed_with
+from helpers import TESTS, cli_environment, exited, failed_with, read_metrics
 from process_groups import processes_now
 
 LARGE = ("env=gym", "env.import_module=misbehaving_envs", "env.id=LargeObservations-v0")
@@ -172,3 +173,31 @@ def test_a_multirun_goes_on_past_a_job_that_fails_and_exits_non_zero_naming_it(t
     assert not left, left
     assert (tmp_path / "sweep" / "2" / "checkpoints" / "latest.pt").exists(), err[-3000:]
     assert "run directory   " + str(tmp_path / "sweep" / "2") in proc.stdout
+
+
+def test_a_tensorboard_writer_that_fails_mid_run_is_said_once_and_the_run_goes_on(run_in):
+    """TensorBoard's event file replaced by a directory once the run writes it (its next write fails
+    with IsADirectoryError, as a full disk or a removed file fail it): the run says so in one warning,
+    goes on without TensorBoard to its end (exit 0), with every metrics row and its checkpoint, and no
+    writer thread's traceback."""
+    run = run_in("collector=sync", "logger.backends=[csv,tensorboard]", "loop.log_every_frames=100")
+    events = run.dir / "logs" / "tensorboard"
+    deadline = time.monotonic() + 90
+    while not (found := list(events.glob("events.out.tfevents.*"))):
+        assert run.proc.poll() is None and time.monotonic() < deadline, run.proc.communicate()[1][-3000:]
+        time.sleep(0.05)
+    found[0].unlink()
+    found[0].mkdir()
+    err = run.end(within=120)
+    said = run.out + err
+    assert run.proc.returncode == 0, err[-3000:]
+    assert "Traceback" not in said and "Exception in thread" not in said, said[-3000:]
+    warned = [line for line in said.splitlines() if "logger failed at" in line]
+    assert len(warned) == 1 and "the TensorboardLogger logger failed at " in warned[0], said[-3000:]
+    assert (
+        "(IsADirectoryError: " in warned[0] and "the run goes on without it, metrics.csv keeps every row" in warned[0]
+    )
+    rows = read_metrics(run.dir)
+    assert int(rows[-1]["frames"]) >= 2000 and len(rows) >= 10, rows[-1]
+    run.assert_checkpoint_loads()
+    run.assert_nothing_left()

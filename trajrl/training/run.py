@@ -69,8 +69,8 @@ def train_in(cfg: DictConfig, run_dir: Path, progress: Progress | None) -> dict[
             return {**last_row(run_dir), **finished_files(run_dir), "nothing_trained": solved}
         if cfg.resume is not None:
             OmegaConf.save(cfg, run_dir / "config.yaml", resolve=True)
-        for logger in pipe.loggers:
-            logger.log_hparams(flat_hparams(OmegaConf.to_container(cfg, resolve=True)))
+        metrics = MetricsLog(run_dir, pipe.loggers, resume_at=pipe.resumed.frames if pipe.resumed else None)
+        metrics.hparams(flat_hparams(OmegaConf.to_container(cfg, resolve=True)))
         evaluator = None
         if loop_settings.eval_episodes > 0:
             evaluator = Evaluator(
@@ -85,7 +85,7 @@ def train_in(cfg: DictConfig, run_dir: Path, progress: Progress | None) -> dict[
             )
         checkpointer = Checkpointer(run_dir, cfg.algo.name, pipe.algo, pipe.policy_state, pipe.stored)
         parts = RunParts(
-            log=MetricsLog(run_dir, pipe.loggers, resume_at=pipe.resumed.frames if pipe.resumed else None),
+            log=metrics,
             progress=progress or Progress(int(cfg.total_frames)),
             evaluate=evaluator,
             audit=LiveAudit(int(cfg.audit_every)) if cfg.audit else None,
