@@ -180,7 +180,9 @@ def test_a_tensorboard_writer_that_fails_mid_run_is_said_once_and_the_run_goes_o
     with IsADirectoryError, as a full disk or a removed file fail it): the run says so in one warning,
     goes on without TensorBoard to its end (exit 0), with every metrics row and its checkpoint, and no
     writer thread's traceback."""
-    run = run_in("collector=sync", "logger.backends=[csv,tensorboard]", "loop.log_every_frames=100")
+    run = run_in(
+        "collector=sync", "logger.backends=[csv,tensorboard]", "loop.log_every_frames=100", "total_frames=1000"
+    )
     events = run.dir / "logs" / "tensorboard"
     deadline = time.monotonic() + 90
     while not (found := list(events.glob("events.out.tfevents.*"))):
@@ -198,6 +200,6 @@ def test_a_tensorboard_writer_that_fails_mid_run_is_said_once_and_the_run_goes_o
         "(IsADirectoryError: " in warned[0] and "the run goes on without it, metrics.csv keeps every row" in warned[0]
     )
     rows = read_metrics(run.dir)
-    assert int(rows[-1]["frames"]) >= 2000 and len(rows) >= 10, rows[-1]
+    assert int(rows[-1]["frames"]) >= 1000 and len(rows) >= 5, rows[-1]
     run.assert_checkpoint_loads()
     run.assert_nothing_left()

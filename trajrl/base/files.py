@@ -10,7 +10,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from trajrl.base.errors import ConfigError
+from trajrl.base.errors import RunDirTaken
 
 
 @contextlib.contextmanager
@@ -72,15 +72,3 @@ def held_by_this_run(run_dir: str | Path) -> Iterator[None]:
             _HELD[run_dir] = fd, count - 1
         else:
             os.close(fd)  # the lock goes with it
-
-
-class RunDirTaken(ConfigError):
-    """Another trajrl process is writing into the run directory."""
-
-    def __init__(self, run_dir: Path, holder: str):
-        super().__init__(
-            "hydra.run.dir",
-            str(run_dir),
-            f"another trajrl run (pid {holder}) is writing into this directory; give this run another "
-            "(hydra.run.dir=<dir>), or wait for that one to end",
-        )
