@@ -1,8 +1,9 @@
 """What goes wrong around a run on a user's own machine, through the CLI in a subprocess: a replay
-buffer larger than the machine and wandb online without a login are refused before anything starts
-(exit 2, one line, no traceback, no run directory, no process left); a bad step under
-``collector=async_batched`` ends the run in its one line alone; the files a run keeps survive a
-full disk and an interrupted export (docs/faults.md, "Around a run")."""
+buffer larger than the machine, wandb online without a login and a second run into a directory a run
+is writing are refused before anything starts (exit 2, one line, no traceback, no process left, nothing
+written); an export interrupted inside its write leaves no file under its name; a TensorBoard writer
+that fails mid-run is a backend lost, not the run; a multirun goes on past a job that fails
+(docs/faults.md, "Around a run")."""
 
 import contextlib
 import os
