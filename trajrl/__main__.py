@@ -16,7 +16,7 @@ import shlex
 import shutil
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NoReturn
 
@@ -24,6 +24,7 @@ import hydra
 import yaml
 from hydra.core.hydra_config import HydraConfig
 from hydra.errors import HydraException
+from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from trajrl.base.errors import (
@@ -34,6 +35,7 @@ from trajrl.base.errors import (
     LearnerFailed,
     RunInterrupted,
 )
+from trajrl.base.files import held_by_this_run
 from trajrl.base.processes import end_child_processes, exit_now, start_fork_server, workers_from_a_fork_server
 from trajrl.base.signals import interrupts_raise, stacks_on_sigusr1
 from trajrl.configuration.checks import check_launcher, check_overrides, key_of
@@ -173,11 +175,45 @@ def train_from_the_command_line(typed: list[str]) -> None:
     os.environ["TRAJRL_FULL_ERROR"] = "1" if SHOW_TRACEBACK else "0"
     os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra raises what it cannot compose; one_line_errors reports it
 
+    sweep = SweepJobs()
+
     @hydra.main(config_path=str(CONFIG_DIR), config_name="config", version_base="1.3")
     def run(cfg: DictConfig) -> float:
-        return train_one_run(cfg, typed)
+        return sweep.run(train_one_run, cfg, typed)
 
     run()
+    sweep.end()
+
+
+class SweepJobs:
+    """The jobs of a ``--multirun``: one that fails has said so in its one line and the sweep goes
+    on with the next; once all have run, one line names those that failed and the command exits with
+    the highest of their codes. An interrupted job (Ctrl-C, SIGTERM) ends the sweep."""
+
+    def __init__(self) -> None:
+        self.jobs, self.failed = 0, []
+
+    def run(self, train: Callable[[DictConfig, list[str]], float], cfg: DictConfig, typed: list[str]) -> float:
+        self.jobs += 1
+        try:
+            return train(cfg, typed)
+        except SystemExit as stop:
+            hydra_cfg = HydraConfig.get()
+            if hydra_cfg.mode != RunMode.MULTIRUN or not isinstance(stop.code, int) or not 0 < stop.code < 128:
+                raise
+            self.failed.append((hydra_cfg.job.num, hydra_cfg.runtime.output_dir, stop.code))
+            return float("nan")
+
+    def end(self) -> None:
+        if not self.failed:
+            return
+        said = "; ".join(f"job {num} ({where}): exit {code}" for num, where, code in self.failed)
+        print(
+            f"trajrl: {len(self.failed)} of {self.jobs} jobs failed (each said why above), the others ran to "
+            f"their end: {said}",
+            file=sys.stderr,
+        )
+        sys.exit(max(code for _, _, code in self.failed))
 
 
 def import_the_users_module(typed: list[str]) -> None:
@@ -197,28 +233,30 @@ def train_one_run(cfg: DictConfig, typed: list[str]) -> float:
     return (for sweepers). ``typed``: the command's arguments as typed (for ``command.txt``)."""
     hydra_cfg = HydraConfig.get()
     run_dir = Path(hydra_cfg.runtime.output_dir)
-    with one_line_errors():  # before torch is even imported: a refusal takes a second and leaves nothing behind
-        try:
-            cfg = validate(cfg)
-            check_launcher(
-                hydra_cfg.launcher.get("_target_", ""),
-                cfg.collector.kind,
-                cfg.collector.get("env_backend", "threading"),
-            )
-            check_overrides(list(hydra_cfg.overrides.task), cfg.algo.name)
-        except (ConfigError, EnvironmentFailed):  # EnvironmentFailed: its first steps (trajrl.envs.env_check)
-            resumed = cfg.get("resume")
-            if resumed is None or Path(str(resumed)).resolve() != run_dir.resolve():  # never a resumed run's own
-                discard_run_dir(run_dir)
-            raise
+    with contextlib.ExitStack() as held:
+        with one_line_errors():  # before torch is even imported: a refusal takes a second and leaves nothing behind
+            held.enter_context(held_by_this_run(run_dir))  # another run writing there: refused, nothing written
+            try:
+                cfg = validate(cfg)
+                check_launcher(
+                    hydra_cfg.launcher.get("_target_", ""),
+                    cfg.collector.kind,
+                    cfg.collector.get("env_backend", "threading"),
+                )
+                check_overrides(list(hydra_cfg.overrides.task), cfg.algo.name)
+            except (ConfigError, EnvironmentFailed):  # EnvironmentFailed: its first steps (trajrl.envs.env_check)
+                resumed = cfg.get("resume")
+                if resumed is None or Path(str(resumed)).resolve() != run_dir.resolve():  # never a resumed run's own
+                    discard_run_dir(run_dir)
+                raise
 
-    if starts_processes(cfg.collector.kind, cfg.collector.get("env_backend")):
-        start_fork_server()  # its imports run beside the learner's own (below)
-    from trajrl.training.run import summary, train
+        if starts_processes(cfg.collector.kind, cfg.collector.get("env_backend")):
+            start_fork_server()  # its imports run beside the learner's own (below)
+        from trajrl.training.run import summary, train
 
-    with one_line_errors(run_dir=run_dir):
-        record_command(run_dir, list(hydra_cfg.overrides.task), typed)
-        final = train(cfg, run_dir=run_dir)
+        with one_line_errors(run_dir=run_dir):
+            record_command(run_dir, list(hydra_cfg.overrides.task), typed)
+            final = train(cfg, run_dir=run_dir)
     print(summary(final), flush=True)
     if cfg.logger.plots:
         write_plots(run_dir)
@@ -282,7 +320,7 @@ def discard_run_dir(run_dir: Path) -> None:
     ``.hydra/`` and log), and the directories above it that this leaves empty (a
     sweep's, with only its ``multirun.yaml``). A directory holding anything else is
     left alone."""
-    hydra_files = {".hydra", f"{HydraConfig.get().job.name}.log"}
+    hydra_files = {".hydra", f"{HydraConfig.get().job.name}.log", ".lock"}
     if not run_dir.is_dir() or any(p.name not in hydra_files for p in run_dir.iterdir()):
         return
     shutil.rmtree(run_dir, ignore_errors=True)

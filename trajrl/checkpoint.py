@@ -13,7 +13,6 @@ refused with a clear error.
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ import torch
 
 from trajrl.base import internals
 from trajrl.base.errors import CheckpointError, LearnerFailed
+from trajrl.base.files import replaced_whole
 from trajrl.base.signals import critical
 from trajrl.replay.episodes import buffer_locked
 
@@ -40,11 +40,10 @@ def save_checkpoint(path: str | Path, state: dict[str, Any]) -> Path:
     """``state`` (tensors, numbers, strings and containers of them), tagged with the format."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
     try:
-        torch.save({"format": FORMAT, **state}, tmp)
+        with replaced_whole(path) as tmp:  # the checkpoint before is replaced only by a whole one
+            torch.save({"format": FORMAT, **state}, tmp)
     except (OSError, RuntimeError) as err:  # a full disk: torch reports it as either
-        tmp.unlink(missing_ok=True)
         kept = f"; {path.name} still holds the checkpoint before" if path.exists() else ""
         reason = (
             err.strerror
@@ -54,7 +53,6 @@ def save_checkpoint(path: str | Path, state: dict[str, Any]) -> Path:
         raise OSError(
             getattr(err, "errno", None), f"{reason}, while the checkpoint was written{kept}", str(path)
         ) from None
-    os.replace(tmp, path)  # the checkpoint before is replaced only by a whole one
     return path
 
 

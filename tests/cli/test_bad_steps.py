@@ -57,6 +57,35 @@ def test_a_bad_step_in_a_worker_ends_the_run_in_one_line_naming_it(algo, env_id,
     run.assert_nothing_left()
 
 
+@pytest.mark.parametrize(
+    "collector",
+    [
+        pytest.param(  # stepped in threads of the learner's process; TorchRL's collector reports the error itself
+            ("collector=async_batched",), marks=pytest.mark.slow
+        ),
+        ("collector=sync", "env.num_envs=2", "env.vectorization=async"),  # gymnasium's worker processes
+        pytest.param(  # the same vector, made in a collector worker
+            ("collector=multi_async", "env.num_envs=2", "env.vectorization=async"), marks=pytest.mark.slow
+        ),
+    ],
+    ids=["async_batched", "async_vector", "async_vector_in_a_worker"],
+)
+def test_a_bad_step_in_a_collectors_thread_or_a_vectors_worker_is_said_in_the_one_line_alone(collector, run_in):
+    """A NaN reward where the environment is stepped by something else than a TorchRL worker: the
+    run's one line is all stderr holds, no thread's traceback and none of gymnasium's worker's
+    (red ``ERROR:`` warnings) printed before it."""
+    run = run_in(
+        "env=gym",
+        "env.import_module=misbehaving_envs",
+        "+env.kwargs.in_collectors_only=true",
+        "env.id=NanReward-v0",
+        *collector,
+    )
+    err = run.failed_with(1, "trajrl: run failed: ", "env.id=NanReward-v0: its step 3 of an episode (step ")
+    assert err.strip().count("\n") == 0 and "ERROR: " not in err, err[-3000:]
+    run.assert_nothing_left()
+
+
 def test_with_bad_steps_dropped_the_run_trains_on_finite_episodes_and_counts_the_others(train_in):
     """``collector.bad_steps=drop``: every third episode an environment starts (a drop's reset counts
     too) holds a NaN reward from its third step; those are dropped, counted in metrics.csv and the

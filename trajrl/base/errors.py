@@ -33,6 +33,18 @@ class ConfigError(ValueError):
         super().__init__(f"{setting} (set in {source}): {fix}" if source else f"{setting}={shown}: {fix}")
 
 
+class RunDirTaken(ConfigError):
+    """Another trajrl process is writing into the run directory."""
+
+    def __init__(self, run_dir: object, holder: str):
+        super().__init__(
+            "hydra.run.dir",
+            str(run_dir),
+            f"another trajrl run (pid {holder}) is writing into this directory; give this run another "
+            "(hydra.run.dir=<dir>), or wait for that one to end",
+        )
+
+
 class CheckpointError(ValueError):
     """A checkpoint that cannot be read: says which file and why."""
 

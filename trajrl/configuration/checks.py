@@ -25,6 +25,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from trajrl.algos.registry import SPECS, algo_spec, learns_on_policy, takes_actions
 from trajrl.algos.settings import LINEAR_CORES
 from trajrl.base.errors import ConfigError
+from trajrl.configuration.room import check_replay_room
 from trajrl.configuration.settings import (
     GROUPS,
     OFF_POLICY_ONLY,
@@ -44,6 +45,7 @@ def check(cfg: DictConfig) -> None:
     instance of the environment (gymnasium only) to check its id, spaces and step limit."""
     check_ranges(cfg)
     check_device(cfg)
+    check_wandb_login(cfg)
     # collect
     check_workers(cfg)
     check_ray(cfg)
@@ -72,6 +74,7 @@ def check(cfg: DictConfig) -> None:
     check_actions(cfg, spaces)
     check_first_steps(cfg.env, timeout_s=cfg.loop.stall_timeout_s, refuse=cfg.collector.bad_steps != "drop")
     check_episode_fits_storage(cfg, spaces)
+    check_replay_room(cfg, spaces)
     check_slice_len(cfg, spaces)
     check_hindsight_replay(cfg)
     check_hindsight_env(cfg, spaces)
@@ -124,6 +127,27 @@ def check_device(cfg: DictConfig) -> None:
             cfg.device,
             f"this machine has no CUDA device that torch {torch.__version__} can use; "
             "use device=cpu, or device=auto (cuda where there is one)",
+        )
+
+
+def check_wandb_login(cfg: DictConfig) -> None:
+    """``logger.wandb_mode=online`` needs a wandb account this machine is logged in to: asked of wandb
+    itself (``wandb.login(prompt=False, verify=False)``: its key from ``WANDB_API_KEY``, its settings
+    or ``~/.netrc``, without a prompt, the network or a file written)."""
+    if "wandb" not in cfg.logger.backends or cfg.logger.wandb_mode != "online":
+        return
+    if os.environ.get("WANDB_MODE") in ("offline", "disabled", "dryrun"):
+        return  # wandb will not go online whatever trajrl asks
+    os.environ.setdefault("WANDB_SILENT", "true")
+    import wandb  # only here: wandb's import takes a second
+
+    if not wandb.login(prompt=False, verify=False):
+        raise ConfigError(
+            "logger.wandb_mode",
+            "online",
+            "no wandb account is logged in on this machine (no WANDB_API_KEY, no key in ~/.netrc); "
+            "log in with `wandb login`, set WANDB_API_KEY, or use logger.wandb_mode=offline (synced later "
+            "with `wandb sync`)",
         )
 
 

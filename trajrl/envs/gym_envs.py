@@ -8,6 +8,8 @@ import difflib
 import functools
 import importlib
 import operator
+import os
+import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -32,6 +34,7 @@ from trajrl.envs.spaces import (
     action_size,
     flat_observations,
     goal_layout,
+    is_image,
     parts_of,
 )
 
@@ -450,8 +453,21 @@ def make_vector(make: Callable[[], gym.Env], num_envs: int, vectorization: str =
     ends its episode (same-step autoreset: the episode's last observation stays in
     the step's results, the next episode's first one arrives with them)."""
     fns = [make] * num_envs
+    if vectorization != "sync":
+        worker_errors_said_once()
     vector_class = gym.vector.SyncVectorEnv if vectorization == "sync" else gym.vector.AsyncVectorEnv
     return vector_class(fns, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+
+
+def worker_errors_said_once() -> None:
+    """An async vector env's worker that raises: gymnasium logs its traceback as warnings (red ``ERROR:``
+    lines) before raising the error again in the process that steps it, where trajrl says it in its one
+    line; those warnings are not shown (with ``TRAJRL_FULL_ERROR=1``, the CLI's ``HYDRA_FULL_ERROR=1``, they are)."""
+    if os.environ.get("TRAJRL_FULL_ERROR") == "1":
+        return
+    warnings.filterwarnings(
+        "ignore", message=r"\x1b\[31mERROR: ", category=UserWarning, module=r"gymnasium\.vector\.async_vector_env"
+    )
 
 
 @dataclass(frozen=True)
@@ -467,6 +483,7 @@ class EnvSpaces:
     action_parts: tuple[int, ...] = ()  # a MultiDiscrete action: the categories of each part
     bounded: bool = True  # a continuous action's every dimension has finite bounds
     action_space: str = ""  # the gymnasium space, in words
+    observation_itemsize: int = 4  # bytes of each number of the flat observation (1: one uint8 image, else float32)
 
 
 def env_spaces(env_cfg: Any, timeout_s: float | None = None) -> EnvSpaces:
@@ -521,6 +538,7 @@ def _env_spaces(
             action_parts(act_space),
             kind != CONTINUOUS or bool(np.isfinite(act_space.low).all() and np.isfinite(act_space.high).all()),
             str(act_space),
+            1 if is_image(obs_space) else 4,  # what flat_observations keeps
         )
     finally:
         env.close()

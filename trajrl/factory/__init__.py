@@ -97,12 +97,17 @@ class Pipeline:
 
     def close(self) -> None:
         close_collector(self.collector)
-        for logger in self.loggers:
+        for logger in self.loggers:  # those still writing (``MetricsLog`` drops one that fails)
             experiment = getattr(logger, "experiment", None)
-            if hasattr(experiment, "finish"):
-                experiment.finish()
-            elif hasattr(experiment, "close"):
-                experiment.close()
+            try:
+                if hasattr(experiment, "finish"):
+                    experiment.finish()
+                elif hasattr(experiment, "close"):
+                    experiment.close()
+            except Exception as err:  # its last writes lost, the run's own files whole
+                log.warning(
+                    "the %s logger failed as it closed (%s: %s)", type(logger).__name__, type(err).__name__, err
+                )
 
     def __enter__(self) -> Pipeline:
         return self

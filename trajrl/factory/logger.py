@@ -5,6 +5,7 @@ each metric is written once."""
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 from torchrl.record.loggers import Logger
@@ -21,6 +22,7 @@ def build_loggers(backends: list[str], run_dir: Path, exp_name: str, wandb_mode:
         if backend == "tensorboard":
             from torchrl.record.loggers import TensorboardLogger
 
+            writer_errors_said_once()
             loggers.append(TensorboardLogger(exp_name="tensorboard", log_dir=log_dir))
         elif backend == "wandb":
             from torchrl.record.loggers import WandbLogger
@@ -30,6 +32,23 @@ def build_loggers(backends: list[str], run_dir: Path, exp_name: str, wandb_mode:
                 WandbLogger(exp_name=exp_name, save_dir=log_dir, project="trajrl", offline=wandb_mode != "online")
             )
     return loggers
+
+
+def writer_errors_said_once() -> None:
+    """TensorBoard's writer thread that fails (its event file gone, a full disk) prints its traceback,
+    then the run's next write raises the same error, which the run says in one line and goes on without
+    TensorBoard (``trajrl.training.metrics.MetricsLog``): the thread's traceback is not printed (with
+    ``TRAJRL_FULL_ERROR=1``, the CLI's ``HYDRA_FULL_ERROR=1``, it is)."""
+    if os.environ.get("TRAJRL_FULL_ERROR") == "1" or getattr(threading.excepthook, "trajrl_writers", False):
+        return
+    previous = threading.excepthook
+
+    def hook(args) -> None:
+        if not type(args.thread).__module__.startswith("tensorboard."):
+            previous(args)
+
+    hook.trajrl_writers = True
+    threading.excepthook = hook
 
 
 def flat_hparams(config: dict, prefix: str = "") -> dict[str, int | float | str | bool]:

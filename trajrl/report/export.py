@@ -35,6 +35,7 @@ import torch
 from torch import nn
 
 from trajrl.base.errors import ConfigError
+from trajrl.base.files import replaced_whole
 
 #: The formats, and the suffix of each one's file.
 FORMATS = {"onnx": ".onnx", "torch": ".pt2"}
@@ -252,10 +253,11 @@ def export_agent(
     path.parent.mkdir(parents=True, exist_ok=True)
     with quiet_exporters():
         program = exported_program(step, example)
-        if fmt == "torch":
-            torch.export.save(program, path, extra_files={SIDECAR: json.dumps(sidecar)})
-        else:
-            write_onnx(program, example, sidecar, path)
+        with replaced_whole(path, keep_suffix=True) as partial:  # interrupted or failed: no half file at path
+            if fmt == "torch":
+                torch.export.save(program, partial, extra_files={SIDECAR: json.dumps(sidecar)})
+            else:
+                write_onnx(program, example, sidecar, partial)
     return path, check_exported(cfg, agent, path, check_episodes)
 
 

@@ -12,9 +12,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import logging
 import math
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -26,6 +29,8 @@ from trajrl.base.keys import MASK_KEY, RELABELLED_KEY, TRAJ_KEY, VERSION_KEY
 from trajrl.collect.faults import NEXT_FAULT
 from trajrl.replay.episodes import buffer_locked, find_episodes
 from trajrl.replay.lanes import LaneWriter, in_time_order
+
+log = logging.getLogger("trajrl")
 
 
 def length_stats(lengths: torch.Tensor, prefix: str) -> dict[str, float]:
@@ -267,7 +272,9 @@ class MetricsLog:
 
     def __init__(self, run_dir: Path | None, loggers: list[Logger] = (), resume_at: int | None = None):
         self.path = Path(run_dir) / "metrics.csv" if run_dir else None
-        self.loggers = list(loggers)
+        self.loggers = (
+            loggers if isinstance(loggers, list) else list(loggers)
+        )  # the pipeline's: one dropped is not closed
         self.rows: list[dict[str, float]] = []
         self.columns: list[str] = []
         if resume_at is not None and self.path is not None and self.path.exists():
@@ -291,13 +298,20 @@ class MetricsLog:
                 writer.writerows(later)
         return [row for row in rows if float(row["frames"]) <= frames]
 
+    def hparams(self, values: dict) -> None:
+        """The run's settings, once, to the loggers that keep them (TensorBoard's hparams, wandb's config)."""
+        for logger in list(self.loggers):
+            with self.dropped_if_it_fails(logger, 0):
+                logger.log_hparams(values)
+
     def log(self, frames: int, values: dict[str, float]) -> dict[str, float]:
         row = {"frames": frames, **{k: v for k, v in values.items() if v is not None and not math.isnan(v)}}
         self.rows.append(row)
-        for logger in self.loggers:
-            for name, value in row.items():
-                if name != "frames":
-                    logger.log_scalar(name, value, step=frames)
+        for logger in list(self.loggers):
+            with self.dropped_if_it_fails(logger, frames):
+                for name, value in row.items():
+                    if name != "frames":
+                        logger.log_scalar(name, value, step=frames)
         if self.path is not None:
             if any(name not in self.columns for name in row):
                 self._rewrite()
@@ -321,8 +335,25 @@ class MetricsLog:
         (TensorBoard, wandb); metrics.csv keeps quartiles instead."""
         if values.numel() == 0:
             return
-        for logger in self.loggers:
-            try:
-                logger.log_histogram(name, values.numpy(), step=frames, bins=32)
-            except NotImplementedError:  # TorchRL's CSV logger
-                pass
+        for logger in list(self.loggers):
+            with self.dropped_if_it_fails(logger, frames):
+                try:
+                    logger.log_histogram(name, values.numpy(), step=frames, bins=32)
+                except NotImplementedError:  # TorchRL's CSV logger
+                    pass
+
+    @contextlib.contextmanager
+    def dropped_if_it_fails(self, logger: Logger, frames: int) -> Iterator[None]:
+        """A logger that raises (its file gone, its disk full, its service down) is a backend lost, not
+        the run: the run goes on without it, says so once, and metrics.csv keeps every row."""
+        try:
+            yield
+        except Exception as err:
+            self.loggers.remove(logger)
+            log.warning(
+                "the %s logger failed at %s frames (%s: %s); the run goes on without it, metrics.csv keeps every row",
+                type(logger).__name__,
+                f"{frames:,}",
+                type(err).__name__,
+                err,
+            )

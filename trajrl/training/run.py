@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from trajrl.base.files import held_by_this_run
 from trajrl.base.signals import interrupts_raise
 from trajrl.checkpoint import Checkpointer, LoopState, checkpoint_path
 from trajrl.configuration.compose import validate
@@ -51,7 +52,12 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None, progress: Progress
     if run_dir is None and cfg.resume is not None:
         run_dir = cfg.resume
     run_dir = Path(run_dir) if run_dir is not None else new_run_dir()
-    run_dir.mkdir(parents=True, exist_ok=True)
+    with held_by_this_run(run_dir):  # another process writing there: refused before a file is written
+        return train_in(cfg, run_dir, progress)
+
+
+def train_in(cfg: DictConfig, run_dir: Path, progress: Progress | None) -> dict[str, float]:
+    """``train``'s run, in ``run_dir``, which this process holds."""
     if cfg.resume is None:  # a new run's config is there even if it fails to build
         OmegaConf.save(cfg, run_dir / "config.yaml", resolve=True)
     torch.set_num_threads(1)
@@ -63,8 +69,8 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None, progress: Progress
             return {**last_row(run_dir), **finished_files(run_dir), "nothing_trained": solved}
         if cfg.resume is not None:
             OmegaConf.save(cfg, run_dir / "config.yaml", resolve=True)
-        for logger in pipe.loggers:
-            logger.log_hparams(flat_hparams(OmegaConf.to_container(cfg, resolve=True)))
+        metrics = MetricsLog(run_dir, pipe.loggers, resume_at=pipe.resumed.frames if pipe.resumed else None)
+        metrics.hparams(flat_hparams(OmegaConf.to_container(cfg, resolve=True)))
         evaluator = None
         if loop_settings.eval_episodes > 0:
             evaluator = Evaluator(
@@ -79,7 +85,7 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None, progress: Progress
             )
         checkpointer = Checkpointer(run_dir, cfg.algo.name, pipe.algo, pipe.policy_state, pipe.stored)
         parts = RunParts(
-            log=MetricsLog(run_dir, pipe.loggers, resume_at=pipe.resumed.frames if pipe.resumed else None),
+            log=metrics,
             progress=progress or Progress(int(cfg.total_frames)),
             evaluate=evaluator,
             audit=LiveAudit(int(cfg.audit_every)) if cfg.audit else None,
