@@ -96,6 +96,19 @@ def counted(count_dir: Path, *kwargs: str) -> list[str]:
     ]
 
 
+def flaky(count_dir: Path, every: int) -> list[str]:
+    """The default run on ``Counted-v0`` whose collectors' every ``every``-th step of a process raises
+    (each process's steps and each fault's cut episode counted in ``count_dir``).
+    Only the collectors' steps count and raise: measuring observations, probing the clock and
+    evaluating (the defaults, on) step it in the learner's main thread."""
+    return [
+        *counted(count_dir, f"every={every}"),
+        "storage.capacity=4000",  # never wraps: the checkpoint holds every step stored
+        "audit=true",
+        "audit_every=1",
+    ]
+
+
 @dataclass
 class Stepped:
     """What one collector process stepped: its frames, and the frames of each episode a fault cut."""

@@ -1,36 +1,23 @@
 """Training through faults, with real worker processes: an environment that raises is
 rebuilt, its episode dropped and counted, and the run goes on to ``total_frames`` with
-every frame accounted for against the environments' own counts (runs trained in the test's
-process: what they write and print); past ``collector.max_restarts`` the environment's error
-ends the run (through the real CLI once: its exit code, its one line, nothing left running; its other case and
-a disk that fills train in the test's process: ``helpers.Trained.failed_with``, the line
-and exit code the CLI's own ``one_line`` gives the error)."""
+every frame accounted for against the environments' own counts (``counted_envs``; runs
+trained in the test's process: what they write and print); a killed worker is replaced, and
+a write it left half done redone whole; a disk that fills while a checkpoint is written ends
+the run and keeps the checkpoint before (``helpers.Trained.failed_with``: the line and exit
+code the CLI's own ``one_line`` gives the error). Past ``collector.max_restarts`` the
+environment's error ends the run: test_failures.py."""
 
 import os
 import signal
 import time
-from pathlib import Path
 
 import pytest
 import torch
-from counted_envs import assert_the_frames_add_up, counted, stepped
+from counted_envs import assert_the_frames_add_up, counted, flaky, stepped
 from helpers import episodes, rows_of, zero_padded
 
 from trajrl.base.keys import TRAJ_KEY
 from trajrl.collect.faults import NEXT_FAULT, without_faulted
-
-
-def flaky(count_dir: Path, every: int) -> list[str]:
-    """The default run on CartPole whose collectors' every ``every``-th step of a process raises
-    (``counted_envs``: each process's steps and each fault's cut episode counted in ``count_dir``).
-    Only the collectors' steps count and raise: measuring observations, probing the clock and
-    evaluating (the defaults, on) step it in the learner's main thread."""
-    return [
-        *counted(count_dir, f"every={every}"),
-        "storage.capacity=4000",  # never wraps: the checkpoint holds every step stored
-        "audit=true",
-        "audit_every=1",
-    ]
 
 
 def marked(flat, faulted_ids):
@@ -64,7 +51,7 @@ def test_episodes_a_fault_ended_are_dropped_flat_or_padded():
 )
 def test_environments_that_raise_are_rebuilt_and_the_run_reaches_total_frames(algo, collector, train_in, tmp_path):
     """Trained in the test's process (what the run does and writes is the point; the CLI
-    around a failing run is test_an_environment_that_raises_past_max_restarts_ends_the_run's).
+    around a failing run: test_failures.py's test_an_environment_that_raises_past_max_restarts_ends_the_run).
     Its accounting against the environments' own counts: the frames they stepped, those the
     buffer holds, the frames of the episodes the faults cut (fixed frames: stored, none lost)."""
     counts = tmp_path / "counts"
@@ -204,24 +191,6 @@ def test_a_worker_killed_inside_its_write_is_replaced_and_its_write_redone_whole
     assert retired and set(stepped(counts)) > retired, retired  # the new collector's processes stepped too
     assert_the_frames_add_up(run.dir, counts, retired=retired)
     assert "its unfinished write redone" in run.out, run.out[-2000:]
-    run.assert_nothing_left()
-    run.assert_checkpoint_loads()
-
-
-@pytest.mark.parametrize("collector", ["multi_async", "sync"])
-def test_an_environment_that_raises_past_max_restarts_ends_the_run(collector, run_in, train_in, tmp_path):
-    """sync through the CLI (no fork server: the cheaper of the two); multi_async, its
-    environments in worker processes, trained in the test's process."""
-    run = (run_in if collector == "sync" else train_in)(
-        *flaky(tmp_path / "counts", every=300),
-        f"collector={collector}",
-        "collector.max_restarts=2",
-        "total_frames=100000",
-    )
-    err = run.failed_with(1, "trajrl: run failed: collection failed", within=90, traceback=True)
-    last = err.strip().splitlines()[-1]
-    assert "RuntimeError: flaky: step 900" in last, last
-    assert "its error 3 within 3600 s, past collector.max_restarts=2" in last, last
     run.assert_nothing_left()
     run.assert_checkpoint_loads()
 
