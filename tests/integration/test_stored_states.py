@@ -90,7 +90,7 @@ def test_with_state_every_slices_start_only_where_the_state_is_kept_and_from_the
             f"collector={collector}",
             "debug=smoke",
             f"algo={algo}",
-            "storage.capacity=1500",
+            "storage.capacity=1000",
             "+env.kwargs.max_episode_steps=120",
             *(["sampler.state_every=7"] if algo == "r2d2" else []),
         ]
@@ -99,7 +99,7 @@ def test_with_state_every_slices_start_only_where_the_state_is_kept_and_from_the
     assert every == (7 if algo == "r2d2" else cfg.sampler.slice_len - cfg.sampler.burn_in), every
     with trajrl.build(cfg) as pipe:
         pipe.collector.start()
-        wait_for_frames(pipe, 2500)  # the storage has wrapped around
+        wait_for_frames(pipe, 1600)  # the storage has wrapped around
         pipe.collector.async_shutdown()
         net = pipe.algo.qnet if algo == "r2d2" else pipe.algo.actor  # whose state the policy stores
         steps = stored(pipe.buffer)
