@@ -140,16 +140,16 @@ def stored_by(rewards) -> dict[int, int]:
     return counts
 
 
-def assert_the_frames_add_up(run_dir, count_dir, retired=(), faults_stored=False, killed_pid=None) -> dict:
+def assert_the_frames_add_up(run_dir, count_dir, retired=(), faults_stored=False) -> dict:
     """The run's last metrics row against what really happened: the frames its environments
     stepped (their own counts), what its buffer holds (the final checkpoint's count of steps
     written; where faults or a killed worker lost some, what each process stored, read from its
     storage, which must not have wrapped), the frames lost (the episodes faults cut, unless
     ``faults_stored``: fixed frames store them; and what the processes of the collectors replaced
     after a worker died, ``retired``, stepped and never stored), and so the frames still in
-    flight at the end. ``killed_pid``: a process SIGKILLed anywhere, which may have counted a
-    step here that it never handed back (killed between its environment's step and the run's
-    count of it): one frame the run cannot see. Returns those figures."""
+    flight at the end. Each retired process may have counted a step here that it never handed
+    back (killed, or ended by the collector that saw a worker die, between its environment's
+    step and the run's count of it): a frame the run cannot see. Returns those figures."""
     from helpers import rows_of
 
     from trajrl.checkpoint import load_checkpoint
@@ -158,9 +158,9 @@ def assert_the_frames_add_up(run_dir, count_dir, retired=(), faults_stored=False
     saved = load_checkpoint(run_dir)
     storage = saved["buffer"]["_storage"]
     processes = stepped(count_dir)
-    seen = sum(p.frames for p in processes.values()) - last["collect/frames_stepped"]
-    if killed_pid is not None and seen == 1:  # its last step, never handed back
-        next(p for p in processes.values() if p.pid == killed_pid).frames -= 1
+    frames = sum(p.frames for p in processes.values())
+    unseen = frames - last["collect/frames_stepped"]
+    assert 0 <= unseen <= len(retired), f"the environments stepped {frames} frames; the run says {last}"
     tagged = stored_by(storage["_storage"]["next.reward"][: storage["_len"]])  # lanes: their unwritten rows too
     faults = sum(len(p.fault_episodes) for p in processes.values())
     cut = {k: 0 if faults_stored else sum(p.fault_episodes) for k, p in processes.items()}
@@ -170,10 +170,10 @@ def assert_the_frames_add_up(run_dir, count_dir, retired=(), faults_stored=False
         # step (reward 0) is held too, unless its episode was still in flight
         held = sum(tagged.values())
         assert held <= written <= held + faults if faults_stored else held == written, (written, tagged, faults)
-    figures = {
-        "stepped": sum(p.frames for p in processes.values()),
+    figures = {  # less the steps retired processes took and never handed back
+        "stepped": sum(p.frames for p in processes.values()) - unseen,
         "stored": written,
-        "lost": sum(cut.values()) + sum(processes[k].frames - tagged.get(k, 0) - cut[k] for k in retired),
+        "lost": sum(cut.values()) + sum(processes[k].frames - tagged.get(k, 0) - cut[k] for k in retired) - unseen,
     }
     figures["in_flight"] = figures["stepped"] - figures["stored"] - figures["lost"]
     reported = {

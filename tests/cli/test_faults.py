@@ -112,14 +112,13 @@ def test_a_killed_worker_is_replaced_and_the_run_reaches_total_frames(collector,
         "loop.checkpoint_every_frames=300",  # the worker killed once the first is saved: 900 frames to go
         "total_frames=1200",
     )
-    retired, killed = set(), []
+    retired = set()
 
     def kill_a_worker():
         run.wait_for_checkpoint()
         workers = run.workers()
         assert workers, "no worker process to kill"
         retired.update(stepped(counts))  # the processes of the collector the kill ends
-        killed.append(workers[0])
         os.kill(workers[0], signal.SIGKILL)
 
     run.train_while(kill_a_worker)  # returns: the run reached its end
@@ -130,11 +129,11 @@ def test_a_killed_worker_is_replaced_and_the_run_reaches_total_frames(collector,
     processes = stepped(counts)
     assert retired and set(processes) > retired, (retired, processes)  # the new collector's processes stepped too
     if "algo=ppo" in collector:  # its episodes go to the learner, not into a buffer the checkpoint holds
-        # the killed worker's last step may be counted here and never handed back: one frame the run cannot see
-        assert 0 <= sum(p.frames for p in processes.values()) - last["collect/frames_stepped"] <= 1, last
+        # a retired process's last step may be counted here and never handed back: a frame the run cannot see
+        assert 0 <= sum(p.frames for p in processes.values()) - last["collect/frames_stepped"] <= len(retired), last
         assert 0 <= last["collect/frames_lost_to_faults"] <= sum(processes[k].frames for k in retired), last
     else:
-        assert_the_frames_add_up(run.dir, counts, retired=retired, killed_pid=killed[0])
+        assert_the_frames_add_up(run.dir, counts, retired=retired)
     assert "restarts        1 (collection went on" in run.out, run.out[-2000:]
     named = "  collector at " if collector.startswith("async_batched") else "(exit code -9)"  # its pool's thread fails
     assert named in run.out, run.out[-2000:]
