@@ -8,32 +8,39 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import REPO, collector_sampler_pairs, help_settings, job_settings, read_metrics, trajrl
+from counted_envs import assert_the_frames_add_up, counted
+from counted_envs import stepped as counted_steps
+from helpers import REPO, TESTS, collector_sampler_pairs, help_settings, job_settings, read_metrics, trajrl
 
+from trajrl.checkpoint import load_checkpoint
 from trajrl.configuration.settings import LOCAL_COLLECTORS
 
 SAMPLERS = ("slice", "slice_without_replacement", "prioritized_slice", "episode", "random")
 
 
-def smoke_run_of(collector, sampler, tmp_path, request, train_in) -> tuple[str, Path]:
-    """``(what it printed, run directory)`` of the audited smoke run of ``collector`` x ``sampler``,
-    and that the CLI wrote its command beside its config where the CLI ran it: the default
-    pair (the run conftest.py shares: worker processes from the CLI's fork server) and sync
-    with slice (the collector in the learner's process: no fork server); the other pairs
-    train in the test's process (the collector and the sampler are the point)."""
+def smoke_run_of(collector, sampler, tmp_path, request, train_in) -> tuple[str, Path, Path | None]:
+    """``(what it printed, run directory, where its environments counted their steps)`` of the
+    audited smoke run of ``collector`` x ``sampler``, and that the CLI wrote its command beside its
+    config where the CLI ran it: the default run (the one conftest.py shares: worker processes from
+    the CLI's fork server; its environment, the default task, counts nothing) and sync with slice
+    (the collector in the learner's process: no fork server); the other pairs train in the test's
+    process (the collector and the sampler are the point). All but the default run step CartPole
+    that counts what the collectors step (``counted_envs``)."""
+    counts = tmp_path / "counts"
     audited = (f"collector={collector}", f"sampler={sampler}", "debug=smoke", "audit=true", "audit_every=1")
-    if (collector, sampler) == ("multi_async", "slice"):
+    if (collector, sampler) == ("multi_async", "prioritized_slice"):  # the default run
         proc, run_dir = request.getfixturevalue("smoke_run")
+        counts = None
     elif (collector, sampler) == ("sync", "slice"):
         run_dir = tmp_path / "run"
-        proc = trajrl(*audited, f"hydra.run.dir={run_dir}", cwd=tmp_path)
+        proc = trajrl(*audited, *counted(counts), f"hydra.run.dir={run_dir}", cwd=tmp_path, pythonpath=TESTS)
         assert proc.returncode == 0, proc.stderr[-3000:]
     else:
-        run = train_in(*audited)
+        run = train_in(*audited, *counted(counts))
         run.train()
-        return run.out, run.dir
+        return run.out, run.dir, counts
     assert (run_dir / "command.txt").exists()
-    return proc.stdout, run_dir
+    return proc.stdout, run_dir, counts
 
 
 # each sampler with the collector that runs in the learner's process (the cheapest run); with
@@ -57,14 +64,18 @@ SLOW_SMOKE = (
     ],
 )
 def test_smoke_run_of_every_collector_and_sampler_writes_metrics(collector, sampler, tmp_path, request, train_in):
-    out, run_dir = smoke_run_of(collector, sampler, tmp_path, request, train_in)
+    out, run_dir, counts = smoke_run_of(collector, sampler, tmp_path, request, train_in)
     rows = read_metrics(run_dir)
     assert rows and int(rows[-1]["frames"]) >= 2000
     assert float(rows[-1]["train/updates"]) > 0
-    assert "eval/return" in rows[-1] and float(rows[-1]["eval/return"]) > 0
+    # CartPole's reward is 1 a step (the evaluation's environment counts nothing): a return is a length
+    assert float(rows[-1]["eval/return"]) == float(rows[-1]["eval/length"]) >= 8, rows[-1]
     assert float(rows[-1]["audit/batches_checked"]) == float(rows[-1]["train/updates"])
-    in_flight = float(rows[-1]["buffer/frames_in_flight_dropped"])
-    assert 0 <= in_flight == float(rows[-1]["collect/frames_stepped"]) - float(rows[-1]["frames"])
+    if counts is not None:  # stepped, stored, lost and in flight against the environments' own counts
+        assert_the_frames_add_up(run_dir, counts)
+    else:  # what the buffer holds: the checkpoint's count of the steps written
+        written = load_checkpoint(run_dir)["buffer"]["_writer"]["_write_count"]
+        assert float(rows[-1]["frames"]) == float(rows[-1]["buffer/frames_written"]) == written, rows[-1]
     assert float(rows[-1]["audit/violations"]) == 0, {k: v for k, v in rows[-1].items() if k.startswith("audit")}
     workers = [float(v) for k, v in rows[-1].items() if k.startswith("collect/worker") and k.endswith("/frames") and v]
     assert collector in ("sync", "async") or len(workers) == 2
@@ -87,8 +98,10 @@ def test_smoke_run_of_every_collector_and_sampler_writes_metrics(collector, samp
         pytest.param("multi_sync", "padded", marks=pytest.mark.slow),
     ],
 )
-def test_smoke_run_of_ppo_learns_from_complete_episodes(collector, traj_format, train_in):
+def test_smoke_run_of_ppo_learns_from_complete_episodes(collector, traj_format, train_in, tmp_path):
+    counts = tmp_path / "counts"
     run = train_in(
+        *counted(counts),
         "algo=ppo",
         "algo.recurrent=true",
         f"collector={collector}",
@@ -102,8 +115,11 @@ def test_smoke_run_of_ppo_learns_from_complete_episodes(collector, traj_format, 
     assert int(last["frames"]) >= 2000 and float(last["train/updates"]) > 0
     assert float(last["audit/violations"]) == 0 and float(last["audit/batches_checked"]) >= 1
     assert 0 < float(last["batch/valid_frac"]) < 1 and "train/clip_fraction" in last
-    assert float(last["buffer/frames_in_flight_dropped"]) == float(last["collect/frames_stepped"]) - int(last["frames"])
-    assert "eval/return" in last
+    if collector != "sync":  # sync: PPO's loop steps it in the main thread, where Counted-v0 counts nothing
+        stepped = sum(process.frames for process in counted_steps(counts).values())  # the environments' own count
+        assert float(last["collect/frames_stepped"]) == stepped, last
+        assert float(last["buffer/frames_in_flight_dropped"]) >= 0 and float(last["frames"]) <= stepped, last
+    assert float(last["eval/return"]) == float(last["eval/length"]) >= 8, last  # CartPole: 1 a step
 
 
 @pytest.mark.parametrize(
@@ -115,7 +131,8 @@ def test_smoke_run_of_recurrent_sac_on_every_collector(collector, train_in):
     last = read_metrics(run.dir)[-1]
     assert int(last["frames"]) >= 2000 and float(last["train/updates"]) > 0
     assert float(last["audit/violations"]) == 0 and float(last["audit/batches_checked"]) == float(last["train/updates"])
-    assert "train/alpha" in last and "eval/return" in last
+    assert "train/alpha" in last
+    assert float(last["eval/length"]) == 200 and -16.3 * 200 < float(last["eval/return"]) <= 0, last  # Pendulum
 
 
 def test_reward_scale_multiplies_every_reward_collected_and_evaluated(train_in):

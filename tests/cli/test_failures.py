@@ -17,31 +17,32 @@ import time
 from pathlib import Path
 
 import pytest
+from counted_envs import flaky
 from helpers import loop_of
 
 import trajrl
 
 
 @pytest.mark.parametrize("collector", ["sync", "multi_async", "async_batched"])
-def test_an_environment_that_raises_ends_the_run_with_its_cause(collector, run_in, train_in):
-    """In a worker process, or in the single-process collector's thread (whose exception TorchRL
-    only prints: the run says it in one line, the thread's traceback not printed). sync and
-    multi_async through the CLI (multi_async: the line of a worker's error, after the worker's own
-    report); async_batched trained in the test's process."""
+def test_an_environment_that_raises_past_max_restarts_ends_the_run(collector, run_in, train_in, tmp_path):
+    """An environment whose every 300th step raises, rebuilt twice (``collector.max_restarts=2``):
+    its third error ends the run with it, whether it steps in a worker process, in the
+    single-process collector's thread (whose exception TorchRL only prints: the run says it in
+    one line, the thread's traceback not printed) or in an environment process of its own. sync
+    and multi_async through the CLI (multi_async: the line of a worker's error, after the worker's
+    own report); async_batched trained in the test's process."""
     run = (run_in if collector != "async_batched" else train_in)(
-        "env=gym",
-        "env.id=Exploding-v0",
-        "env.import_module=bad_envs",
+        *flaky(tmp_path / "counts", every=300),
         f"collector={collector}",
-        "total_frames=8000",
-        "algo.normalize_observations=false",
-    )  # the collector's steps are the first
+        "collector.max_restarts=2",
+        "total_frames=100000",
+    )
     err = run.failed_with(
-        1,
-        "trajrl: run failed: collection failed",
-        "boom: the environment failed after 1000 steps",
-        traceback=collector != "sync",
+        1, "trajrl: run failed: collection failed", within=90, traceback=collector != "sync"
     )  # a worker's own report of its error may hold its traceback
+    last = err.strip().splitlines()[-1]
+    assert "raised RuntimeError: flaky: step " in last, last  # async_batched: one process steps several
+    assert "its error 3 within 3600 s, past collector.max_restarts=2" in last, last
     assert collector != "sync" or "Exception in thread" not in err, err[-3000:]
     run.assert_nothing_left()
     run.assert_checkpoint_loads()

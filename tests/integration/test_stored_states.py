@@ -71,33 +71,41 @@ def test_a_kept_state_is_lost_only_to_the_step_that_takes_its_slot():
     assert kept.read(torch.tensor([11, 4]), torch.tensor([5, 0]))["h"][:, 0].tolist() == [[11.0, 11.0], [0.0, 0.0]]
 
 
-# sync: the same EpisodeCollector writing in the learner's process: in the slow run
-@pytest.mark.parametrize("collector", [pytest.param("sync", marks=pytest.mark.slow), "multi_async"])
-def test_with_state_every_slices_start_only_where_the_state_is_kept_and_from_the_acting_policys_state(collector):
-    """``sampler.state_every=7``: the storage holds no state; each sampled slice starts at
-    a multiple of 7 steps into its episode, from the state the acting policy had there
-    (what its network, unchanged, reaches from the episode's first step), also after the
-    storage wrapped around and when worker processes wrote the steps."""
-    every = 7
+# sync: the same EpisodeCollector writing in the learner's process: in the slow run; recurrent SAC-discrete
+# with its LSTM and sampler.state_every=auto under multi_async: the default run
+@pytest.mark.parametrize(
+    "collector, algo",
+    [pytest.param("sync", "r2d2", marks=pytest.mark.slow), ("multi_async", "r2d2"), ("multi_async", "rsac")],
+)
+def test_with_state_every_slices_start_only_where_the_state_is_kept_and_from_the_acting_policys_state(collector, algo):
+    """``sampler.state_every`` (7 for the recurrent DQN; the default's ``auto`` for recurrent
+    SAC-discrete: slice_len - burn_in): the storage holds no state; each sampled slice starts at
+    a multiple of k steps into its episode, from the state the acting policy had there (what
+    its network, unchanged, reaches from the episode's first step), also after the storage
+    wrapped around and when worker processes wrote the steps."""
+    from trajrl.configuration.compose import validate
+
     cfg = trajrl.compose(
         [
             f"collector={collector}",
             "debug=smoke",
-            "algo=r2d2",
-            "storage.capacity=1500",
+            f"algo={algo}",
+            "storage.capacity=1000",
             "+env.kwargs.max_episode_steps=120",
-            f"sampler.state_every={every}",
+            *(["sampler.state_every=7"] if algo == "r2d2" else []),
         ]
     )
+    every = validate(cfg).sampler.state_every
+    assert every == (7 if algo == "r2d2" else cfg.sampler.slice_len - cfg.sampler.burn_in), every
     with trajrl.build(cfg) as pipe:
         pipe.collector.start()
-        wait_for_frames(pipe, 2500)  # the storage has wrapped around
+        wait_for_frames(pipe, 1600)  # the storage has wrapped around
         pipe.collector.async_shutdown()
-        net = pipe.algo.qnet
+        net = pipe.algo.qnet if algo == "r2d2" else pipe.algo.actor  # whose state the policy stores
         steps = stored(pipe.buffer)
-        assert not any(key in steps.keys() for key in net.state_keys)  # kept apart, every 7 steps
+        assert not any(key in steps.keys() for key in net.state_keys)  # kept apart, every k steps
         checked = mid_episode = 0
-        for _ in range(10):
+        for _ in range(200):  # until enough slices start mid-episode (k=30: in the longer episodes only)
             batch = pipe.sequences.sample()
             first = batch[:, 0]
             assert (first.get("step_count").reshape(-1) % every == 0).all()
@@ -114,9 +122,19 @@ def test_with_state_every_slices_start_only_where_the_state_is_kept_and_from_the
                     with torch.no_grad():
                         _, state = net.rnn(net.encoder(obs.unsqueeze(0)), state)
                 for key, s in zip(net.state_keys, state):
-                    torch.testing.assert_close(batch.get(key)[row, 0], s[:, 0], rtol=1e-4, atol=1e-5)
+                    torch.testing.assert_close(
+                        batch.get(key)[row, 0],
+                        s[:, 0],
+                        rtol=1e-4,
+                        atol=1e-5,
+                        msg=lambda m, key=key, at=at: (
+                            f"{key} of a slice starting at step {at}, not the acting one's: {m}"
+                        ),
+                    )
                 checked += 1
                 mid_episode += at > 0
+            if checked > 100 and mid_episode > 20:
+                break
         assert checked > 100 and mid_episode > 20, (checked, mid_episode)
 
 
