@@ -185,10 +185,16 @@ def train_from_the_command_line(typed: list[str]) -> None:
     sweep.end()
 
 
+#: Hydra's launcher that runs a sweep's jobs one after the other in this process (the default).
+IN_PROCESS_LAUNCHER = "hydra._internal.core_plugins.basic_launcher.BasicLauncher"
+
+
 class SweepJobs:
-    """The jobs of a ``--multirun``: one that fails has said so in its one line and the sweep goes
-    on with the next; once all have run, one line names those that failed and the command exits with
-    the highest of their codes. An interrupted job (Ctrl-C, SIGTERM) ends the sweep."""
+    """The jobs of a ``--multirun`` run by Hydra's default launcher, in this process: one that fails
+    has said so in its one line and the sweep goes on with the next; once all have run, one line names
+    those that failed and the command exits with the highest of their codes. An interrupted job
+    (Ctrl-C, SIGTERM) ends the sweep. Under another launcher (joblib, submitit) a job's exit is the
+    launcher's to report, as before."""
 
     def __init__(self) -> None:
         self.jobs, self.failed = 0, []
@@ -199,7 +205,9 @@ class SweepJobs:
             return train(cfg, typed)
         except SystemExit as stop:
             hydra_cfg = HydraConfig.get()
-            if hydra_cfg.mode != RunMode.MULTIRUN or not isinstance(stop.code, int) or not 0 < stop.code < 128:
+            in_this_process = hydra_cfg.launcher.get("_target_") == IN_PROCESS_LAUNCHER
+            failed = isinstance(stop.code, int) and 0 < stop.code < 128
+            if hydra_cfg.mode != RunMode.MULTIRUN or not in_this_process or not failed:
                 raise
             self.failed.append((hydra_cfg.job.num, hydra_cfg.runtime.output_dir, stop.code))
             return float("nan")

@@ -82,6 +82,8 @@ def test_an_export_interrupted_while_it_writes_leaves_no_file_under_its_name(smo
             env=cli_environment(),
             stdin=subprocess.DEVNULL,
             start_new_session=True,
+            # Ctrl-C as a terminal delivers it, even where the tests run as a background job (SIGINT ignored)
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
         try:
             name = created(timeout=120)
