@@ -117,7 +117,7 @@ def train_in(tmp_path):
     """``run_in``'s run trained in the test's own process (``helpers.Trained``), with the
     environments of ``tests/bad_envs.py`` importable; a process one started that is still
     there 10 s after the test is killed, and the test fails naming it."""
-    from helpers import Trained
+    from helpers import Trained, assert_nothing_left_since
 
     runs = []
 
@@ -127,30 +127,4 @@ def train_in(tmp_path):
 
     yield start
     for r in runs:
-        fail_if_left_behind(r.before, within=10)
-
-
-def fail_if_left_behind(before: set[int], within: float) -> None:
-    """Every process started under the test's process since ``before`` (``helpers.processes_below``)
-    has ended within ``within`` s (the session's fork server and resource tracker aside); else each
-    one left is killed and the test fails, naming them."""
-    import contextlib
-    import signal
-    import time
-    from pathlib import Path
-
-    from helpers import processes_below, session_processes
-
-    deadline = time.monotonic() + within
-    while left := processes_below() - before - session_processes():
-        if time.monotonic() > deadline:
-            named = []
-            for pid in sorted(left):
-                command = ""
-                with contextlib.suppress(OSError):
-                    command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-                named.append(f"{pid} {command.strip()[:160]}")
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-            pytest.fail(f"processes the run left behind (killed now): {'; '.join(named)}", pytrace=False)
-        time.sleep(0.2)
+        assert_nothing_left_since(r.before, within=10)  # an error at the test's teardown

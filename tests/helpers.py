@@ -525,10 +525,15 @@ def assert_nothing_left_since(before: set[int], within: float = 10) -> None:
     deadline = time.monotonic() + within
     while left := processes_below() - before - session_processes():
         if time.monotonic() > deadline:
-            for pid in left:
+            named = []
+            for pid in sorted(left):
+                command = ""
+                with contextlib.suppress(OSError):
+                    command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                named.append(f"{pid} {command.strip()[:160]}")
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
-            raise AssertionError(f"processes left behind: {sorted(left)}")
+            raise AssertionError(f"processes left behind (killed now): {'; '.join(named)}")
         time.sleep(0.2)
 
 
