@@ -42,17 +42,22 @@ def composed(overrides: tuple[str, ...]) -> DictConfig:
     return cfg
 
 
-def numeric_settings() -> list:
-    """``(group, option, field)`` of every numeric setting (a number; or a number, ``auto`` or ``null``:
-    ``sampler.slices_per_batch``), once per option that declares it (and the top level's)."""
+def settings_where(kept) -> list:
+    """``(group, option, field)`` of every setting ``kept(field)`` keeps, once per option that declares it
+    (and the top level's), as test parameters."""
     found = [(group, name, schema) for group, (_, options) in S.GROUPS.items() for name, schema in options.items()]
     found.append(("", "", S.RunSettings))
     return [
         pytest.param(group, option, f, id=f"{group}={option}:{f.name}" if group else f.name)
         for group, option, schema in found
         for f in fields(schema)
-        if is_numeric(f)
+        if kept(f)
     ]
+
+
+def numeric_settings() -> list:
+    """Every numeric setting (a number; or a number, ``auto`` or ``null``: ``sampler.slices_per_batch``)."""
+    return settings_where(is_numeric)
 
 
 def is_numeric(f) -> bool:
@@ -72,15 +77,8 @@ def outside(span: S.Range) -> list[float]:
 
 
 def settings_with_choices() -> list:
-    """``(group, option, field)`` of every setting that declares its choices, once per option that declares it."""
-    found = [(group, name, schema) for group, (_, options) in S.GROUPS.items() for name, schema in options.items()]
-    found.append(("", "", S.RunSettings))
-    return [
-        pytest.param(group, option, f, id=f"{group}={option}:{f.name}" if group else f.name)
-        for group, option, schema in found
-        for f in fields(schema)
-        if f.metadata.get("choices") is not None
-    ]
+    """Every setting that declares its choices."""
+    return settings_where(lambda f: f.metadata.get("choices") is not None)
 
 
 @pytest.mark.parametrize("group, option, f", settings_with_choices())
