@@ -272,9 +272,8 @@ class MetricsLog:
 
     def __init__(self, run_dir: Path | None, loggers: list[Logger] = (), resume_at: int | None = None):
         self.path = Path(run_dir) / "metrics.csv" if run_dir else None
-        self.loggers = (
-            loggers if isinstance(loggers, list) else list(loggers)
-        )  # the pipeline's: one dropped is not closed
+        # the pipeline's own list where it is one: a logger dropped here (``dropped_if_it_fails``) is not closed there
+        self.loggers = loggers if isinstance(loggers, list) else list(loggers)
         self.rows: list[dict[str, float]] = []
         self.columns: list[str] = []
         if resume_at is not None and self.path is not None and self.path.exists():
