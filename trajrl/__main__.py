@@ -525,8 +525,9 @@ def check_environment(args: argparse.Namespace) -> None:
     run the checks a run makes (a refusal: its one line, exit 2)."""
     import gymnasium as gym
 
+    from trajrl.algos.registry import algo_spec
     from trajrl.envs.env_check import check_first_steps
-    from trajrl.envs.gym_envs import check_env_id, make_refused_in_one_line
+    from trajrl.envs.gym_envs import check_env_id, env_spaces, make_refused_in_one_line
 
     cfg = compose(args.overrides)
     env_id, module = str(cfg.env.id), cfg.env.get("import_module")
@@ -547,6 +548,9 @@ def check_environment(args: argparse.Namespace) -> None:
     asked_time = cfg.env.get("observe_time")
     cfg = validate(cfg)
     print(f"inputs          {added_inputs(cfg, observed, asked_time)}")
+    acts = algo_spec(cfg.algo.name).acts
+    if acts is not None:
+        print(f"policy          algo={cfg.algo.name}: {acts(env_spaces(cfg.env))}")
     command = shlex.join(["python", "-m", "trajrl", *args.overrides])
     print(f"algo={cfg.algo.name:<10} nothing refused: {command} trains on it")
 

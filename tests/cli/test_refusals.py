@@ -174,11 +174,7 @@ CASES = [
         else []
     ),
     (["algo=r2d2", "env=gym", "env.id=Pendulum-v1"], ["algo=r2d2 takes Discrete actions", "use algo=ppo or algo=rsac"]),
-    (
-        ["algo=rsac", *MATCH_BITS],
-        ["algo=rsac takes Discrete or continuous (a 1-D Box) actions", "MultiBinary(4)", "use algo=ppo"],
-    ),
-    (["algo=r2d2", *MATCH_BITS], ["algo=r2d2 takes Discrete actions", "MultiBinary(4)", "use algo=ppo"]),
+    (["algo=r2d2", *MATCH_BITS], ["algo=r2d2 takes Discrete actions", "MultiBinary(4)", "use algo=ppo or algo=rsac"]),
     (
         ["experiment=rsac_pendulum_novel", "algo.target_entropy_fraction=0.5"],
         ["algo.target_entropy_fraction=0.5", "SAC-discrete", "continuous actions", "algo.target_entropy"],

@@ -343,3 +343,108 @@ def test_an_updates_statistics_are_read_together_as_the_floats_each_gives_alone(
     update = RSAC(actor, critics, RSACSettings(), burn_in=3).update(batch)
     assert all(type(v) is float and math.isfinite(v) for v in update.values()), update
     assert {"critic_loss", "actor_loss", "alpha", "entropy", "q_mean", "action_gap", "lr"} <= set(update)
+
+
+# ---------------------------------------------------------------- factored actions (MultiDiscrete, MultiBinary)
+def factored_sac(categories: tuple[int, ...], dtype: torch.dtype = torch.long, **settings):
+    """``discrete_sac``'s learner over a factored action of ``categories`` (one categorical per dimension)."""
+    torch.manual_seed(0)
+    actions = sum(categories)
+    actor = RecurrentActor(2, actions, [8], 8, "lstm", None, None, categories=categories, action_dtype=dtype)
+    critics = nn.ModuleList(
+        RecurrentCritic(2, actions, [8], 8, "lstm", discrete=True, categories=categories) for _ in range(2)
+    )
+    base = {"initial_state": "zero", "init_alpha": 0.3, "gamma": 0.9, "reward_scaling": "none", "critic_loss": "mse"}
+    return RSAC(actor, critics, RSACSettings(**{**base, **settings}))
+
+
+#: A MultiDiscrete([3, 4, 2]) action and a MultiBinary(4) one (2 categories a bit, stored as int8).
+FACTORED = {"multi_discrete": ((3, 4, 2), torch.long), "multi_binary": ((2, 2, 2, 2), torch.int8)}
+
+
+@pytest.mark.parametrize("space", sorted(FACTORED))
+@pytest.mark.parametrize("fade", [None, "half_faded"])
+def test_factored_sac_losses_are_the_exact_expectations_per_dimension(space, fade):
+    """Over a factored action (a hand-built batch: one slice padded, one terminated step), by hand, one
+    dimension d at a time: pi = prod_d pi_d (a softmax over each dimension's own categories) and each
+    critic's Q(h, a) = mean_d Q_d(h, a_d); the twin critics' min is taken per dimension and category. The
+    critics' target is r + gamma (1 - terminated) [mean_d sum_{a_d} pi_d(a_d|s') minQ_d(s', a_d) - alpha
+    sum_d sum_{a_d} pi_d log pi_d] (``half_faded``: less alpha times half the target entropy); the actor's
+    loss sum_d sum_{a_d} pi_d (alpha log pi_d) - mean_d sum_{a_d} pi_d minQ_d; the temperature follows the
+    entropy sum_d H_d towards 0.7 sum_d log n_d; the logged action gap is each dimension's, averaged."""
+    categories, dtype = FACTORED[space]
+    algo = factored_sac(categories, dtype, soft_target_fade=None if fade is None else 4)
+    algo.updates = 2 if fade else 0
+    batch = slices([5, 3], horizon=5)
+    gen = torch.Generator().manual_seed(1)
+    batch["action"] = torch.stack([torch.randint(n, (2, 5), generator=gen) for n in categories], -1).to(dtype)
+    batch["step_count"] = torch.arange(5).expand(2, 5).unsqueeze(-1).clone()
+    batch["next", "terminated"][0, 3] = True
+    actor, critics, targets = (copy.deepcopy(m) for m in (algo.actor, algo.critics, algo.target_critics))
+    obs = torch.cat([batch["observation"], batch["next", "observation"][:, -1:]], 1)
+    obs[1, 3] = batch["next", "observation"][1, 2]  # the short slice's next observation follows its last step
+    alpha, mask, dims = 0.3, batch[MASK_KEY], len(categories)
+    target_entropy = 0.7 * sum(math.log(n) for n in categories)
+    assert algo.target_entropy == pytest.approx(target_entropy)
+
+    def per_dimension(x):  # [..., sum n_d] -> each dimension's [..., n_d]
+        return x.split(categories, -1)
+
+    def q_all(critic, x):
+        return critic.q(critic.rnn(critic.encoder(x))[0])
+
+    with torch.no_grad():
+        logits = actor.head.net(actor.rnn(actor.encoder(obs))[0])
+        log_pi = [torch.log_softmax(part, -1) for part in per_dimension(logits)]  # each dimension's own policy
+        q_next = per_dimension(torch.minimum(q_all(targets[0], obs), q_all(targets[1], obs))[:, 1:])
+        expected_q = sum((lp[:, 1:].exp() * q).sum(-1) for lp, q in zip(log_pi, q_next)) / dims
+        next_entropy = sum(-(lp[:, 1:].exp() * lp[:, 1:]).sum(-1) for lp in log_pi)
+        soft = expected_q + alpha * next_entropy - (0.5 * alpha * target_entropy if fade else 0.0)
+        alive = 1.0 - batch["next", "terminated"].squeeze(-1).float()
+        target = batch["next", "reward"].squeeze(-1) + 0.9 * alive * soft
+        taken = batch["action"].long()
+
+        def q_taken(critic):
+            parts = per_dimension(q_all(critic, obs)[:, :-1])
+            return sum(q.gather(-1, taken[..., d : d + 1]).squeeze(-1) for d, q in enumerate(parts)) / dims
+
+        differences = [q_taken(c) - target for c in critics]
+        critic_loss = sum(d**2 for d in differences)[mask].sum() / mask.sum()
+        features = [c.rnn(c.encoder(obs))[0][:, :-1] for c in critics]
+
+    stats = algo.update(batch)
+    assert stats["critic_loss"] == pytest.approx(critic_loss.item(), rel=1e-5)
+    torch.testing.assert_close(batch[TD_KEY][mask], ((differences[0].abs() + differences[1].abs()) / 2)[mask])
+    with torch.no_grad():
+        q_now = per_dimension(torch.minimum(*(c.q(f) for c, f in zip(algo.critics, features))))
+        pi_now = [lp[:, :-1].exp() for lp in log_pi]
+        bonus = sum((p * alpha * lp[:, :-1]).sum(-1) for p, lp in zip(pi_now, log_pi))
+        actor_loss = (bonus - sum((p * q).sum(-1) for p, q in zip(pi_now, q_now)) / dims)[mask].mean()
+        entropy = sum(-(p * lp[:, :-1]).sum(-1) for p, lp in zip(pi_now, log_pi))[mask].mean()
+        gap = (sum(q.max(-1).values - q.mean(-1) for q in q_now) / dims)[mask].mean()
+    assert stats["actor_loss"] == pytest.approx(actor_loss.item(), rel=1e-5)
+    assert stats["entropy"] == pytest.approx(entropy.item(), rel=1e-5)
+    assert algo.log_alpha.grad.item() == pytest.approx(entropy.item() - target_entropy, rel=1e-5)
+    assert stats["action_gap"] == pytest.approx(gap.item(), rel=1e-5)
+
+
+@pytest.mark.parametrize("space", sorted(FACTORED))
+def test_a_factored_action_is_one_category_per_dimension_most_likely_when_deterministic(space):
+    """The acting head: each dimension's most likely category (evaluation), in the environment's dtype, the
+    same as the greedy step ``trajrl export`` writes (``PartsArgmax``); sampled, every dimension draws
+    among its own categories only."""
+    from torchrl.envs.utils import ExplorationType, set_exploration_type
+
+    categories, dtype = FACTORED[space]
+    actor = factored_sac(categories, dtype).actor
+    features = torch.randn(300, 8)
+    logits = actor.head.net(features).split(categories, -1)
+    with set_exploration_type(ExplorationType.DETERMINISTIC):
+        greedy = actor.head(features)
+    assert greedy.dtype == dtype and greedy.shape == (300, len(categories))
+    torch.testing.assert_close(greedy.long(), torch.stack([part.argmax(-1) for part in logits], -1))
+    torch.testing.assert_close(actor.greedy_parts()[2](features), greedy.long())
+    with set_exploration_type(ExplorationType.RANDOM):
+        sampled = actor.head(features)
+    for d, n in enumerate(categories):
+        assert set(sampled[:, d].tolist()) == set(range(n)), (d, n)

@@ -34,7 +34,8 @@ class AlgoSpec:
     option of another group it picks (``{"storage": "none"}``). ``slices_per_batch``: what
     ``sampler.slices_per_batch=auto`` stands for with it. ``check(settings, spaces)``: a rule between its
     settings and the environment's spaces (``trajrl.envs.gym_envs.EnvSpaces``), raising
-    ``trajrl.base.errors.ConfigError``."""
+    ``trajrl.base.errors.ConfigError``. ``acts(spaces)``: what it makes of those actions, in words
+    (``trajrl check-env`` prints it)."""
 
     name: str
     settings: type
@@ -47,6 +48,7 @@ class AlgoSpec:
     picks: dict[str, str] = field(default_factory=dict)
     slices_per_batch: int = 16
     check: Callable[[Any, Any], None] | None = None
+    acts: Callable[[Any], str] | None = None
 
 
 #: Every registered algorithm's settings dataclass by name: ``algo=<name>``'s choices.

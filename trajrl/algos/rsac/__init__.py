@@ -1,5 +1,6 @@
 """Recurrent SAC (``algo=rsac``): an LSTM/GRU actor (a squashed Gaussian; categorical for Discrete
-actions, SAC-discrete) and twin recurrent critics trained on stored slices of episodes, target
+actions, SAC-discrete; one categorical per dimension for MultiDiscrete and MultiBinary ones, with the critics
+decomposed per dimension) and twin recurrent critics trained on stored slices of episodes, target
 critics and a learnt temperature. The default run's agent.
 
 ``settings``: its settings; ``networks``: the actor, the critics and the acting policy; ``learner``:
@@ -13,7 +14,7 @@ from typing import Any
 from trajrl.algos.registry import AlgoSpec, register_algo
 from trajrl.algos.rsac.settings import RSACSettings
 from trajrl.base.errors import ConfigError
-from trajrl.base.kinds import CONTINUOUS, DISCRETE
+from trajrl.base.kinds import CONTINUOUS, DISCRETE, MULTI_BINARY, MULTI_DISCRETE
 
 
 def build(needs: Any) -> Any:
@@ -23,11 +24,12 @@ def build(needs: Any) -> Any:
 
 
 def check(settings: RSACSettings, spaces: Any, env_id: str) -> None:
-    """``algo.target_entropy_fraction`` is for Discrete actions, instead of ``algo.target_entropy``."""
+    """``algo.target_entropy_fraction`` is for discrete actions (``Discrete``, ``MultiDiscrete``,
+    ``MultiBinary``), instead of ``algo.target_entropy``."""
     fraction = settings.target_entropy_fraction
     if fraction is None:
         return
-    if spaces.action_kind != DISCRETE:
+    if spaces.action_kind == CONTINUOUS:
         raise ConfigError(
             "algo.target_entropy_fraction",
             fraction,
@@ -44,12 +46,31 @@ def check(settings: RSACSettings, spaces: Any, env_id: str) -> None:
         )
 
 
+def acts(spaces: Any) -> str:
+    """The policy and critics it builds for ``spaces``' actions, in words (``trajrl check-env``)."""
+    kind, greedy = spaces.action_kind, "in evaluate and export"
+    if kind == CONTINUOUS:
+        return f"a squashed Gaussian within the action's bounds, its mean {greedy}"
+    if kind == DISCRETE:
+        return (
+            f"SAC-discrete: one categorical over {spaces.actions} actions, critics giving each one's value, "
+            f"the most likely action {greedy}"
+        )
+    categories = spaces.action_parts if kind == MULTI_DISCRETE else (2,) * spaces.actions
+    each = "2 categories each" if kind == MULTI_BINARY else f"{', '.join(map(str, categories))} categories"
+    return (
+        f"SAC-discrete per dimension: one categorical for each of the {len(categories)} dimensions ({each}), "
+        "critics decomposed per dimension (Q the mean of the dimensions' values), each dimension's most likely "
+        f"category {greedy}"
+    )
+
+
 register_algo(
     AlgoSpec(
         name="rsac",
         settings=RSACSettings,
         build=build,
-        actions=(DISCRETE, CONTINUOUS),
+        actions=(DISCRETE, CONTINUOUS, MULTI_DISCRETE, MULTI_BINARY),
         bounded=True,
         # the loop and inputs it learns well with: one update per stored frame from 1,000 frames on, each
         # episode written as soon as it ends, the previous action observed (Ni et al., 2022), the time since
@@ -65,5 +86,6 @@ register_algo(
         },
         slices_per_batch=4,
         check=check,
+        acts=acts,
     )
 )

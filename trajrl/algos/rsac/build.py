@@ -1,5 +1,6 @@
 """Recurrent SAC for a run: its actor and twin critics, the policy around CPU copies of the actor and
-the learner (SAC-discrete where the actions are ``Discrete``)."""
+the learner (SAC-discrete where the actions are ``Discrete``; one categorical per dimension and critics
+decomposed per dimension where they are ``MultiDiscrete`` or ``MultiBinary``)."""
 
 from __future__ import annotations
 
@@ -9,19 +10,35 @@ from trajrl.algos.agent import Agent, AgentNeeds, action_bounds, memory_of, on_c
 from trajrl.algos.networks import CpuCopies
 from trajrl.algos.rsac.learner import RSAC
 from trajrl.algos.rsac.networks import RecurrentActor, RecurrentCritic, make_policy
-from trajrl.base.kinds import DISCRETE
+from trajrl.base.kinds import DISCRETE, MULTI_BINARY, MULTI_DISCRETE
+
+
+def factored_categories(spaces) -> tuple[int, ...]:
+    """The categories of each dimension of a factored action: a ``MultiDiscrete``'s own, 2 for each bit of a
+    ``MultiBinary``; empty for a ``Discrete`` or continuous action."""
+    if spaces.action_kind == MULTI_DISCRETE:
+        return tuple(spaces.action_parts)
+    if spaces.action_kind == MULTI_BINARY:
+        return (2,) * spaces.actions
+    return ()
 
 
 def build_rsac(needs: AgentNeeds) -> Agent:
     """Recurrent actor, twin recurrent critics, the acting policy and the SAC learner."""
     a, spaces = needs.settings, needs.spaces
-    discrete = spaces.action_kind == DISCRETE
+    categories = factored_categories(spaces)
+    discrete = spaces.action_kind == DISCRETE or bool(categories)
     low, high = (None, None) if discrete else action_bounds(needs.action_spec)
     sizes, memory = list(a.encoder_sizes), memory_of(a)
-    parts, action_dim = spaces.parts, spaces.actions
-    actor = RecurrentActor(parts, action_dim, sizes, a.hidden_size, memory, low, high, needs.inputs).to(needs.device)
+    parts, action_dim = spaces.parts, sum(categories) if categories else spaces.actions
+    actor = RecurrentActor(
+        parts, action_dim, sizes, a.hidden_size, memory, low, high, needs.inputs, categories, needs.action_spec.dtype
+    ).to(needs.device)
     critics = nn.ModuleList(
-        [RecurrentCritic(parts, action_dim, sizes, a.hidden_size, memory, needs.inputs, discrete) for _ in range(2)]
+        [
+            RecurrentCritic(parts, action_dim, sizes, a.hidden_size, memory, needs.inputs, discrete, categories)
+            for _ in range(2)
+        ]
     ).to(needs.device)
     acting, evaluated = on_cpu(actor), on_cpu(actor)
     policy, core = make_policy(acting)

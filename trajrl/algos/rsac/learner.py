@@ -1,11 +1,12 @@
 """Recurrent SAC's update (Haarnoja et al., 2018, with R2D2-style sequences; Christodoulou (2019)'s
-SAC-discrete for ``Discrete`` actions): one ``update(batch)`` on a ``[B, T]`` batch of slices with
-``("collector", "mask")``, read top to bottom: the critics towards the n-step return bootstrapped with the
-soft value of the target critics, then the actor, then the temperature.
+SAC-discrete for ``Discrete`` actions, factored per dimension for ``MultiDiscrete`` and ``MultiBinary``
+ones): one ``update(batch)`` on a ``[B, T]`` batch of slices with ``("collector", "mask")``, read top to
+bottom: the critics towards the n-step return bootstrapped with the soft value of the target critics, then
+the actor, then the temperature.
 
 With discrete actions every expectation over the policy is exact (a sum over the actions weighted by
-their probabilities) where the continuous case samples one action: the critics' soft value, the actor's
-loss and the entropy the temperature follows.
+their probabilities; factored: per dimension, ``soft_value``) where the continuous case samples one
+action: the critics' soft value, the actor's loss and the entropy the temperature follows.
 """
 
 from __future__ import annotations
@@ -36,14 +37,24 @@ DISCRETE_TARGET_FRACTION = 0.7
 HUBER_DELTA = 1.0
 
 
-def target_entropy(settings: RSACSettings, actions: int, discrete: bool) -> float:
+def target_entropy(settings: RSACSettings, actions: int, discrete: bool, categories: tuple[int, ...] = ()) -> float:
     """The entropy the temperature aims at: ``target_entropy`` where set; else -action size
-    (continuous) or ``target_entropy_fraction`` of the uniform policy's log |A| (discrete)."""
+    (continuous) or ``target_entropy_fraction`` of the uniform policy's log |A| (discrete).
+
+    A factored action (``categories``, one per dimension) has one temperature, which weighs the policy's
+    entropy: the sum of its dimensions' entropies. Its target is therefore the sum of each dimension's
+    fraction of log n_d, the same fraction of the uniform joint policy's log |A| = sum_d log n_d: each
+    dimension is asked the share of its own uniform entropy a one-dimensional policy is asked, and a
+    dimension of many categories is not held to a two-category dimension's entropy (a temperature per
+    dimension would be a second control loop per dimension, for no measured gain)."""
     if settings.target_entropy is not None:
         return float(settings.target_entropy)
     if discrete:
         fraction = settings.target_entropy_fraction
-        return (DISCRETE_TARGET_FRACTION if fraction is None else fraction) * math.log(actions)
+        fraction = DISCRETE_TARGET_FRACTION if fraction is None else fraction
+        if categories:
+            return sum(fraction * math.log(n) for n in categories)
+        return fraction * math.log(actions)
     return -float(actions)
 
 
@@ -57,12 +68,19 @@ def soft_value(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Per step, E_pi[min Q(h, a) - alpha log pi(a|h)] over the twin critics (clipped double Q, Fujimoto
     et al., 2018), the policy's entropy and that Q: over the sampled action (continuous), or exactly,
-    weighting every action by its probability (discrete; Q then of every action, ``[..., actions]``)."""
+    weighting every action by its probability (discrete; Q then of every action, ``[..., actions]``).
+
+    A factored action (the critics' ``categories``): Q(h, a) = mean_d Q_d(h, a_d) and pi = prod_d pi_d, so
+    E_pi[Q] = mean_d sum_{a_d} pi_d(a_d) Q_d(a_d) and the entropy is sum_d H_d, each exact per dimension;
+    the twin critics' min is taken per dimension and category (for one dimension, SAC-discrete's min per
+    action). Both are one sum over the side-by-side outputs, with Q divided by the dimensions."""
     action, log_prob = policy
     if action is None:
         q = torch.stack([c.values(f) for c, f in zip(critics, features)]).min(0).values
         prob = log_prob.exp()
-        return (prob * (q - alpha * log_prob)).sum(-1), -(prob * log_prob).sum(-1), q
+        dimensions = len(critics[0].categories)
+        each = q / dimensions if dimensions else q  # a factored Q is the mean of its dimensions'
+        return (prob * (each - alpha * log_prob)).sum(-1), -(prob * log_prob).sum(-1), q
     q = torch.stack([c.value(f, action) for c, f in zip(critics, features)]).min(0).values
     return q - alpha * log_prob, -log_prob, q
 
@@ -73,6 +91,13 @@ def critic_error(q: torch.Tensor, target: torch.Tensor, loss: str) -> torch.Tens
     if loss == "mse":
         return (q - target) ** 2
     return 2 * nn.functional.huber_loss(q, target, reduction="none", delta=HUBER_DELTA)
+
+
+def action_gap(q: torch.Tensor, categories: tuple[int, ...]) -> torch.Tensor:
+    """Per step, the best action's Q above the mean action's (factored: each dimension's, averaged)."""
+    if categories:
+        return torch.stack([action_gap(part, ()) for part in q.split(categories, -1)]).mean(0)
+    return q.max(-1).values - q.mean(-1)
 
 
 def steps_of(policy: Policy, steps: slice) -> Policy:
@@ -113,7 +138,7 @@ class RSAC:
         # each network's parameters, listed once: an update clips, freezes and averages them
         self.actor_params, self.critic_params = list(actor.parameters()), list(critics.parameters())
         self.target_params = list(self.target_critics.parameters())
-        self.target_entropy = target_entropy(settings, actor.actions, actor.discrete)
+        self.target_entropy = target_entropy(settings, actor.actions, actor.discrete, actor.categories)
         self.log_alpha = torch.tensor(math.log(settings.init_alpha), device=self.device, requires_grad=True)
         self.actor_optimizer = adam(actor, lr=settings.lr)
         self.critic_optimizer = adam(critics, lr=settings.lr)
@@ -152,11 +177,13 @@ class RSAC:
         mask = batch.get(MASK_KEY)
         n_seq, horizon = mask.shape
         sequence, starts = sequence_of(batch)  # T + 1 observations
-        action = (
-            batch.get("action").reshape(n_seq, horizon)
-            if self.actor.discrete
-            else batch.get("action").reshape(n_seq, horizon, -1).float()
-        )
+        action = batch.get("action")
+        if self.actor.categories:  # a factored action: one index per dimension
+            action = action.reshape(n_seq, horizon, -1).long()
+        elif self.actor.discrete:
+            action = action.reshape(n_seq, horizon)
+        else:
+            action = action.reshape(n_seq, horizon, -1).float()
         reward = batch.get(("next", "reward")).reshape(n_seq, horizon).float()
         reward_rms = None
         if self.reward_rms is not None:  # algo.reward_scaling=rms
@@ -231,8 +258,7 @@ class RSAC:
             "learn_frac": learn.float().mean(),
         }
         if self.actor.discrete:  # how far the critics tell the actions apart: 0 while they cannot
-            q_now = q_now.detach()
-            stats["action_gap"] = ((q_now.max(-1).values - q_now.mean(-1)) * learn).sum() / n_learn
+            stats["action_gap"] = (action_gap(q_now.detach(), self.actor.categories) * learn).sum() / n_learn
         return {
             **read_statistics(stats),
             "lr": self.critic_optimizer.param_groups[0]["lr"],

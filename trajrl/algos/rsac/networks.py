@@ -20,7 +20,7 @@ from torch import nn
 from torchrl.envs.utils import ExplorationType, exploration_type
 from torchrl.modules import MLP
 
-from trajrl.algos.greedy import Argmax, TanhMean
+from trajrl.algos.greedy import Argmax, PartsArgmax, TanhMean
 from trajrl.algos.memory import Memory, acting_core, recurrent_core, run_memory, state_keys
 from trajrl.algos.networks import Inputs, KeyedModule, Parts, encoder
 
@@ -86,18 +86,30 @@ class SquashedGaussian(nn.Module):
 
 class CategoricalHead(nn.Module):
     """features -> one of ``actions`` discrete actions: sampled from the softmax of its
-    logits (the most likely one when exploration is deterministic, as in evaluation)."""
+    logits (the most likely one when exploration is deterministic, as in evaluation).
 
-    def __init__(self, in_size: int, actions: int):
+    With ``categories`` (a factored action: ``MultiDiscrete``, or ``MultiBinary`` as 2 categories a bit)
+    one categorical per dimension, their logits side by side (``actions`` = the sum of the categories):
+    the action is ``[..., dimensions]``, one index each (of ``dtype``, the environment's: a ``MultiBinary``'s
+    bits are ``int8``), and the policy the product of the dimensions'."""
+
+    def __init__(self, in_size: int, actions: int, categories: tuple[int, ...] = (), dtype: torch.dtype = torch.long):
         super().__init__()
         self.net = nn.Linear(in_size, actions)
+        self.categories, self.dtype = tuple(categories), dtype
 
     def log_probs(self, features: torch.Tensor) -> torch.Tensor:
-        """log pi(. | features): ``[..., actions]``."""
-        return torch.log_softmax(self.net(features), -1)
+        """log pi(. | features): ``[..., actions]`` (factored: each dimension's log pi_d side by side)."""
+        logits = self.net(features)
+        if self.categories:
+            return torch.cat([torch.log_softmax(part, -1) for part in logits.split(self.categories, -1)], -1)
+        return torch.log_softmax(logits, -1)
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
-        return self.choose(self.net(features))
+        logits = self.net(features)
+        if self.categories:
+            return torch.stack([self.choose(part) for part in logits.split(self.categories, -1)], -1).to(self.dtype)
+        return self.choose(logits)
 
     def choose(self, logits: torch.Tensor) -> torch.Tensor:
         """An action from ``logits``: the most likely where exploration is deterministic, else a sample."""
@@ -109,7 +121,8 @@ class CategoricalHead(nn.Module):
 class RecurrentActor(nn.Module):
     """Encoder, memory core (``trajrl.algos.memory``) and a head: a squashed Gaussian within ``[low, high]`` for a
     continuous action of ``action_dim`` numbers, or (``low`` and ``high`` None) a categorical
-    policy over ``action_dim`` discrete actions."""
+    policy over ``action_dim`` discrete actions; with ``categories``, one categorical per dimension of a
+    factored action (``action_dim`` their sum), acting with indices of ``action_dtype``."""
 
     def __init__(
         self,
@@ -121,14 +134,16 @@ class RecurrentActor(nn.Module):
         low: torch.Tensor | None,
         high: torch.Tensor | None,
         inputs: Inputs | None = None,
+        categories: tuple[int, ...] = (),
+        action_dtype: torch.dtype = torch.long,
     ):
         super().__init__()
         self.discrete = low is None
-        self.actions = action_dim
+        self.actions, self.categories = action_dim, tuple(categories)
         self.encoder = encoder(parts, sizes, inputs)
         self.rnn = recurrent_core(rnn, sizes[-1], hidden_size)
         self.head = (
-            CategoricalHead(hidden_size, action_dim)
+            CategoricalHead(hidden_size, action_dim, self.categories, action_dtype)
             if self.discrete
             else SquashedGaussian(hidden_size, action_dim, low, high)
         )
@@ -140,6 +155,8 @@ class RecurrentActor(nn.Module):
     def greedy_parts(self) -> tuple[nn.Module, nn.Module, nn.Module]:
         """(encoder, memory core, greedy choice) in plain torch, for export: the most likely action, or the
         squashed Gaussian's at its mean."""
+        if self.categories:
+            return self.encoder, self.rnn, PartsArgmax(self.head.net, self.categories)
         if self.discrete:
             return self.encoder, self.rnn, Argmax(self.head.net)
         return self.encoder, self.rnn, TanhMean(self.head)
@@ -148,7 +165,12 @@ class RecurrentActor(nn.Module):
 class RecurrentCritic(nn.Module):
     """Q(history up to t, a_t): the recurrent core reads observations; a continuous action
     joins after it; with ``discrete``, the head gives the Q-value of each of ``action_dim``
-    actions at once."""
+    actions at once.
+
+    With ``categories`` (a factored action) Q is decomposed over the dimensions, as DecQN (Seyde et al.,
+    2023) and action branching (Tavakoli et al., 2018) do: Q(h, a) = the mean over dimensions d of
+    Q_d(h, a_d), the head giving every Q_d of every category side by side (``action_dim`` = the sum of the
+    categories), so that it grows with the sum of the categories, not their product."""
 
     def __init__(
         self,
@@ -159,9 +181,12 @@ class RecurrentCritic(nn.Module):
         rnn: Memory | str,
         inputs: Inputs | None = None,
         discrete: bool = False,
+        categories: tuple[int, ...] = (),
     ):
         super().__init__()
-        self.discrete = discrete
+        self.discrete, self.categories = discrete, tuple(categories)
+        # where each dimension's values begin in the head's outputs (factored actions)
+        self.register_buffer("offsets", torch.tensor([0, *self.categories[:-1]]).cumsum(0), persistent=False)
         self.encoder = encoder(parts, sizes, inputs)
         self.rnn = recurrent_core(rnn, sizes[-1], hidden_size)
         self.q = MLP(
@@ -184,13 +209,16 @@ class RecurrentCritic(nn.Module):
         return run_core(self.rnn, self.encoder(obs), state, burn_in, starts, episode_starts)
 
     def value(self, features: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-        """Q of ``action`` (continuous: ``[..., action_dim]`` floats; discrete: ``[...]`` indices)."""
+        """Q of ``action`` (continuous: ``[..., action_dim]`` floats; discrete: ``[...]`` indices; factored:
+        ``[..., dimensions]`` indices, Q the mean of the dimensions' values)."""
+        if self.categories:
+            return self.values(features).gather(-1, action.long() + self.offsets).mean(-1)
         if self.discrete:
             return self.values(features).gather(-1, action.long().unsqueeze(-1)).squeeze(-1)
         return self.q(torch.cat([features, action], -1)).squeeze(-1)
 
     def values(self, features: torch.Tensor) -> torch.Tensor:
-        """Discrete actions: the Q-value of every action, ``[..., action_dim]``."""
+        """Discrete actions: the Q-value of every action, ``[..., action_dim]`` (factored: every Q_d(h, a_d))."""
         return self.q(features)
 
 

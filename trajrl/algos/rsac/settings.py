@@ -10,7 +10,8 @@ from trajrl.base.declare import ANY_NUMBER, above, at_least, between, option, se
 
 @dataclass
 class RSACSettings(NetworkSettings):
-    """Recurrent SAC (continuous actions; SAC-discrete for Discrete ones)."""
+    """Recurrent SAC (continuous actions; SAC-discrete for Discrete ones, factored per dimension for
+    MultiDiscrete and MultiBinary ones)."""
 
     name: str = option("rsac", checkpointed=True)
     hidden_size: int = setting(
@@ -79,11 +80,12 @@ class RSACSettings(NetworkSettings):
     target_entropy: float | None = setting(
         None,
         "entropy the temperature aims at (null: -action size for "
-        "continuous actions, target_entropy_fraction for Discrete ones)",
+        "continuous actions, target_entropy_fraction for discrete ones)",
         range=ANY_NUMBER,
     )
     target_entropy_fraction: float | None = setting(
         None,
-        "Discrete actions only: the target entropy as a fraction of log |A|, the uniform policy's (null: 0.7)",
+        "discrete actions only: the target entropy as a fraction of log |A|, the uniform policy's (null: 0.7; "
+        "MultiDiscrete and MultiBinary: of the sum over dimensions of log n_d)",
         range=between(0, 1, low_open=True),
     )
