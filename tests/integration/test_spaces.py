@@ -82,7 +82,8 @@ def test_a_space_with_no_flat_form_and_actions_an_algorithm_cannot_take_are_refu
         parts_of(gym.spaces.Text(5))
     with pytest.raises(ConfigError, match=r"algo=r2d2 takes Discrete actions: .* \(use algo=ppo or algo=rsac\)"):
         validate(trajrl.compose(["algo=r2d2", "env=pendulum_novel"]))
-    with pytest.raises(ConfigError, match=r"has MultiDiscrete.*algo=r2d2 takes Discrete actions \(use algo=ppo\)"):
+    refused = r"has MultiDiscrete.*algo=r2d2 takes Discrete actions \(use algo=ppo or algo=rsac\)"
+    with pytest.raises(ConfigError, match=refused):
         validate(
             trajrl.compose(
                 ["algo=r2d2", "env.id=Spaces-v0", "env.import_module=space_envs", "+env.kwargs.actions=multi"]
