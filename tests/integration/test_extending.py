@@ -4,7 +4,7 @@ and a sampler are added from a module of their own, with no edit to trajrl. ``re
 ``register_core`` makes ``algo.rnn=<name>`` a choice that every check, algorithm and sampler takes;
 ``register_sampler`` makes ``sampler=<kind>`` an option that composes, is checked by what its batches are,
 and feeds every off-policy learner; a run trains with each (``tests/toy_algo.py``, ``tests/toy_core.py``,
-``tests/toy_sampler.py``)."""
+``tests/toy_sampler.py``; through the CLI, the core and the sampler in one run: ``tests/toy_parts.py``)."""
 
 import csv
 from dataclasses import replace
@@ -68,23 +68,28 @@ def test_a_run_trains_with_a_registered_core(overrides, tmp_path):
     assert any(key.endswith("rnn.logit") for key in leaves(saved["algo"])), "the learner's core is not the toy's"
 
 
-def test_the_cli_trains_with_a_core_its_module_registers_in_the_learner_and_the_workers(tmp_path):
-    """``env.import_module`` names the module: imported before the checks, and in each worker process."""
-    done = run_cli(tmp_path, "debug=smoke", "algo.rnn=decaying_sum", "algo.memory_size=8", "env.import_module=toy_core")
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "collector multi_async" in done.stderr + done.stdout
-
-
 @pytest.mark.parametrize("algo", ["rsac", pytest.param("r2d2", marks=pytest.mark.slow)])
-def test_the_cli_trains_with_a_sampler_its_module_registers(algo, tmp_path):
-    """``sampler=torchrl_slices`` composes once ``env.import_module=toy_sampler`` is imported (before
-    composition), its slices never cross an episode (the audit) and both off-policy learners take them."""
+def test_the_cli_trains_with_a_core_and_a_sampler_its_module_registers(algo, tmp_path):
+    """``env.import_module=toy_parts`` registers ``algo.rnn=decaying_sum`` and ``sampler=torchrl_slices``: imported
+    before composition and the checks, and in each worker process (the default collector); the sampler's slices
+    never cross an episode (the audit) and both off-policy learners take them."""
     done = run_cli(
-        tmp_path, "debug=smoke", f"algo={algo}", "env.import_module=toy_sampler", "sampler=torchrl_slices", "audit=true"
+        tmp_path,
+        "debug=smoke",
+        f"algo={algo}",
+        "env.import_module=toy_parts",
+        "algo.rnn=decaying_sum",
+        "algo.memory_size=8",
+        "sampler=torchrl_slices",
+        "audit=true",
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "sampler torchrl_slices" in done.stderr + done.stdout
-    with next(tmp_path.glob("outputs/*/*/metrics.csv")).open() as f:
+    said = done.stderr + done.stdout
+    assert "collector multi_async" in said and "sampler torchrl_slices" in said, said[-2000:]
+    run_dir = next(tmp_path.glob("outputs/*/*/"))
+    saved = torch.load(run_dir / "checkpoints" / "latest.pt", weights_only=False)
+    assert any(key.endswith("rnn.logit") for key in leaves(saved["algo"])), "the learner's core is not the toy's"
+    with (run_dir / "metrics.csv").open() as f:
         audited = [row for row in csv.DictReader(f) if row.get("audit/batches_checked")]
     assert float(audited[-1]["audit/batches_checked"]) > 0
     assert float(audited[-1]["audit/violations"]) == 0, audited[-1]
