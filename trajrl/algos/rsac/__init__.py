@@ -46,6 +46,16 @@ def check(settings: RSACSettings, spaces: Any, env_id: str) -> None:
         )
 
 
+def factored_categories(spaces: Any) -> tuple[int, ...]:
+    """The categories of each dimension of a factored action: a ``MultiDiscrete``'s own, 2 for each bit of a
+    ``MultiBinary``; empty for a ``Discrete`` or continuous action."""
+    if spaces.action_kind == MULTI_DISCRETE:
+        return tuple(spaces.action_parts)
+    if spaces.action_kind == MULTI_BINARY:
+        return (2,) * spaces.actions
+    return ()
+
+
 def acts(spaces: Any) -> str:
     """The policy and critics it builds for ``spaces``' actions, in words (``trajrl check-env``)."""
     kind, greedy = spaces.action_kind, "in evaluate and export"
@@ -56,7 +66,7 @@ def acts(spaces: Any) -> str:
             f"SAC-discrete: one categorical over {spaces.actions} actions, critics giving each one's value, "
             f"the most likely action {greedy}"
         )
-    categories = spaces.action_parts if kind == MULTI_DISCRETE else (2,) * spaces.actions
+    categories = factored_categories(spaces)
     each = "2 categories each" if kind == MULTI_BINARY else f"{', '.join(map(str, categories))} categories"
     return (
         f"SAC-discrete per dimension: one categorical for each of the {len(categories)} dimensions ({each}), "

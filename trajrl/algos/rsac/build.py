@@ -8,19 +8,10 @@ from torch import nn
 
 from trajrl.algos.agent import Agent, AgentNeeds, action_bounds, memory_of, on_cpu
 from trajrl.algos.networks import CpuCopies
+from trajrl.algos.rsac import factored_categories
 from trajrl.algos.rsac.learner import RSAC
 from trajrl.algos.rsac.networks import RecurrentActor, RecurrentCritic, make_policy
-from trajrl.base.kinds import DISCRETE, MULTI_BINARY, MULTI_DISCRETE
-
-
-def factored_categories(spaces) -> tuple[int, ...]:
-    """The categories of each dimension of a factored action: a ``MultiDiscrete``'s own, 2 for each bit of a
-    ``MultiBinary``; empty for a ``Discrete`` or continuous action."""
-    if spaces.action_kind == MULTI_DISCRETE:
-        return tuple(spaces.action_parts)
-    if spaces.action_kind == MULTI_BINARY:
-        return (2,) * spaces.actions
-    return ()
+from trajrl.base.kinds import DISCRETE
 
 
 def build_rsac(needs: AgentNeeds) -> Agent:
