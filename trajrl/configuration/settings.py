@@ -45,6 +45,7 @@ class EnvSettings:
         MISSING,
         "gymnasium id of the environment (trajrl's ids: trajrl/CartPoleNoVel-v1, "
         "trajrl/PendulumNoVel-v1; the travel suite's trajrl/PointMassNoVel-v0, trajrl/RepeatPrevious-v0, "
+        "trajrl/RepeatPreviousHard-v0, trajrl/RepeatPreviousPair-v0, trajrl/RecallSequence-v0, "
         "trajrl/RepeatFirst-v0, trajrl/RunningSum-v0)",
         checkpointed=True,
         main="gymnasium id of the environment (env=gym: any registered one)",

@@ -282,19 +282,22 @@ def with_extras(
 
 def register() -> None:
     """Register trajrl's environment ids (idempotent)."""
-    for env_id, entry_point in (
-        ("trajrl/CartPoleNoVel-v1", make_cartpole_novel),
-        ("trajrl/PendulumNoVel-v1", make_pendulum_novel),
-        ("trajrl/CueMemory-v0", CueMemory),
-        ("trajrl/BitFlipping-v0", BitFlipping),
-        ("trajrl/PointReach-v0", PointReach),
-        ("trajrl/PointMassNoVel-v0", tasks.PointMassNoVel),
-        ("trajrl/RepeatPrevious-v0", tasks.RepeatPrevious),
-        ("trajrl/RepeatFirst-v0", tasks.RepeatFirst),
-        ("trajrl/RunningSum-v0", tasks.RunningSum),
+    for env_id, entry_point, kwargs in (
+        ("trajrl/CartPoleNoVel-v1", make_cartpole_novel, {}),
+        ("trajrl/PendulumNoVel-v1", make_pendulum_novel, {}),
+        ("trajrl/CueMemory-v0", CueMemory, {}),
+        ("trajrl/BitFlipping-v0", BitFlipping, {}),
+        ("trajrl/PointReach-v0", PointReach, {}),
+        ("trajrl/PointMassNoVel-v0", tasks.PointMassNoVel, {}),
+        ("trajrl/RepeatPrevious-v0", tasks.RepeatPrevious, {}),
+        ("trajrl/RepeatPreviousHard-v0", tasks.RepeatPrevious, {"symbols": 8, "delay": 4}),  # the suite's recall task
+        ("trajrl/RepeatPreviousPair-v0", tasks.RepeatPreviousPair, {}),
+        ("trajrl/RecallSequence-v0", tasks.RecallSequence, {}),
+        ("trajrl/RepeatFirst-v0", tasks.RepeatFirst, {}),
+        ("trajrl/RunningSum-v0", tasks.RunningSum, {}),
     ):
         if env_id not in gym.registry:
-            gym.register(env_id, entry_point=entry_point, disable_env_checker=True)
+            gym.register(env_id, entry_point=entry_point, kwargs=kwargs, disable_env_checker=True)
 
 
 register()
