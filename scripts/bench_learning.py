@@ -20,7 +20,7 @@ differences between settings.
 Two-seed screens rank candidates; a row's claim stands on a *confirmation run* (``--confirm``):
 ten seeds that no screen used (1000 .. 1009), each count reported as k/n with its 90 % Wilson
 interval. ``--suite`` trains the default agent (``python -m trajrl env=gym env.id=<task>
-total_frames=<its budget>``) on every task of the travel suite (``trajrl.envs.tasks.SUITE``: six
+total_frames=<its budget>``) on every task of the travel suite (``trajrl.envs.tasks.SUITE``: eight
 partially observable tasks, each with a threshold fixed before the default was tuned on it) and
 prints one table: per task, the seeds whose final evaluation and whose best agent are at or
 above the threshold, and scores normalised to 0 = the random policy, 1 = the threshold.

@@ -26,6 +26,7 @@ from trajrl.report.export import (
 
 PENDULUM = ["env=gym", "env.id=Pendulum-v1"]
 MATCH = ["env=gym", "env.import_module=action_envs", "env.previous_action=true"]
+SHORT = ["sampler.slice_len=10", "sampler.burn_in=2"]  # the Match tasks' 10-step episodes
 CASES = {
     "r2d2, LRU, dueling": ["algo=r2d2", "algo.rnn=lru", "algo.dueling=true"],
     "rsac, GRU, Box actions": ["algo.rnn=gru", *PENDULUM],
@@ -37,6 +38,8 @@ CASES = {
         "+env.kwargs.kind=tuple",
     ],  # fmt: skip
     "rsac, LSTM, Box actions, the episode's time": ["env.observe_time=true", *PENDULUM],
+    "rsac, LSTM, MultiDiscrete": [*MATCH, "env.id=MatchMultiDiscrete-v0", *SHORT],
+    "rsac, GRU, MultiBinary": ["algo.rnn=gru", *MATCH, "env.id=MatchMultiBinary-v0", *SHORT],
     "ppo, no memory, Box actions": ["algo=ppo", "algo.recurrent=false", *PENDULUM],
     "ppo, LSTM, MultiDiscrete": ["algo=ppo", "algo.recurrent=true", *MATCH, "env.id=MatchMultiDiscrete-v0"],
     "ppo, LRU, MultiBinary, previous reward": [

@@ -7,7 +7,15 @@ import numpy as np
 import pytest
 
 import trajrl.envs.gym_envs  # noqa: F401  (registers the ids)
-from trajrl.envs.tasks import SUITE, PointMassNoVel, RepeatFirst, RepeatPrevious, RunningSum
+from trajrl.envs.tasks import (
+    SUITE,
+    PointMassNoVel,
+    RecallSequence,
+    RepeatFirst,
+    RepeatPrevious,
+    RepeatPreviousPair,
+    RunningSum,
+)
 from trajrl.report.summary import wilson_interval
 
 
@@ -29,7 +37,7 @@ def random_return(env: gym.Env, episodes: int = 300) -> float:
     return mean_return(env, lambda obs, memory: env.action_space.sample(), episodes)
 
 
-@pytest.mark.parametrize("name", ["point_mass_novel", "repeat_previous", "repeat_first", "running_sum"])
+@pytest.mark.parametrize("name", [name for name in SUITE if "novel" not in name or name == "point_mass_novel"])
 def test_a_task_steps_within_its_spaces_and_ends_when_it_says(name):
     env = gym.make(SUITE[name].env_id)
     obs, _ = env.reset(seed=3)
@@ -56,6 +64,47 @@ def test_repeat_previous_pays_for_the_symbol_seen_delay_steps_before():
         rewards.append(reward)
     assert rewards[2:] == [0.25] * 4 and rewards[:2] == [0.0, 0.0] and terminated
     assert isinstance(env.observation_space, gym.spaces.Discrete)
+
+
+def test_repeat_previous_pair_pays_half_for_each_part_seen_delay_steps_before():
+    env = RepeatPreviousPair(length=5, symbols=3, delay=1)
+    seen = [env.reset(seed=0)[0]]
+    assert isinstance(env.action_space, gym.spaces.MultiDiscrete) and list(env.action_space.nvec) == [3, 3]
+    rewards = []
+    for t, wrong in enumerate([0, 0, 1, 2, 0]):  # a part made wrong (1: the first, 2: the second) or none
+        answer = seen[t - 1].copy() if t >= 1 else np.zeros(2, np.int64)
+        if wrong:
+            answer[wrong - 1] = (answer[wrong - 1] + 1) % 3
+        obs, reward, terminated, _, _ = env.step(answer)
+        assert env.observation_space.contains(obs)
+        seen.append(obs)
+        rewards.append(reward)
+    assert rewards == [0.0, 0.25, 0.125, 0.125, 0.25] and terminated  # 0.5 / 4 a part
+
+
+def test_recall_sequence_asks_back_what_it_showed_last_first_and_pays_only_then():
+    env = RecallSequence(count=3, symbols=5, rounds=2)
+    obs, _ = env.reset(seed=4)
+    rewards, shown = [], []
+    for t in range(12):
+        if t % 6 < 3:  # shown: the symbol, the flag 0
+            assert obs[-1] == 0.0 and obs[:-1].sum() == 1.0
+            shown.append(int(obs[:-1].argmax()))
+            action = 0
+        else:  # asked: the flag alone
+            assert obs[-1] == 1.0 and obs[:-1].sum() == 0.0
+            action = shown[-1 - (t % 6 - 3)] if t < 9 else (shown[-1 - (t % 6 - 3)] + 1) % 5  # round 2: wrong
+            if t == 9:
+                shown = shown[3:]
+        obs, reward, terminated, _, _ = env.step(action)
+        rewards.append(reward)
+    assert terminated and env.length == 12
+    assert rewards == [0.0] * 3 + [pytest.approx(1 / 6)] * 3 + [0.0] * 6
+    forward = RecallSequence(count=2, symbols=3, rounds=1, reverse=False)
+    first, _ = forward.reset(seed=0)
+    second = forward.step(0)[0]
+    forward.step(0)
+    assert forward.step(int(first.argmax()))[1] == 0.5 and forward.step(int(second.argmax()))[1] == 0.5
 
 
 def test_repeat_first_shows_the_first_symbol_once_and_pays_for_it_at_every_step():
@@ -105,6 +154,24 @@ def recall(delay):
     return act
 
 
+def recall_pair(delay):
+    def act(obs, memory):
+        memory.setdefault("seen", []).append(np.asarray(obs).copy())
+        return memory["seen"][-1 - delay] if len(memory["seen"]) > delay else np.zeros(2, np.int64)
+
+    return act
+
+
+def reverse_recall(obs, memory):
+    if obs[-1] == 0.0:  # shown: kept, a new round emptied first
+        if memory.get("asking"):
+            memory["shown"], memory["asking"] = [], False
+        memory.setdefault("shown", []).append(int(obs[:-1].argmax()))
+        return 0
+    memory["asking"] = True
+    return memory["shown"].pop()
+
+
 def first(obs, memory):
     memory.setdefault("first", int(np.argmax(obs[:-1])))
     return memory["first"]
@@ -118,7 +185,9 @@ def count(obs, memory):
 #: task -> (a policy with the memory it asks for, the best policy without memory we know)
 SCRIPTED = {
     "point_mass_novel": (difference_controller, lambda obs, memory: np.clip(-20 * obs, -1, 1).astype(np.float32)),
-    "repeat_previous": (recall(3), lambda obs, memory: int(obs)),
+    "repeat_previous_hard": (recall(4), lambda obs, memory: int(obs)),
+    "repeat_previous_pair": (recall_pair(2), lambda obs, memory: np.asarray(obs)),
+    "recall_sequence": (reverse_recall, lambda obs, memory: int(obs[:-1].argmax())),
     "repeat_first": (first, lambda obs, memory: int(np.argmax(obs[:-1]))),
     "running_sum": (count, lambda obs, memory: int(obs[0] > 0)),
 }
