@@ -384,7 +384,8 @@ def main() -> None:
         in_budget = [r if r is not None and r[0] <= target.within_frames else None for r in reached]
         finals, bests = [evals[-1][1] for evals in runs], [max(v for _, v, _ in evals) for evals in runs]
         what = "" if target.metric == "eval/return" else f"{target.metric.split('/')[1]} "
-        digits, point = (1, 0) if target.metric == "eval/return" else (2, 2)  # table, curves
+        large = target.metric == "eval/return" and abs(target.threshold) >= 10  # CartPole's, not a share
+        digits, point = (1, 0) if large else (3, 2)  # table, curves
         row = (
             f"| {preset} | {what}{target.threshold:g} | {target.within_frames:,} | "
             f"{count(sum(r is not None for r in in_budget), len(runs))} | "
