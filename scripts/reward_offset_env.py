@@ -1,6 +1,6 @@
-"""The travel suite's RepeatPrevious with a constant reward added at every step (1/47, a right answer's
-reward), registered as RepeatPreviousOffset-v0: an `env.import_module` for the diagnosis of
-notebook/learning/tuning.md (what the soft target's level gives the recall; the switch it turned off,
+"""The first travel suite's recall task (RepeatPrevious-v0, until 2026-12-07) with a constant reward added at
+every step (1/47, a right answer's reward), registered as RepeatPreviousOffset-v0: an `env.import_module` for
+the diagnosis of notebook/learning/tuning.md (what the soft target's level gives the recall; the switch it turned off,
 algo.soft_target, has since left trajrl: at today's commit the run keeps the soft target, faded off or not):
 
     PYTHONPATH=scripts python -m trajrl env=gym env.id=RepeatPreviousOffset-v0 \
