@@ -71,7 +71,7 @@ class RepeatPrevious(gym.Env):
     def __init__(self, length: int = 50, symbols: int = 4, delay: int = 3):
         if symbols < 2 or delay < 1 or length <= delay:
             raise ValueError(
-                f"RepeatPrevious needs symbols >= 2, delay >= 1 and length > delay; got length={length}, "
+                f"{type(self).__name__} needs symbols >= 2, delay >= 1 and length > delay; got length={length}, "
                 f"symbols={symbols}, delay={delay}"
             )
         self.length, self.symbols, self.delay = length, symbols, delay
@@ -155,7 +155,7 @@ class RunningSum(gym.Env):
         return self._draw(), reward, self.t >= self.length, False, {}
 
 
-class RepeatPreviousPair(gym.Env):
+class RepeatPreviousPair(RepeatPrevious):
     """Two of ``symbols`` symbols observed at each step (a ``MultiDiscrete`` observation); from step
     ``delay`` on, the action (``MultiDiscrete([symbols, symbols])``) must name both symbols observed
     ``delay`` steps before. Each right part pays ``0.5 / (length - delay)``; ``length`` steps an
@@ -164,12 +164,7 @@ class RepeatPreviousPair(gym.Env):
     metadata = {"render_modes": []}
 
     def __init__(self, length: int = 50, symbols: int = 4, delay: int = 2):
-        if symbols < 2 or delay < 1 or length <= delay:
-            raise ValueError(
-                f"RepeatPreviousPair needs symbols >= 2, delay >= 1 and length > delay; got length={length}, "
-                f"symbols={symbols}, delay={delay}"
-            )
-        self.length, self.symbols, self.delay = length, symbols, delay
+        super().__init__(length, symbols, delay)
         self.observation_space = gym.spaces.MultiDiscrete([symbols, symbols])
         self.action_space = gym.spaces.MultiDiscrete([symbols, symbols])
         self.seen: list[np.ndarray] = []
@@ -179,7 +174,7 @@ class RepeatPreviousPair(gym.Env):
         return self.seen[-1].copy()
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
-        super().reset(seed=seed)
+        gym.Env.reset(self, seed=seed)  # not RepeatPrevious's: it would draw a symbol of its own
         self.seen = []
         return self._draw(), {}
 
