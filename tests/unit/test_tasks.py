@@ -37,7 +37,18 @@ def random_return(env: gym.Env, episodes: int = 300) -> float:
     return mean_return(env, lambda obs, memory: env.action_space.sample(), episodes)
 
 
-@pytest.mark.parametrize("name", [name for name in SUITE if "novel" not in name or name == "point_mass_novel"])
+#: The suite's tasks trajrl writes itself (cartpole_novel and pendulum_novel wrap gymnasium's).
+OWN_TASKS = [
+    "point_mass_novel",
+    "repeat_previous_hard",
+    "repeat_previous_pair",
+    "recall_sequence",
+    "repeat_first",
+    "running_sum",
+]
+
+
+@pytest.mark.parametrize("name", OWN_TASKS)
 def test_a_task_steps_within_its_spaces_and_ends_when_it_says(name):
     env = gym.make(SUITE[name].env_id)
     obs, _ = env.reset(seed=3)
@@ -193,7 +204,7 @@ SCRIPTED = {
 }
 
 
-@pytest.mark.parametrize("name", list(SCRIPTED))
+@pytest.mark.parametrize("name", OWN_TASKS)
 def test_memory_reaches_the_best_return_the_suite_names_and_no_memory_stays_below_the_threshold(name):
     task = SUITE[name]
     env = gym.make(task.env_id)
