@@ -104,9 +104,8 @@ def test_recall_sequence_asks_back_what_it_showed_last_first_and_pays_only_then(
             action = 0
         else:  # asked: the flag alone
             assert obs[-1] == 1.0 and obs[:-1].sum() == 0.0
-            action = shown[-1 - (t % 6 - 3)] if t < 9 else (shown[-1 - (t % 6 - 3)] + 1) % 5  # round 2: wrong
-            if t == 9:
-                shown = shown[3:]
+            right = shown[-1 - (t % 6 - 3)]  # the last shown first
+            action = right if t < 9 else (right + 1) % 5  # round 1 right, round 2 wrong
         obs, reward, terminated, _, _ = env.step(action)
         rewards.append(reward)
     assert terminated and env.length == 12
