@@ -50,7 +50,7 @@ lint: install-test
 PYTEST_FLAGS ?= -n 2 --dist worksteal -p no:cacheprovider --durations=20
 
 test: lint
-	$(PY) -m compileall -q trajrl tests > /dev/null
+	$(PY) -m compileall -q trajrl tests
 	$(PY) -m pytest $(PYTEST_FLAGS) $(ARGS)
 
 # The inner loop: tests/unit alone, one process, no worker started, nothing trained (< 30 s);
