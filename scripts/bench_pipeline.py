@@ -819,19 +819,30 @@ def machine_cpu_s() -> float:
     return (user + nice + system) / os.sysconf("SC_CLK_TCK")
 
 
+#: How a run's collector workers start, each as a script run with ``python -c`` (``None``: ``python -m trajrl``).
+START_METHODS = {
+    # TorchRL's default: each worker a new interpreter that imports torch, TorchRL and trajrl
+    "spawn": "import multiprocessing\n"
+    "if __name__ == '__main__':\n"
+    "    multiprocessing.set_start_method('spawn')\n"
+    "    from trajrl.__main__ import main\n"
+    "    main()\n",
+    # forked from a fork server that is itself a new interpreter (importing them once more)
+    "fork server, new interpreter": "from multiprocessing import forkserver\n"
+    "import trajrl.__main__ as cli\n"
+    "cli.start_fork_server = forkserver.ensure_running\n"
+    "cli.main()\n",
+    # the CLI as it is: forked from a fork server forked from the learner, which has imported them
+    "fork server, forked from the learner": None,
+}
+
+
 def startup_cost(start_method: str, overrides: list[str]) -> tuple[float, float]:
-    """``python -m trajrl`` with ``overrides``, its workers forked from its fork server
-    (``forkserver``: the CLI as it is) or spawned (``spawn``: TorchRL's default, set
-    before the CLI's ``main`` runs): (wall s, CPU s of the whole machine meanwhile: the
-    fork server and its workers are not the run's children in ``getrusage``)."""
-    spawned = (
-        "import multiprocessing\n"
-        "if __name__ == '__main__':\n"
-        "    multiprocessing.set_start_method('spawn')\n"
-        "    from trajrl.__main__ import main\n"
-        "    main()\n"
-    )
-    command = [sys.executable, "-m", "trajrl"] if start_method == "forkserver" else [sys.executable, "-c", spawned]
+    """``python -m trajrl`` with ``overrides``, its workers started as ``START_METHODS[start_method]``
+    starts them: (wall s, CPU s of the whole machine meanwhile: the fork server and its workers are
+    not the run's children in ``getrusage``)."""
+    script = START_METHODS[start_method]
+    command = [sys.executable, "-m", "trajrl"] if script is None else [sys.executable, "-c", script]
     with tempfile.TemporaryDirectory() as where:
         cpu, t0 = machine_cpu_s(), time.monotonic()
         proc = subprocess.run(
@@ -1113,14 +1124,15 @@ def main(argv: list[str] | None = None) -> None:
     if "startup" not in args.skip:
         overrides = ["debug=smoke", "collector=multi_sync"]
         print(
-            f"# a run's start-up and end: `python -m trajrl {' '.join(overrides)}` (2 worker processes, 2,000 frames), "
-            f"workers spawned (TorchRL's default) or forked from a fork server (the CLI's), the median of 3 "
+            f"# a run's start-up and end: `python -m trajrl {' '.join(overrides)}` (2 worker processes, "
+            f"{trajrl.compose(overrides).total_frames:,} frames), workers spawned (TorchRL's default) or forked from "
+            "a fork server started as a new interpreter or forked from the learner (the CLI's), the median of 3 "
             "alternated runs; CPU: the whole machine's meanwhile, alone on it"
         )
         print()
         print("| workers started by | wall s | CPU s | CPU / spawn |")
         print("|---|---|---|---|")
-        costs = {"spawn": [], "forkserver": []}
+        costs = {method: [] for method in START_METHODS}
         for _ in range(3):
             for method in costs:
                 costs[method].append(startup_cost(method, overrides))

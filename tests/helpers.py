@@ -306,19 +306,18 @@ class Run:
             time.sleep(0.2)
 
     def workers(self) -> list[int]:
-        """The run's child processes that are collector workers: spawned, or forked from
-        the run's fork server (not the server itself, a child of the run)."""
-        found = []
+        """The run's processes that are collector workers: spawned (children of the run), or forked
+        from the run's fork server (children of a child of the run)."""
+        parents = {}
         for pid in processes_in_group(self.pgid):
-            try:
-                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-                parent = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError):
-                continue
-            spawned = b"spawn_main" in cmdline
-            forked = b"forkserver" in cmdline and parent != self.proc.pid
-            if (spawned or forked) and pid != self.proc.pid:
-                found.append(pid)
+            with contextlib.suppress(OSError, IndexError):
+                parents[pid] = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        found = []
+        for pid, parent in parents.items():
+            with contextlib.suppress(OSError):
+                spawned = parent == self.proc.pid and b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()
+                if spawned or parents.get(parent) == self.proc.pid:
+                    found.append(pid)
         return found
 
     def end(self, within: float = 30) -> str:

@@ -258,10 +258,10 @@ def train_one_run(cfg: DictConfig, typed: list[str]) -> float:
                     discard_run_dir(run_dir)
                 raise
 
-        if starts_processes(cfg.collector.kind, cfg.collector.get("env_backend")):
-            start_fork_server()  # its imports run beside the learner's own (below)
         from trajrl.training.run import summary, train
 
+        if starts_processes(cfg.collector.kind, cfg.collector.get("env_backend")):
+            start_fork_server()  # a fork of this process, before it starts a thread: the workers' imports are done
         with one_line_errors(run_dir=run_dir):
             record_command(run_dir, list(hydra_cfg.overrides.task), typed)
             final = train(cfg, run_dir=run_dir)

@@ -334,6 +334,23 @@ def test_run_multiprocessing_finalizers():
         assert parameters(multiprocessing.util._run_finalizers) == ["minpriority"]
 
 
+def test_use_fork_server(monkeypatch):
+    """With no server running, what ``start()`` returns (under the lock) is what multiprocessing sends requests to."""
+    with internal("multiprocessing.forkserver._forkserver: _lock, _forkserver_pid, _forkserver_address, ..."):
+        server = forkserver.ForkServer()  # not started: this process's own is left as it is
+        for name in ("_lock", "_forkserver_pid", "_forkserver_address", "_forkserver_alive_fd"):
+            assert hasattr(server, name), f"ForkServer has no {name}"
+        assert parameters(forkserver.main)[:3] == ["listener_fd", "alive_r", "preload"], "forkserver.main changed"
+        monkeypatch.setattr(forkserver, "_forkserver", server)
+        started = (12345, "/an/address", 67)
+        internals.use_fork_server(lambda: started if server._lock.locked() else pytest.fail("started unlocked"))
+        assert (server._forkserver_pid, server._forkserver_address, server._forkserver_alive_fd) == (
+            12345,
+            "/an/address",
+            67,
+        ), "multiprocessing would not use the server started"
+
+
 def test_end_fork_server(monkeypatch):
     with internal("multiprocessing.forkserver._forkserver: _lock, _forkserver_pid, _forkserver_alive_fd"):
         server = forkserver.ForkServer()  # not started: this process's own is left as it is

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import atexit
 import multiprocessing.util
+import os
 from collections.abc import Callable, Iterator
 from multiprocessing import forkserver, resource_tracker
 from typing import Any
@@ -318,6 +319,21 @@ def run_multiprocessing_finalizers() -> None:
     """What multiprocessing does at exit, done now (``util._run_finalizers(0)``): semaphores
     still open are unlinked and struck off the resource tracker's list before it stops."""
     multiprocessing.util._run_finalizers(0)
+
+
+def use_fork_server(start: Callable[[], tuple[int, str, int]]) -> None:
+    """Unless a fork server of this process is running: ``start()`` starts one and returns its pid,
+    its socket's address and the write end of its "alive" pipe, which multiprocessing then sends
+    requests to (``forkserver._forkserver``: ``_lock``, ``_forkserver_pid``, ``_forkserver_address``,
+    ``_forkserver_alive_fd``, set as ``ForkServer.ensure_running`` sets them after its own start, a
+    new interpreter, which has no public alternative)."""
+    server = forkserver._forkserver
+    with server._lock:
+        if server._forkserver_pid is not None:
+            if os.waitpid(server._forkserver_pid, os.WNOHANG)[0] == 0:
+                return  # running
+            os.close(server._forkserver_alive_fd)
+        server._forkserver_pid, server._forkserver_address, server._forkserver_alive_fd = start()
 
 
 def end_fork_server(end: Callable[[int | None, int | None], None]) -> None:

@@ -11,23 +11,27 @@ that runs trajrl and then looks for stray processes, or starts the next job, wou
 from __future__ import annotations
 
 import contextlib
+import logging
 import multiprocessing
 import os
 import signal
+import socket
 import sys
 import threading
 import time
-from multiprocessing import forkserver
+from multiprocessing import connection, forkserver, resource_tracker
 from typing import NoReturn
 
 from trajrl.base import internals
+from trajrl.base.signals import stacks_on_sigusr1
 
 
 def workers_from_a_fork_server() -> None:
-    """Collector workers are forked from a server process that imported what they run once
-    (``trajrl.factory``, ``trajrl.collect.forkserver``) rather than spawned, each importing torch and TorchRL
-    anew: a smoke run with two workers takes about a fifth less CPU (``scripts/bench_pipeline.py``,
-    part ``startup``). Unless the start method is already set (TorchRL's own default is ``spawn``)."""
+    """Collector workers are forked from a server process that has imported what they run
+    (``start_fork_server``; started by multiprocessing, it imports ``trajrl.factory`` and
+    ``trajrl.collect.forkserver``) rather than spawned, each importing torch and TorchRL anew
+    (``scripts/bench_pipeline.py``, part ``startup``). Unless the start method is already set
+    (TorchRL's own default is ``spawn``)."""
     if (
         multiprocessing.get_start_method(allow_none=True) is None
         and "forkserver" in multiprocessing.get_all_start_methods()
@@ -37,10 +41,61 @@ def workers_from_a_fork_server() -> None:
 
 
 def start_fork_server() -> None:
-    """Start the fork server now, where workers come from one: it imports what they run
-    while this process imports the learner (the two imports overlap on two cores)."""
-    if multiprocessing.get_start_method(allow_none=True) == "forkserver":
+    """Start the fork server now, as a fork of this process, where workers come from one: this
+    process has imported what they run (``trajrl.factory``), which a server started as a new
+    interpreter would import again (about 3.5 s of CPU, as much as the learner's own imports).
+    Where this process already runs other threads (a sweep's later job), multiprocessing starts
+    it as a new interpreter: a fork holds only the thread that forked, and the locks others held."""
+    if multiprocessing.get_start_method(allow_none=True) != "forkserver":
+        return
+    if threading.active_count() > 1:
         forkserver.ensure_running()
+    else:
+        resource_tracker.ensure_running()  # before the fork: every worker is handed its pipe
+        internals.use_fork_server(fork_a_fork_server)
+
+
+def fork_a_fork_server() -> tuple[int, str, int]:
+    """Fork this process into multiprocessing's fork server (``forkserver.main``, as a new
+    interpreter would run it): its pid, the address it listens on, and the write end of the
+    pipe whose end (every process that holds it gone) stops it."""
+    for stream in (sys.stdout, sys.stderr):  # else what they buffer would be written again by a worker
+        with contextlib.suppress(Exception):  # a closed pipe: nothing more can be said
+            stream.flush()
+    address = connection.arbitrary_address("AF_UNIX")
+    with socket.socket(socket.AF_UNIX) as listener:
+        listener.bind(address)
+        os.chmod(address, 0o600)
+        listener.listen()
+        alive_r, alive_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            serve_forks(listener.fileno(), alive_r)
+        os.close(alive_r)
+    return pid, address, alive_w
+
+
+def serve_forks(listener: int, alive: int) -> NoReturn:
+    """In the fork: what a new interpreter started as the fork server would hold, then its loop
+    until ``alive``'s other end is closed. Only its two descriptors and the standard streams stay
+    open (this process's run-directory lock and log file are not the server's, nor its workers');
+    logging starts bare, and the signals this process handles get their defaults, but the stacks
+    printed on SIGUSR1 (as ``trajrl.collect.forkserver`` sets them up in a new interpreter). It ends
+    with ``os._exit``: the exit handlers of the process it was forked from are not its own."""
+    try:
+        for handler in logging.root.handlers[:]:
+            logging.root.removeHandler(handler)
+            handler.close()
+        keep = sorted({0, 1, 2, listener, alive})
+        for low, high in zip([-1, *keep], [*keep, os.sysconf("SC_OPEN_MAX")]):
+            os.closerange(low + 1, high)
+        for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGALRM):
+            signal.signal(signum, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        stacks_on_sigusr1()
+        forkserver.main(listener, alive, preload=[])
+    finally:
+        os._exit(0)
 
 
 def end_child_processes(wait_s: float = 5.0) -> None:
