@@ -26,6 +26,7 @@ def test_off_policy_statistics_are_exact_on_episodes_of_known_length(train_in):
         "sampler.burn_in=0",
         "sampler.slices_per_batch=32",
         "storage.capacity=1500",
+        "total_frames=2000",  # the storage written over
     )
     run.train()
     rows = rows_of(run.dir)

@@ -54,7 +54,7 @@ def test_collector_ray_trains_with_two_actors_audits_clean_and_leaves_no_ray_pro
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     last = read_metrics(run_dir)[-1]
-    assert int(last["frames"]) >= 2000 and float(last["train/updates"]) > 0
+    assert int(last["frames"]) >= 1000 and float(last["train/updates"]) > 0
     assert float(last["audit/violations"]) == 0 and float(last["audit/batches_checked"]) > 0
     assert float(last["collect/worker0/episodes"]) > 0 and float(last["collect/worker1/episodes"]) > 0
     if trajs == "null":  # each actor wrote its 2 lanes
@@ -109,7 +109,7 @@ def test_collector_ray_joins_a_running_cluster_and_leaves_it_running(tmp_path):
         )
         assert proc.returncode == 0, proc.stderr[-3000:]
         last = read_metrics(run_dir)[-1]
-        assert int(last["frames"]) >= 2000 and float(last["audit/violations"]) == 0
+        assert int(last["frames"]) >= 1000 and float(last["audit/violations"]) == 0
         assert "collect/frames_stepped" not in last  # no frame counters across a cluster
         assert any("raylet" in p for p in ray_processes())  # the cluster still runs
     finally:
