@@ -14,8 +14,8 @@ from helpers import TESTS, cli_environment, failed_with, read_metrics, run_cli
 from trajrl.report.compare import checkpoint_differences, differences, metrics_differences
 
 #: A short deterministic run that evaluates along the way; off-policy, it learns a little (``UPDATES``:
-#: about a hundred updates).
-SHORT = ("deterministic=true", "debug=smoke", "total_frames=1500", "loop.eval_every_frames=500")
+#: 80 updates).
+SHORT = ("deterministic=true", "debug=smoke", "loop.eval_every_frames=500")
 UPDATES = "loop.updates_per_frame=0.1"
 
 
@@ -45,7 +45,7 @@ CASES = [
         ["algo.rnn=ffm", "sampler=tape", "sampler.tape_frames=200", UPDATES], id="rsac-ffm-tape", marks=pytest.mark.slow
     ),
     pytest.param(
-        ["experiment=r2d2_bit_flipping_her", "total_frames=1500", "loop.eval_every_frames=500"],
+        ["experiment=r2d2_bit_flipping_her", "total_frames=1000", "loop.eval_every_frames=500"],
         id="r2d2-hindsight",
         marks=pytest.mark.slow,
     ),
@@ -88,10 +88,10 @@ RESUMABLE = (
     "deterministic=true",
     "debug=smoke",
     "seed=5",
-    "total_frames=2500",
-    "loop.eval_every_frames=1000",
-    "loop.log_every_frames=1000",
-    "loop.checkpoint_every_frames=1000",
+    "total_frames=1500",
+    "loop.eval_every_frames=500",
+    "loop.log_every_frames=500",
+    "loop.checkpoint_every_frames=500",
 )
 
 

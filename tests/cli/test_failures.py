@@ -247,6 +247,7 @@ SIGKILLED = {  # case -> overrides
         "algo=r2d2",
         "loop.updates_per_frame=2",
         "loop.max_update_lag=1",
+        "loop.checkpoint_every_frames=250",  # the first 100 updates after the warm-up's 200 frames
     ],
 }
 
