@@ -150,3 +150,65 @@ def test_a_reader_that_stops_reading_ends_the_command_quietly(tmp_path):
         os.close(write_end)
     assert proc.returncode == 128 + signal.SIGPIPE, proc.stderr
     assert proc.stderr == ""
+
+
+FORK_SERVER = """
+import json, multiprocessing, os, sys, threading, time
+from pathlib import Path
+
+from trajrl.base.processes import end_child_processes, start_fork_server, workers_from_a_fork_server
+
+workers_from_a_fork_server()
+multiprocessing.set_forkserver_preload([])  # a server that is a new interpreter imports nothing here
+if sys.argv[1] == "thread":
+    threading.Thread(target=time.sleep, args=(60,), daemon=True).start()
+log = open(sys.argv[2], "w")  # this process's file, not the fork server's
+start_fork_server()
+worker = multiprocessing.Process(target=print, args=("a worker",))
+worker.start()
+worker.join()
+children = Path(f"/proc/self/task/{os.getpid()}/children").read_text().split()
+own = Path("/proc/self/cmdline").read_bytes()
+commands = {p: Path(f"/proc/{p}/cmdline").read_bytes() for p in children}
+files = []
+for p in children:
+    for fd in os.listdir(f"/proc/{p}/fd"):
+        try:
+            files.append(os.readlink(f"/proc/{p}/fd/{fd}"))
+        except OSError:  # closed meanwhile
+            pass
+said = {
+    "forked": sum(command == own for command in commands.values()),
+    "new": sum(command != own and b"forkserver" in command for command in commands.values()),
+    "holds_the_file": sys.argv[2] in files,
+    "worker": worker.exitcode,
+}
+print(json.dumps(said), flush=True)
+end_child_processes()
+"""
+
+
+@pytest.mark.parametrize("threads", ["none", "thread"])
+def test_the_fork_server_is_a_fork_of_the_cli_unless_the_cli_runs_threads(threads, tmp_path):
+    """``start_fork_server``: with the CLI's main thread alone, the server is a fork of it (its command line
+    the CLI's own) holding none of its files; with another thread running, multiprocessing starts it as a
+    new interpreter. A worker comes from either, and nothing is left when the CLI ends."""
+    import json
+    import sys
+
+    proc = subprocess.Popen(
+        [sys.executable, "-c", FORK_SERVER, threads, str(tmp_path / "log")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    code = proc.wait(timeout=60)
+    left = processes_now(proc.pid)
+    out, err = proc.communicate()
+    assert code == 0, err[-3000:]
+    assert out.splitlines()[0] == "a worker", out
+    said = json.loads(out.splitlines()[1])
+    forked = threads == "none"
+    assert said == {"forked": int(forked), "new": int(not forked), "holds_the_file": False, "worker": 0}, said
+    assert left == []

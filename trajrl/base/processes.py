@@ -87,13 +87,18 @@ def serve_forks(listener: int, alive: int) -> NoReturn:
             logging.root.removeHandler(handler)
             handler.close()
         keep = sorted({0, 1, 2, listener, alive})
-        for low, high in zip([-1, *keep], [*keep, os.sysconf("SC_OPEN_MAX")]):
-            os.closerange(low + 1, high)
+        for low, high in zip(keep, [*keep[1:], os.sysconf("SC_OPEN_MAX")]):
+            if high > low + 1:  # an empty range would close every descriptor (close_range(low + 1, -1))
+                os.closerange(low + 1, high)
         for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGALRM):
             signal.signal(signum, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         stacks_on_sigusr1()
-        forkserver.main(listener, alive, preload=[])
+        forkserver.main(listener, alive, preload=[])  # until every holder of the alive pipe has closed it
+    except SystemExit:
+        pass
+    except BaseException as err:  # a request to come fails at its connect: this says why
+        print(f"trajrl: the fork server ended: {type(err).__name__}: {err}", file=sys.stderr, flush=True)
     finally:
         os._exit(0)
 
