@@ -26,8 +26,7 @@ def run(tmp_path, name: str, *overrides: str, seed: int = 3):
     return tmp_path / name, proc
 
 
-CASES = [
-    pytest.param([UPDATES], id="rsac-prioritized_slice"),  # the default agent, its collector replaced
+CASES = [  # the default agent: test_a_seed_repeats_its_run_and_another_seed_is_another_run
     pytest.param(["algo=r2d2", UPDATES], id="r2d2"),
     pytest.param(["algo=ppo"], id="ppo"),
     # the same ordered loop with the other learners' paths, samplers and cores
@@ -60,8 +59,12 @@ def test_a_seed_repeats_its_run(tmp_path, overrides):
     assert differences(first, again) == []
 
 
-def test_another_seed_is_another_run_and_the_log_says_which_collector_ran_it(tmp_path):
+def test_a_seed_repeats_its_run_and_another_seed_is_another_run_and_the_log_says_which_collector_ran_it(tmp_path):
+    """The default agent (recurrent SAC-discrete, prioritized slices), its collector replaced."""
     first, proc = run(tmp_path, "first", UPDATES)
+    again, _ = run(tmp_path, "again", UPDATES)
+    assert len(read_metrics(first)) >= 3  # rows with evaluations along the way, and the closing one
+    assert differences(first, again) == []
     other, _ = run(tmp_path, "other", UPDATES, seed=4)
     assert metrics_differences(first, other) and checkpoint_differences(first, other)
     said = proc.stdout + proc.stderr

@@ -154,7 +154,7 @@ def test_the_cli_trains_resumes_and_exports_an_algorithm_its_module_registers(tm
     run_dir = next(tmp_path.glob("outputs/*/*/"))
     first = [row for row in csv.DictReader((run_dir / "metrics.csv").open()) if row.get("train/loss")]
     assert first and float(first[-1]["train/loss"]) >= 0
-    again = run_cli(tmp_path, f"resume={run_dir}", "total_frames=1500")
+    again = run_cli(tmp_path, f"resume={run_dir}", "total_frames=1200")
     assert again.returncode == 0, again.stderr[-2000:]
     assert f"resumed from {run_dir}" in again.stderr + again.stdout
     out = tmp_path / "toy.onnx"

@@ -109,11 +109,11 @@ def test_weights_and_epsilon_pushed_by_the_loop_reach_the_collector(collector):
             pipe.acting.pull()  # the loop's push: the learner's weights into the acting copy, then to the collector
             pipe.collector.update_policy_weights_(TensorDict.from_module(pipe.policy))
             pushed_at = pipe.buffer.write_count
-            wait_for_frames(pipe, pushed_at + 1500)
+            wait_for_frames(pipe, pushed_at + 800)
         finally:
             pipe.collector.async_shutdown()
         written = pipe.buffer.write_count
-        recent = pipe.buffer.storage[torch.arange(written - 500, written) % 4000]
+        recent = pipe.buffer.storage[torch.arange(written - 300, written) % 4000]
         assert (recent["action"] == 1).float().mean() == 1.0
 
 
@@ -214,7 +214,7 @@ def test_each_environment_explores_with_its_own_epsilon():
         with trajrl.build(cfg) as pipe:
             pipe.collector.start()
             try:
-                wait_for_frames(pipe, 3000)
+                wait_for_frames(pipe, 2000)
             finally:
                 pipe.collector.async_shutdown()
             counts = pipe.counters.snapshot()
