@@ -333,6 +333,7 @@ def use_fork_server(start: Callable[[], tuple[int, str, int]]) -> None:
             if os.waitpid(server._forkserver_pid, os.WNOHANG)[0] == 0:
                 return  # running
             os.close(server._forkserver_alive_fd)
+            server._forkserver_pid = server._forkserver_address = server._forkserver_alive_fd = None
         server._forkserver_pid, server._forkserver_address, server._forkserver_alive_fd = start()
 
 

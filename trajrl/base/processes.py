@@ -68,7 +68,12 @@ def fork_a_fork_server() -> tuple[int, str, int]:
         os.chmod(address, 0o600)
         listener.listen()
         alive_r, alive_w = os.pipe()
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError:  # no memory for it, or no process left: the pipe goes with it
+            os.close(alive_r)
+            os.close(alive_w)
+            raise
         if pid == 0:
             serve_forks(listener.fileno(), alive_r)
         os.close(alive_r)
