@@ -94,7 +94,7 @@ def smoke_run(tmp_path_factory, worker_id):
 def sweep(tmp_path_factory, worker_id):
     """One ``--multirun`` over seeds x algorithms, run once for the tests that read it
     (the run directories, plots and summaries; 1,000 frames a job: two evaluations and
-    two metrics rows each, what a curve and a mean across seeds need): its sweep directory."""
+    a metrics row every 250 frames each, what a curve and a mean across seeds need): its sweep directory."""
     _, where = run_once(
         tmp_path_factory,
         worker_id,
