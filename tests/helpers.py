@@ -2,6 +2,7 @@
 processes left behind, and environments written into a test's directory (imported
 by the CLI through ``env.import_module``). Fixtures around them are in conftest.py."""
 
+import atexit
 import contextlib
 import csv
 import json
@@ -10,6 +11,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -38,19 +40,23 @@ def cli_environment(*pythonpath) -> dict[str, str]:
     return env
 
 
-def trajrl(*args, cwd, timeout=120, pythonpath=None):
-    """``python -m trajrl *args`` in ``cwd`` (``pythonpath``: where extra env modules are)."""
-    env = cli_environment(pythonpath)
+def trajrl(*args, cwd, timeout=120, pythonpath=None, fresh=False):
+    """``python -m trajrl *args`` in ``cwd`` (``pythonpath``: where extra env modules are), forked from
+    this test process's ``CliForks`` server unless ``fresh`` (a new interpreter); ``subprocess.run``'s
+    result, ``elapsed`` its seconds, ``subprocess.TimeoutExpired`` past ``timeout``."""
     start = time.monotonic()
-    proc = subprocess.run(
-        [sys.executable, "-m", "trajrl", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-        stdin=subprocess.DEVNULL,
-    )
+    if fresh:
+        proc = subprocess.run(
+            [sys.executable, "-m", "trajrl", *args],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=cli_environment(pythonpath),
+            stdin=subprocess.DEVNULL,
+        )
+    else:
+        proc, _ = cli_forks().exited(*args, cwd=cwd, timeout=timeout, pythonpath=pythonpath)
     proc.elapsed = time.monotonic() - start
     return proc
 
@@ -88,12 +94,15 @@ def trajrl_without(package: str, *args, cwd, timeout=120):
     )
 
 
-def exited(*args, cwd, timeout=120, pythonpath=None) -> tuple[subprocess.CompletedProcess, list[str]]:
-    """``trajrl(*args)`` with its output in pipes, in a process group of its own: the finished
-    process, and the processes of its group at the moment it exited (listed as soon as it has,
-    while threads read its pipes: reading them to their end waits for whatever still holds them)."""
+def exited(*args, cwd, timeout=120, pythonpath=None, fresh=False) -> tuple[subprocess.CompletedProcess, list[str]]:
+    """``trajrl(*args)`` in a process group of its own: the finished process, and the processes of
+    its group at the moment it exited. Forked from ``cli_forks()`` unless ``fresh``: then a new
+    interpreter, its output in pipes (the group listed as soon as it has exited, while threads
+    read its pipes: reading them to their end waits for whatever still holds them)."""
     from concurrent.futures import ThreadPoolExecutor
 
+    if not fresh:
+        return cli_forks().exited(*args, cwd=cwd, timeout=timeout, pythonpath=pythonpath)
     env = cli_environment(pythonpath)
     proc = subprocess.Popen(
         [sys.executable, "-m", "trajrl", *args],
@@ -118,29 +127,51 @@ def exited(*args, cwd, timeout=120, pythonpath=None) -> tuple[subprocess.Complet
 
 
 class CliForks:
-    """``exited`` for many short commands at about half the CPU time: each runs trajrl's ``main()``
-    in a child of a process that imported the CLI once (tests/cli_forks.py), in a session of its own."""
+    """``python -m trajrl`` at its own work's CPU time: each command runs ``trajrl.__main__.cli()`` in
+    a child of a server that imported the CLI, torch and TorchRL once (tests/cli_forks.py), in a
+    session of its own, with the environment a fresh interpreter would get. ``cli_forks()``: this
+    test process's own."""
 
-    def __init__(self, pythonpath=None):
+    def __init__(self):
         self.server = subprocess.Popen(
             [sys.executable, str(TESTS / "cli_forks.py")],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
-            env=cli_environment(pythonpath),
+            env=cli_environment(),
         )
+        self.lock = threading.Lock()
 
-    def exited(self, *args, cwd, timeout=30) -> tuple[subprocess.CompletedProcess, list[str]]:
-        """What ``exited(*args, cwd=cwd)`` returns; the exit code is None for a command killed
-        after ``timeout`` s."""
-        self.server.stdin.write(json.dumps({"args": list(args), "cwd": str(cwd), "timeout": timeout}) + "\n")
-        self.server.stdin.flush()
-        reply = json.loads(self.server.stdout.readline())
-        return subprocess.CompletedProcess(["trajrl", *args], reply["code"], reply["out"], reply["err"]), reply["left"]
+    def exited(self, *args, cwd, timeout=120, pythonpath=None) -> tuple[subprocess.CompletedProcess, list[str]]:
+        """What ``exited(*args, cwd=cwd, fresh=True)`` returns."""
+        asked = {"args": list(args), "cwd": str(cwd), "timeout": timeout, "env": cli_environment(pythonpath)}
+        with self.lock:
+            self.server.stdin.write(json.dumps(asked) + "\n")
+            self.server.stdin.flush()
+            line = self.server.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the CLI's fork server ended (exit {self.server.wait(10)})")
+        reply = json.loads(line)
+        proc = subprocess.CompletedProcess(["trajrl", *args], reply["code"], reply["out"], reply["err"])
+        if proc.returncode is None:
+            raise subprocess.TimeoutExpired(proc.args, timeout, proc.stdout, proc.stderr)
+        return proc, reply["left"]
 
     def close(self) -> None:
         self.server.stdin.close()
         self.server.wait(10)
+
+
+_cli_forks: CliForks | None = None
+
+
+def cli_forks() -> CliForks:
+    """This test process's ``CliForks``, started on first use (again if it ended), closed at exit."""
+    global _cli_forks
+    if _cli_forks is None or _cli_forks.server.poll() is not None:
+        _cli_forks = CliForks()
+        atexit.register(_cli_forks.close)
+    return _cli_forks
 
 
 def failed_with(proc, code: int, line: str, *texts: str, traceback: bool = False) -> str:
@@ -186,9 +217,10 @@ def rows_of(run_dir: Path) -> list[dict]:
     return runs.read_metrics(run_dir / "metrics.csv")
 
 
-def run_cli(tmp_path, *args, timeout=180):
-    """The CLI in ``tmp_path``, with the test environments importable (``env.import_module=known_envs``)."""
-    return trajrl(*args, cwd=tmp_path, timeout=timeout, pythonpath=os.pathsep.join([str(tmp_path), str(TESTS)]))
+def run_cli(tmp_path, *args, timeout=180, fresh=False):
+    """``trajrl(*args)`` in ``tmp_path``, with the test environments importable (``env.import_module=known_envs``)."""
+    pythonpath = os.pathsep.join([str(tmp_path), str(TESTS)])
+    return trajrl(*args, cwd=tmp_path, timeout=timeout, pythonpath=pythonpath, fresh=fresh)
 
 
 def kill_a_worker_writing(workers, timeout: float) -> int:

@@ -4,19 +4,18 @@ training (the environments of tests/misbehaving_envs.py misbehave from step 3 of
 import gymnasium as gym
 import misbehaving_envs  # noqa: F401 (registers the test environments)
 import pytest
-from helpers import TESTS, CliForks, exited
+from helpers import TESTS, exited
 
 
-@pytest.fixture(scope="module")
-def cli_forks():
-    forks = CliForks(pythonpath=TESTS)  # the test environments (misbehaving_envs)
-    yield forks
-    forks.close()
-
-
-def check_env(cli_forks, tmp_path, env_id, *overrides):
-    proc, left = cli_forks.exited(
-        "check-env", "env=gym", f"env.id={env_id}", "env.import_module=misbehaving_envs", *overrides, cwd=tmp_path
+def check_env(tmp_path, env_id, *overrides):
+    proc, left = exited(
+        "check-env",
+        "env=gym",
+        f"env.id={env_id}",
+        "env.import_module=misbehaving_envs",
+        *overrides,
+        cwd=tmp_path,
+        pythonpath=TESTS,
     )
     assert left == [] and "Traceback" not in proc.stderr, proc.stderr
     assert not (tmp_path / "outputs").exists()  # nothing written
@@ -39,9 +38,9 @@ def random_episode_lengths(env_id: str, steps: int, seed: int) -> list[int]:
     return lengths
 
 
-def test_an_environment_that_behaves_is_described_and_nothing_refused(cli_forks, tmp_path):
+def test_an_environment_that_behaves_is_described_and_nothing_refused(tmp_path):
     """Its spaces, its episodes under random actions, the cast it needs, and the run that would train on it."""
-    proc = check_env(cli_forks, tmp_path, "Float64Observation-v0", "algo=r2d2", "--steps", "300")
+    proc = check_env(tmp_path, "Float64Observation-v0", "algo=r2d2", "--steps", "300")
     assert proc.returncode == 0, proc.stderr
     lines = dict(line.split(None, 1) for line in proc.stdout.splitlines() if line[:1] != " ")
     assert lines["environment"] == "Float64Observation-v0 (env.import_module=misbehaving_envs)"
@@ -61,11 +60,11 @@ def test_an_environment_that_behaves_is_described_and_nothing_refused(cli_forks,
     )
 
 
-def test_the_inputs_added_to_the_observation_are_named(cli_forks, tmp_path):
+def test_the_inputs_added_to_the_observation_are_named(tmp_path):
     """The default agent's previous action, and the episode's time where ``env.observe_time=auto`` finds a clock
     (the 3-step recall: every episode terminated at step 50) and where it does not (a time limit's cut)."""
     for env_id, clock, size in (("trajrl/RepeatPrevious-v0", True, 4 + 2 + 4), ("Float64Observation-v0", False, 4 + 2)):
-        proc = check_env(cli_forks, tmp_path, env_id, "env.observe_time=auto", "--steps", "120")
+        proc = check_env(tmp_path, env_id, "env.observe_time=auto", "--steps", "120")
         assert proc.returncode == 0, proc.stderr
         inputs = dict(line.split(None, 1) for line in proc.stdout.splitlines() if line[:1] != " ")["inputs"]
         time = "the episode's time (tanh(t / s), s = 16, 64), " if clock else ""
@@ -83,8 +82,8 @@ def test_the_inputs_added_to_the_observation_are_named(cli_forks, tmp_path):
         ("UnboundedLine-v0", "rsac", "declares Box(-inf, inf, (1,), float32) actions, without finite bounds"),
     ],
 )
-def test_what_a_run_would_refuse_is_named_in_one_line(cli_forks, tmp_path, env_id, algo, words):
-    proc = check_env(cli_forks, tmp_path, env_id, f"algo={algo}")
+def test_what_a_run_would_refuse_is_named_in_one_line(tmp_path, env_id, algo, words):
+    proc = check_env(tmp_path, env_id, f"algo={algo}")
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.count("\n") == 1 and proc.stderr.startswith(f"trajrl check-env: env.id='{env_id}': ")
     assert words in proc.stderr
@@ -92,9 +91,9 @@ def test_what_a_run_would_refuse_is_named_in_one_line(cli_forks, tmp_path, env_i
     assert proc.stdout.startswith(f"environment     {env_id}")  # what it saw comes first
 
 
-def test_an_environment_whose_package_is_missing_is_named_in_one_line(cli_forks, tmp_path):
+def test_an_environment_whose_package_is_missing_is_named_in_one_line(tmp_path):
     """gymnasium's ``DependencyNotInstalled`` as the environment is made: its own line, what to install."""
-    proc = check_env(cli_forks, tmp_path, "NeedsPhysics-v0", "algo=rsac")
+    proc = check_env(tmp_path, "NeedsPhysics-v0", "algo=rsac")
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert proc.stderr == (
         "trajrl check-env: env.id='NeedsPhysics-v0': needs a package that is not installed: "
@@ -102,15 +101,15 @@ def test_an_environment_whose_package_is_missing_is_named_in_one_line(cli_forks,
     )
 
 
-def test_a_gaussian_policy_takes_actions_without_bounds(cli_forks, tmp_path):
-    proc = check_env(cli_forks, tmp_path, "UnboundedLine-v0", "algo=ppo")
+def test_a_gaussian_policy_takes_actions_without_bounds(tmp_path):
+    proc = check_env(tmp_path, "UnboundedLine-v0", "algo=ppo")
     assert proc.returncode == 0, proc.stderr
     assert "actions         Box(-inf, inf, (1,), float32)" in proc.stdout and "algo=ppo" in proc.stdout
 
 
 def test_an_unknown_option_is_a_configuration_error(tmp_path):
     """A fresh interpreter, as a user types it."""
-    proc, left = exited("check-env", "env=nonesuch", cwd=tmp_path, timeout=60)
+    proc, left = exited("check-env", "env=nonesuch", cwd=tmp_path, timeout=60, fresh=True)
     assert proc.returncode == 2 and left == []
     assert proc.stderr.startswith("trajrl check-env: configuration error: env='nonesuch': use one of "), proc.stderr
 

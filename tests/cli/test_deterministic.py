@@ -19,9 +19,10 @@ SHORT = ("deterministic=true", "debug=smoke", "loop.eval_every_frames=500")
 UPDATES = "loop.updates_per_frame=0.1"
 
 
-def run(tmp_path, name: str, *overrides: str, seed: int = 3):
-    """A short deterministic run of the CLI into ``tmp_path / name``: (its directory, the process)."""
-    proc = run_cli(tmp_path, *SHORT, f"seed={seed}", f"hydra.run.dir={name}", *overrides, timeout=300)
+def run(tmp_path, name: str, *overrides: str, seed: int = 3, fresh: bool = False):
+    """A short deterministic run of the CLI into ``tmp_path / name``: (its directory, the process);
+    ``fresh``: in a new interpreter (``helpers.trajrl``)."""
+    proc = run_cli(tmp_path, *SHORT, f"seed={seed}", f"hydra.run.dir={name}", *overrides, timeout=300, fresh=fresh)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return tmp_path / name, proc
 
@@ -60,8 +61,10 @@ def test_a_seed_repeats_its_run(tmp_path, overrides):
 
 
 def test_a_seed_repeats_its_run_and_another_seed_is_another_run_and_the_log_says_which_collector_ran_it(tmp_path):
-    """The default agent (recurrent SAC-discrete, prioritized slices), its collector replaced."""
-    first, proc = run(tmp_path, "first", UPDATES)
+    """The default agent (recurrent SAC-discrete, prioritized slices), its collector replaced. The first
+    run is ``python -m trajrl`` in a new interpreter, the others are forked from the tests' CLI server
+    (``helpers.cli_forks``), which must make the same run."""
+    first, proc = run(tmp_path, "first", UPDATES, fresh=True)
     again, _ = run(tmp_path, "again", UPDATES)
     assert len(read_metrics(first)) >= 3  # rows with evaluations along the way, and the closing one
     assert differences(first, again) == []

@@ -6,7 +6,7 @@ import math
 import re
 
 import pytest
-from helpers import TESTS, CliForks, rows_of, run_cli
+from helpers import TESTS, exited, rows_of, run_cli
 
 #: The task, and the words check-env says of the policy the default builds for it. The tasks' episodes last 10
 #: steps: slices of 10 with a burn-in of 2 (the default's 40 and 10 are longer than an episode).
@@ -15,13 +15,6 @@ TASKS = {
     "MatchMultiBinary-v0": "one categorical for each of the 4 dimensions (2 categories each)",
 }
 SHORT_EPISODES = ["sampler.slice_len=10", "sampler.burn_in=2"]
-
-
-@pytest.fixture(scope="module")
-def cli_forks():
-    forks = CliForks(pythonpath=TESTS)  # the test environments (action_envs)
-    yield forks
-    forks.close()
 
 
 @pytest.fixture(scope="module", params=sorted(TASKS))
@@ -45,27 +38,30 @@ def test_the_default_trains_on_actions_of_several_dimensions(factored_run):
     assert (run_dir / "checkpoints" / "best.pt").exists()
 
 
-def test_its_greedy_agent_is_evaluated_and_exported_acting_as_trajrl_does(factored_run, cli_forks, tmp_path):
+def test_its_greedy_agent_is_evaluated_and_exported_acting_as_trajrl_does(factored_run, tmp_path):
     """``evaluate`` plays each dimension's most likely category; the exported file (``PartsArgmax`` after
     the memory core) takes the same actions as trajrl's greedy agent on the episodes it checks (ONNX for
     one task, a torch program for the other)."""
     env_id, run_dir, _ = factored_run
-    proc, left = cli_forks.exited("evaluate", str(run_dir), "--episodes", "3", cwd=tmp_path, timeout=120)
+    proc, left = exited("evaluate", str(run_dir), "--episodes", "3", cwd=tmp_path, timeout=120, pythonpath=TESTS)
     assert proc.returncode == 0 and left == [], proc.stderr[-3000:]
     assert re.search(r"return \d+\.\d+ ± \d+\.\d+ over 3 deterministic episodes", proc.stdout), proc.stdout
     fmt, suffix = ("onnx", "onnx") if env_id == "MatchMultiDiscrete-v0" else ("torch", "pt2")  # a format each
     out = tmp_path / f"agent.{suffix}"
-    proc, left = cli_forks.exited(
-        "export", str(run_dir), "--format", fmt, "--out", str(out), "--check-episodes", "3", cwd=tmp_path, timeout=180
+    proc, left = exited(
+        *["export", str(run_dir), "--format", fmt, "--out", str(out), "--check-episodes", "3"],
+        cwd=tmp_path,
+        timeout=180,
+        pythonpath=TESTS,
     )
     assert proc.returncode == 0 and left == [], proc.stderr[-3000:]
     assert "checked: the same actions as trajrl's greedy agent over 3 episodes" in proc.stdout, proc.stdout
     assert out.stat().st_size > 0
 
 
-def test_check_env_says_what_the_default_builds_for_the_actions(factored_run, cli_forks, tmp_path):
+def test_check_env_says_what_the_default_builds_for_the_actions(factored_run, tmp_path):
     env_id, _, overrides = factored_run
-    proc, left = cli_forks.exited("check-env", *overrides, "--steps", "20", cwd=tmp_path)
+    proc, left = exited("check-env", *overrides, "--steps", "20", cwd=tmp_path, pythonpath=TESTS)
     assert proc.returncode == 0 and left == [], proc.stderr[-3000:]
     lines = dict(line.split(None, 1) for line in proc.stdout.splitlines() if line[:1] != " ")
     assert lines["policy"] == (

@@ -3,14 +3,14 @@ what would work; exit code 2; under 10 s; no run directory written; no process l
 
 The cases in ``FRESH_INTERPRETER`` (one per way a refusal comes about: Hydra's grammar, a group
 option, a setting's range, the environment, a config file) start ``python -m trajrl``; the others
-run the CLI's ``main()`` in a process forked from one that imported it once (``CliForks``)."""
+run the CLI in a process forked from one that imported it once (``helpers.cli_forks()``)."""
 
 import importlib.util
 import time
 
 import pytest
 import torch
-from helpers import TESTS, CliForks, exited
+from helpers import TESTS, exited
 
 #: Config files a user might write (``hydra.searchpath`` adds their directory).
 USER_CONFIGS = {
@@ -234,7 +234,7 @@ CASES = [
 ]
 
 
-#: Cases run by a fresh ``python -m trajrl`` (the others by ``CliForks``).
+#: Cases run by a fresh ``python -m trajrl`` (the others forked from ``helpers.cli_forks()``).
 FRESH_INTERPRETER = {
     "seed=[1,2",
     "collector=nope",
@@ -244,24 +244,17 @@ FRESH_INTERPRETER = {
 }
 
 
-@pytest.fixture(scope="module")
-def cli_forks():
-    forks = CliForks(pythonpath=TESTS)  # the test environments (action_envs)
-    yield forks
-    forks.close()
-
-
 @pytest.mark.parametrize("overrides, words", CASES, ids=[" ".join(o) for o, _ in CASES])
-def test_a_setting_that_cannot_work_is_refused_with_a_clear_message(overrides, words, tmp_path, cli_forks):
+def test_a_setting_that_cannot_work_is_refused_with_a_clear_message(overrides, words, tmp_path):
     for name, text in USER_CONFIGS.items():
         (tmp_path / "conf" / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / "conf" / name).write_text(text)
     start = time.monotonic()
     args = [*overrides, "debug=smoke", f"hydra.searchpath=[file://{tmp_path / 'conf'}]"]
     if " ".join(overrides) in FRESH_INTERPRETER:
-        proc, left = exited(*args, cwd=tmp_path, timeout=30, pythonpath=TESTS)  # the test environments
+        proc, left = exited(*args, cwd=tmp_path, timeout=30, pythonpath=TESTS, fresh=True)  # the test environments
     else:
-        proc, left = cli_forks.exited(*args, cwd=tmp_path, timeout=30)
+        proc, left = exited(*args, cwd=tmp_path, timeout=30, pythonpath=TESTS)
     elapsed = time.monotonic() - start
     out, err = proc.stdout, proc.stderr
     message = out + err
