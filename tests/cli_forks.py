@@ -1,10 +1,10 @@
 """``python -m trajrl`` for the tests' commands (``helpers.CliForks`` starts it): this process
 imports the CLI, torch, TorchRL and what trajrl trains and reports with once, then runs each
-command it reads on stdin (a JSON line: ``args``, ``cwd``, ``timeout``, ``env``) in a child
+command it reads on stdin (a JSON line: ``id``, ``args``, ``cwd``, ``timeout``, ``env``) in a child
 forked for it, in a session of its own, as the interpreter runs ``python -m trajrl``: the
 environment it was given, ``cwd`` then ``PYTHONPATH`` first on ``sys.path``, ``trajrl.__main__``
 as the main module, ``trajrl.__main__.cli()`` (which ends the process with its exit code). It
-answers a JSON line: ``code``, ``out``, ``err`` and ``left``, the processes of the child's group
+answers a JSON line: ``id``, ``code``, ``out``, ``err`` and ``left``, the processes of the child's group
 at the moment it exited. A command costs about 3.5 s of CPU less than a fresh interpreter's,
 which imports torch and TorchRL anew each time (a training run, ``evaluate``, ``export``) or
 Hydra, trajrl and gymnasium (a refusal)."""
@@ -80,4 +80,5 @@ def run(args: list[str], cwd: str, timeout: float, env: dict[str, str]) -> dict:
 if __name__ == "__main__":
     for line in sys.stdin:
         asked = json.loads(line)
-        print(json.dumps(run(asked["args"], asked["cwd"], asked["timeout"], asked["env"])), flush=True)
+        done = run(asked["args"], asked["cwd"], asked["timeout"], asked["env"])
+        print(json.dumps({"id": asked["id"], **done}), flush=True)

@@ -141,17 +141,21 @@ class CliForks:
             env=cli_environment(),
         )
         self.lock = threading.Lock()
+        self.asked = 0  # requests sent: a reply names its request (one a test left unread is skipped)
 
     def exited(self, *args, cwd, timeout=120, pythonpath=None) -> tuple[subprocess.CompletedProcess, list[str]]:
         """What ``exited(*args, cwd=cwd, fresh=True)`` returns."""
-        asked = {"args": list(args), "cwd": str(cwd), "timeout": timeout, "env": cli_environment(pythonpath)}
         with self.lock:
-            self.server.stdin.write(json.dumps(asked) + "\n")
+            self.asked += 1
+            asked = {"id": self.asked, "args": list(args), "cwd": str(cwd), "timeout": timeout}
+            self.server.stdin.write(json.dumps({**asked, "env": cli_environment(pythonpath)}) + "\n")
             self.server.stdin.flush()
-            line = self.server.stdout.readline()
-        if not line:
-            raise RuntimeError(f"the CLI's fork server ended (exit {self.server.wait(10)})")
-        reply = json.loads(line)
+            reply = {}
+            while reply.get("id") != asked["id"]:
+                line = self.server.stdout.readline()
+                if not line:
+                    raise RuntimeError(f"the CLI's fork server ended (exit {self.server.wait(10)})")
+                reply = json.loads(line)
         proc = subprocess.CompletedProcess(["trajrl", *args], reply["code"], reply["out"], reply["err"])
         if proc.returncode is None:
             raise subprocess.TimeoutExpired(proc.args, timeout, proc.stdout, proc.stderr)
