@@ -489,9 +489,19 @@ def summarise_runs(args: argparse.Namespace) -> None:
     print(table)
 
 
+def one_torch_thread() -> None:
+    """An agent played one step at a time computes in one thread, as a run's learner and workers
+    do: torch's default, a thread a core, makes ``evaluate`` and ``export`` no faster and busies
+    every core (twice the CPU time on 2 cores)."""
+    import torch
+
+    torch.set_num_threads(1)
+
+
 def evaluate_agent(args: argparse.Namespace) -> None:
     from trajrl.report.evaluate_run import evaluate_run, load_run, record_video
 
+    one_torch_thread()
     cfg, agent = load_run(args.run_dir, args.which)
     stats = evaluate_run(cfg, agent, args.episodes, args.seed)
     print(
@@ -509,6 +519,7 @@ def evaluate_agent(args: argparse.Namespace) -> None:
 def export_agent_file(args: argparse.Namespace) -> None:
     from trajrl.report.export import export_agent
 
+    one_torch_thread()
     path, check = export_agent(args.run_dir, args.which, args.format, args.out, args.check_episodes)
     print(f"{path} ({path.stat().st_size / 1024:.1f} kB, {args.format}, {args.which} agent)", flush=True)
     if check["episodes"]:

@@ -314,16 +314,18 @@ def write_onnx(program, example: tuple, sidecar: dict, path: Path) -> None:
 
 
 class Exported:
-    """An exported file as its runtime runs it (onnxruntime for ``.onnx``, torch for ``.pt2``):
-    ``agent(observation, state, episode_start[, reward])`` on numpy arrays, ``agent.spec`` its
-    sidecar, ``agent.initial_state(batch)`` the state to start from."""
+    """An exported file as its runtime runs it (onnxruntime for ``.onnx``, in one thread as trajrl
+    plays an agent; torch for ``.pt2``): ``agent(observation, state, episode_start[, reward])`` on
+    numpy arrays, ``agent.spec`` its sidecar, ``agent.initial_state(batch)`` the state to start from."""
 
     def __init__(self, path: str | Path):
         path = Path(path)
         if path.suffix == FORMATS["onnx"]:
             import onnxruntime
 
-            self.session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+            options = onnxruntime.SessionOptions()
+            options.intra_op_num_threads = options.inter_op_num_threads = 1  # one step at a time
+            self.session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
             self.spec = json.loads(self.session.get_modelmeta().custom_metadata_map[ONNX_METADATA])
             self.program = None
         else:
