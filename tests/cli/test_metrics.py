@@ -1,14 +1,16 @@
 """What a run reports: episode, mask, worker, buffer and staleness statistics checked
 exactly on environments whose episode lengths are known (runs trained in the test's
 process); the TensorBoard and wandb (offline) files and the progress output in a pipe
-(the session's CLI smoke run) and on a terminal; plots and summaries of a multirun (real
-CLI in subprocesses)."""
+(the session's CLI smoke run) and on a terminal; plots, summaries and a seed's reading
+(scripts/read_seed.py) of a multirun (real CLI in subprocesses)."""
 
 import glob
 import io
+import subprocess
+import sys
 
 import pytest
-from helpers import rows_of, run_cli
+from helpers import REPO, rows_of, run_cli
 
 from trajrl.training.progress import Progress
 
@@ -172,6 +174,40 @@ def test_a_multirun_is_plotted_and_summarised_across_seeds(sweep, tmp_path):
 
     missing = run_cli(tmp_path, "plot", str(tmp_path / "nowhere"))
     assert missing.returncode != 0 and "does not exist" in missing.stderr
+
+
+def test_read_seed_prints_at_each_evaluation_what_the_learner_logged_last(sweep):
+    """``scripts/read_seed.py`` (a failing seed's reading) on the sweep's recurrent DQN and PPO runs:
+    a line at each evaluation, its greedy return and the last value of each column logged by then;
+    a column the algorithm does not log (recurrent DQN has no temperature) is nan."""
+    import math
+
+    runs = [sweep / "0", sweep / "1"]  # seed 0: algo=r2d2, algo=ppo
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "read_seed.py"), *map(str, runs)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    for run_dir in runs:
+        start = lines.index(str(run_dir))
+        assert lines[start + 1].split() == ["frames", "greedy", "training", "q_mean", "entropy", "alpha",
+                                            "critic_loss", "action_gap", "grad_norm", "staleness", "episodes",
+                                            "updates"]  # fmt: skip
+        rows, last, expected = rows_of(run_dir), {}, []
+        for row in rows:
+            last.update(row)
+            if "eval/return" in row:
+                expected.append([row["frames"], row["eval/return"], last.get("train/q_mean", math.nan)])
+        printed = [[float(x) for x in line.split()] for line in lines[start + 2 : start + 2 + len(expected)]]
+        assert len(expected) >= 2 and len(printed) == len(expected)
+        for values, (frames, greedy, q_mean) in zip(printed, expected):
+            assert values[0] == frames and values[1] == pytest.approx(greedy, rel=1e-3)
+            assert values[3] == pytest.approx(q_mean, rel=1e-3, nan_ok=True)
+        alphas = [values[5] for values in printed]
+        assert all(map(math.isnan, alphas))  # neither recurrent DQN nor PPO has a temperature
 
 
 def test_progress_redraws_a_status_line_on_a_terminal_and_prints_plain_lines_elsewhere():
