@@ -31,11 +31,12 @@ torch.set_num_threads(1)
 @pytest.fixture
 def run_in(tmp_path):
     """Start ``python -m trajrl debug=smoke ...`` in ``tmp_path`` with the failing environments
-    of ``tests/bad_envs.py`` importable; every run started is killed at the end of the test."""
+    of ``tests/bad_envs.py`` importable (``helpers.Run``: forked unless ``fresh``); every run
+    started is killed at the end of the test."""
     runs = []
 
-    def start(*overrides: str) -> Run:
-        runs.append(Run(tmp_path, *overrides))
+    def start(*overrides: str, fresh: bool = False) -> Run:
+        runs.append(Run(tmp_path, *overrides, fresh=fresh))
         return runs[-1]
 
     yield start

@@ -143,27 +143,72 @@ class CliForks:
         self.lock = threading.Lock()
         self.asked = 0  # requests sent: a reply names its request (one a test left unread is skipped)
 
-    def exited(self, *args, cwd, timeout=120, pythonpath=None) -> tuple[subprocess.CompletedProcess, list[str]]:
-        """What ``exited(*args, cwd=cwd, fresh=True)`` returns."""
+    def ask(self, op: str, **fields) -> dict:
+        """The server's answer to ``op`` (tests/cli_forks.py)."""
         with self.lock:
             self.asked += 1
-            asked = {"id": self.asked, "args": list(args), "cwd": str(cwd), "timeout": timeout}
-            self.server.stdin.write(json.dumps({**asked, "env": cli_environment(pythonpath)}) + "\n")
+            self.server.stdin.write(json.dumps({"id": self.asked, "op": op, **fields}) + "\n")
             self.server.stdin.flush()
             reply = {}
-            while reply.get("id") != asked["id"]:
+            while reply.get("id") != self.asked:
                 line = self.server.stdout.readline()
                 if not line:
                     raise RuntimeError(f"the CLI's fork server ended (exit {self.server.wait(10)})")
                 reply = json.loads(line)
+        return reply
+
+    def exited(self, *args, cwd, timeout=120, pythonpath=None) -> tuple[subprocess.CompletedProcess, list[str]]:
+        """What ``exited(*args, cwd=cwd, fresh=True)`` returns."""
+        env = cli_environment(pythonpath)
+        reply = self.ask("run", args=list(args), cwd=str(cwd), env=env, timeout=timeout)
         proc = subprocess.CompletedProcess(["trajrl", *args], reply["code"], reply["out"], reply["err"])
         if proc.returncode is None:
             raise subprocess.TimeoutExpired(proc.args, timeout, proc.stdout, proc.stderr)
         return proc, reply["left"]
 
+    def start(self, *args, cwd, env: dict[str, str]) -> "Forked":
+        """``python -m trajrl *args`` started in ``cwd`` with environment ``env``, running on."""
+        return Forked(self, self.ask("start", args=list(args), cwd=str(cwd), env=env)["pid"], ["trajrl", *args])
+
     def close(self) -> None:
         self.server.stdin.close()
         self.server.wait(10)
+
+
+class Forked:
+    """What the tests use of a ``subprocess.Popen`` (text output), for a command ``CliForks`` started:
+    ``pid``, ``args``, ``returncode``, ``poll``, ``wait``, ``communicate``, ``send_signal``, ``kill``."""
+
+    def __init__(self, forks: CliForks, pid: int, args: list[str]):
+        self.forks, self.pid, self.args = forks, pid, args
+        self.returncode: int | None = None
+        self.said = ("", "")
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            reply = self.forks.ask("wait", pid=self.pid, timeout=0)
+            if reply["code"] is not None:
+                self.returncode, self.said = reply["code"], (reply["out"], reply["err"])
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(self.args, timeout)
+            time.sleep(0.05)
+        return self.returncode
+
+    def communicate(self, timeout: float | None = None) -> tuple[str, str]:
+        self.wait(timeout)
+        return self.said
+
+    def send_signal(self, signum: int) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, signum)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
 
 
 _cli_forks: CliForks | None = None
@@ -307,21 +352,19 @@ def kill_a_worker_writing(workers, timeout: float) -> int:
 
 
 class Run:
-    """``python -m trajrl`` in its own process group (as a shell would start it)."""
+    """``python -m trajrl`` in its own process group (as a shell would start it): forked from
+    ``cli_forks()`` (``self.proc`` a ``Forked``), or a new interpreter if ``fresh``."""
 
-    def __init__(self, tmp_path: Path, *overrides: str):
+    def __init__(self, tmp_path: Path, *overrides: str, fresh: bool = False):
         self.dir = tmp_path / "run"
         env = cli_environment(tmp_path, TESTS)  # the test environments (bad_envs)
+        args = ["debug=smoke", "loop.checkpoint_every_frames=500", *overrides, f"hydra.run.dir={self.dir}"]
+        if not fresh:  # forked from cli_forks(): a ``Forked``
+            self.proc = cli_forks().start(*args, cwd=tmp_path, env=env)
+            self.pgid = self.proc.pid
+            return
         self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "trajrl",
-                "debug=smoke",
-                "loop.checkpoint_every_frames=500",
-                *overrides,
-                f"hydra.run.dir={self.dir}",
-            ],
+            [sys.executable, "-m", "trajrl", *args],
             cwd=tmp_path,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -403,6 +446,7 @@ class Run:
     def kill(self) -> None:
         if self.proc.poll() is None:
             os.killpg(self.pgid, signal.SIGKILL)
+            self.proc.wait(10)
 
 
 # ---------------------------------------------------------------- data built by hand
@@ -546,11 +590,12 @@ def processes_below(pid: int | None = None) -> set[int]:
 
 
 def session_processes() -> set[int]:
-    """What multiprocessing keeps for the whole test session: the fork server (conftest.py)
-    and the resource tracker."""
+    """What is kept for the whole test session: multiprocessing's fork server (conftest.py) and
+    resource tracker, and the CLI's server (``cli_forks()``)."""
     from multiprocessing import forkserver, resource_tracker
 
-    return {forkserver._forkserver._forkserver_pid, resource_tracker._resource_tracker._pid} - {None}
+    started = {forkserver._forkserver._forkserver_pid, resource_tracker._resource_tracker._pid}
+    return started - {None} | ({_cli_forks.server.pid} if _cli_forks is not None else set())
 
 
 def assert_nothing_left_since(before: set[int], within: float = 10) -> None:

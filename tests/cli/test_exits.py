@@ -88,7 +88,7 @@ def test_a_run_stopped_by_ctrl_c_or_sigterm_saves_a_checkpoint_and_leaves_no_pro
     """Ctrl-C: SIGINT to the whole process group, workers included; SIGTERM: to the run only.
     The run ends within 30 s, says why, exits 128 + signal, keeps its metrics and saves a
     checkpoint of where it stopped."""
-    run = run_in("total_frames=1000000")
+    run = run_in("total_frames=1000000", fresh=True)  # a new interpreter, as a user's shell starts it
     run.wait_for_checkpoint()  # training is under way, the collector's workers running
     time.sleep(1.0)  # past the first checkpoint
     os.killpg(run.pgid, signum) if signum == signal.SIGINT else run.proc.send_signal(signum)
