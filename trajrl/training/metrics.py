@@ -266,25 +266,30 @@ class MetricsLog:
     appended each time; the file is rewritten only when a row brings a new column), and
     the TorchRL loggers (TensorBoard, wandb).
 
-    ``resume_at``: a resumed run keeps the rows up to its checkpoint's frames; the
-    rows after them (the stretch the resumed run does again) move to
-    ``metrics_superseded.csv``."""
+    ``resume_at``: ``(frames, updates)`` of a resumed run's checkpoint: the run keeps the rows
+    written before it was saved, those with no more frames and no more updates (a row written
+    after it can have its frame count: the learner updates on while no episode arrives); the
+    later ones (the stretch the resumed run does again) move to ``metrics_superseded.csv``."""
 
-    def __init__(self, run_dir: Path | None, loggers: list[Logger] = (), resume_at: int | None = None):
+    def __init__(self, run_dir: Path | None, loggers: list[Logger] = (), resume_at: tuple[int, float] | None = None):
         self.path = Path(run_dir) / "metrics.csv" if run_dir else None
         # the pipeline's own list where it is one: a logger dropped here (``dropped_if_it_fails``) is not closed there
         self.loggers = loggers if isinstance(loggers, list) else list(loggers)
         self.rows: list[dict[str, float]] = []
         self.columns: list[str] = []
         if resume_at is not None and self.path is not None and self.path.exists():
-            self.rows = self._keep_until(resume_at)
+            self.rows = self._keep_until(*resume_at)
             self._rewrite()
 
-    def _keep_until(self, frames: int) -> list[dict[str, str]]:
-        """The rows written up to ``frames`` (as written); the later ones are moved aside."""
+    def _keep_until(self, frames: int, updates: float) -> list[dict[str, str]]:
+        """The rows written up to ``frames`` and ``updates`` (as written); the later ones are moved aside."""
         with open(self.path, newline="") as f:
             rows = [{k: v for k, v in row.items() if v not in ("", None)} for row in csv.DictReader(f)]
-        later = [row for row in rows if float(row["frames"]) > frames]
+
+        def later_than_the_checkpoint(row: dict[str, str]) -> bool:
+            return float(row["frames"]) > frames or float(row.get("train/updates", 0)) > updates
+
+        later = [row for row in rows if later_than_the_checkpoint(row)]
         if later:
             superseded = self.path.with_name("metrics_superseded.csv")
             new_file = not superseded.exists()
@@ -295,7 +300,7 @@ class MetricsLog:
                 if new_file:
                     writer.writeheader()
                 writer.writerows(later)
-        return [row for row in rows if float(row["frames"]) <= frames]
+        return [row for row in rows if not later_than_the_checkpoint(row)]
 
     def hparams(self, values: dict) -> None:
         """The run's settings, once, to the loggers that keep them (TensorBoard's hparams, wandb's config)."""

@@ -69,7 +69,8 @@ def train_in(cfg: DictConfig, run_dir: Path, progress: Progress | None) -> dict[
             return {**last_row(run_dir), **finished_files(run_dir), "nothing_trained": solved}
         if cfg.resume is not None:
             OmegaConf.save(cfg, run_dir / "config.yaml", resolve=True)
-        metrics = MetricsLog(run_dir, pipe.loggers, resume_at=pipe.resumed.frames if pipe.resumed else None)
+        resume_at = (pipe.resumed.frames, pipe.algo.updates) if pipe.resumed else None
+        metrics = MetricsLog(run_dir, pipe.loggers, resume_at=resume_at)
         metrics.hparams(flat_hparams(OmegaConf.to_container(cfg, resolve=True)))
         evaluator = None
         if loop_settings.eval_episodes > 0:
