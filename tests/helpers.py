@@ -43,22 +43,18 @@ def cli_environment(*pythonpath) -> dict[str, str]:
 def trajrl(*args, cwd, timeout=120, pythonpath=None, fresh=False):
     """``python -m trajrl *args`` in ``cwd`` (``pythonpath``: where extra env modules are), forked from
     this test process's ``CliForks`` server unless ``fresh`` (a new interpreter); ``subprocess.run``'s
-    result, ``elapsed`` its seconds, ``subprocess.TimeoutExpired`` past ``timeout``."""
-    start = time.monotonic()
-    if fresh:
-        proc = subprocess.run(
-            [sys.executable, "-m", "trajrl", *args],
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            env=cli_environment(pythonpath),
-            stdin=subprocess.DEVNULL,
-        )
-    else:
-        proc, _ = cli_forks().exited(*args, cwd=cwd, timeout=timeout, pythonpath=pythonpath)
-    proc.elapsed = time.monotonic() - start
-    return proc
+    result, ``subprocess.TimeoutExpired`` past ``timeout``."""
+    if not fresh:
+        return cli_forks().exited(*args, cwd=cwd, timeout=timeout, pythonpath=pythonpath)[0]
+    return subprocess.run(
+        [sys.executable, "-m", "trajrl", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=cli_environment(pythonpath),
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def run_block(title: str, tmp_path: Path, before: str = "", after: str = "") -> str:
